@@ -1,0 +1,12 @@
+#include "app/commands.h"
+
+namespace pdserve::app {
+
+void AddBenchCommands(CLI::App& app) {
+  CLI::App* bench =
+      app.add_subcommand("bench", "Benchmarks: engine speed, KV bandwidth, serving load");
+  bench->require_subcommand(1);
+  AddBenchEngineCommand(*bench);
+}
+
+}  // namespace pdserve::app

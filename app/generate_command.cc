@@ -1,0 +1,7 @@
+#include "app/commands.h"
+
+namespace pdserve::app {
+
+void AddGenerateCommand(CLI::App& app) {}
+
+}  // namespace pdserve::app

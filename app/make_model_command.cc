@@ -1,0 +1,7 @@
+#include "app/commands.h"
+
+namespace pdserve::app {
+
+void AddMakeModelCommand(CLI::App& app) {}
+
+}  // namespace pdserve::app
