@@ -1,0 +1,53 @@
+// Backend: runs the model's forward pass for one engine step over a mixed batch (prompt chunks
+// of any length and single decoding tokens together), reading and writing the paged KV cache it
+// owns. Implementations: CpuBackend (cpu_backend.h) and, when built with CUDA, the CUDA backend.
+// A Backend is owned and driven by one thread (the engine's); KvLayerData pointers may be
+// handed to a KV transport that writes pages the engine has reserved but does not run yet.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/kv_pool.h"
+#include "model/model_config.h"
+
+namespace pdserve::model {
+
+// One sequence's share of a step: `tokens` at positions start_pos.. whose KV is computed now.
+struct SequenceChunk {
+  std::span<const int32_t> tokens;
+  int start_pos = 0;
+  std::span<const int32_t> pages;  // block table; must cover start_pos + tokens.size() tokens
+  bool want_logits = true;         // logits of the chunk's last token
+};
+
+struct ForwardBatch {
+  std::vector<SequenceChunk> chunks;
+  // Logits of every token instead of each chunk's last (tests and scoring).
+  bool all_logits = false;
+
+  int num_tokens() const;
+  int num_logit_rows() const;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const KvCacheShape& kv_shape() const = 0;
+  virtual std::string device() const = 0;  // "cpu", "cuda:0"
+
+  // Runs one step. `logits` gets num_logit_rows() rows of vocab_size floats, in chunk order.
+  // Refuses (InvalidArgument/OutOfRange) token ids, positions or pages out of range.
+  virtual Status Forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
+
+  // The start of one layer's page pool (host or device memory), for KV transports.
+  virtual void* KvLayerData(int layer) = 0;
+};
+
+}  // namespace pdserve::model

@@ -1,0 +1,317 @@
+#include "model/cpu_backend.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <thread>
+
+#include "model/cpu_matmul.h"
+
+namespace pdserve::model {
+namespace {
+
+// Fixed-order dot product of two f32 vectors (8 lanes, then a fixed tree).
+float Dot(const float* a, const float* b, int n) {
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+  float r = _mm_cvtss_f32(s);
+  for (; i < n; ++i) r = std::fma(a[i], b[i], r);
+  return r;
+}
+
+void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
+  const float mean_square = Dot(x, x, n) / static_cast<float>(n);
+  const float scale = 1.0f / std::sqrt(mean_square + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+// Inverse frequencies of rotary embeddings, with Llama-3 or linear scaling.
+std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) inv[i] = 1.0 / std::pow(c.rope_theta, 2.0 * i / c.head_dim);
+  if (!c.rope_scaling) return inv;
+  const RopeScaling& s = *c.rope_scaling;
+  if (s.type == "linear") {
+    for (double& f : inv) f /= s.factor;
+    return inv;
+  }
+  const double old_len = s.original_max_position_embeddings;
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_wavelen) {
+      f /= s.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(std::shared_ptr<const Weights> weights, const ModelConfig& config,
+             const CpuBackendOptions& options)
+      : weights_(std::move(weights)), config_(config), inv_freq_(RopeInverseFrequencies(config)) {
+    shape_.n_layers = config.n_layers;
+    shape_.num_pages = options.num_pages;
+    shape_.page_size = options.page_size;
+    shape_.n_kv_heads = config.n_kv_heads;
+    shape_.head_dim = config.head_dim;
+    shape_.dtype = DType::kF32;
+    kv_.resize(config.n_layers);
+    for (auto& layer : kv_) layer.assign(shape_.layer_elems(), 0.0f);
+    threads_ =
+        options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const KvCacheShape& kv_shape() const override { return shape_; }
+  std::string device() const override { return "cpu"; }
+  void* KvLayerData(int layer) override { return kv_[layer].data(); }
+
+  Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
+
+ private:
+  Status Validate(const ForwardBatch& batch) const;
+  void PrepareRows(const ForwardBatch& batch);
+  void Attention(int layer);
+  void WriteKv(int layer);
+
+  std::shared_ptr<const Weights> weights_;
+  ModelConfig config_;
+  KvCacheShape shape_;
+  std::vector<double> inv_freq_;
+  std::vector<std::vector<float>> kv_;  // per layer, KvCacheShape layout
+  int threads_ = 1;
+
+  // Per-step run buffers; they grow to the largest step seen and stay.
+  struct Row {
+    int pos;
+    const int32_t* pages;
+  };
+  std::vector<Row> rows_;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
+  std::vector<float> rope_cos_, rope_sin_;  // [T][head_dim/2]
+};
+
+Status CpuBackend::Validate(const ForwardBatch& batch) const {
+  for (const auto& c : batch.chunks) {
+    if (c.tokens.empty()) return InvalidArgument("a sequence chunk has no tokens");
+    const int end = c.start_pos + static_cast<int>(c.tokens.size());
+    if (c.start_pos < 0 || end > config_.max_seq_len) {
+      return OutOfRange("positions up to " + std::to_string(end) + " exceed the context of " +
+                        std::to_string(config_.max_seq_len) + " tokens");
+    }
+    if (static_cast<int>(c.pages.size()) < PagesForTokens(end, shape_.page_size)) {
+      return InvalidArgument("block table of " + std::to_string(c.pages.size()) +
+                             " pages does not cover " + std::to_string(end) + " tokens");
+    }
+    for (int32_t p : c.pages) {
+      if (p < 0 || p >= shape_.num_pages) {
+        return InvalidArgument("page id " + std::to_string(p) + " is outside the pool");
+      }
+    }
+    for (int32_t t : c.tokens) {
+      if (t < 0 || t >= config_.vocab_size) {
+        return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary of " +
+                               std::to_string(config_.vocab_size));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void CpuBackend::PrepareRows(const ForwardBatch& batch) {
+  const int t = batch.num_tokens();
+  const ModelConfig& c = config_;
+  rows_.clear();
+  x_.resize(static_cast<size_t>(t) * c.dim);
+  for (const auto& chunk : batch.chunks) {
+    for (size_t i = 0; i < chunk.tokens.size(); ++i) {
+      const size_t r = rows_.size();
+      rows_.push_back({chunk.start_pos + static_cast<int>(i), chunk.pages.data()});
+      const size_t offset =
+          static_cast<size_t>(chunk.tokens[i]) * c.dim * DTypeSize(weights_->embed.dtype);
+      ConvertToFloat(weights_->embed.dtype,
+                     static_cast<const uint8_t*>(weights_->embed.data) + offset, &x_[r * c.dim],
+                     c.dim);
+    }
+  }
+  const int half = c.head_dim / 2;
+  rope_cos_.resize(static_cast<size_t>(t) * half);
+  rope_sin_.resize(static_cast<size_t>(t) * half);
+  for (int r = 0; r < t; ++r) {
+    for (int i = 0; i < half; ++i) {
+      const double angle = rows_[r].pos * inv_freq_[i];
+      rope_cos_[r * half + i] = static_cast<float>(std::cos(angle));
+      rope_sin_[r * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  xn_.resize(x_.size());
+  q_.resize(static_cast<size_t>(t) * c.q_dim());
+  att_.resize(q_.size());
+  k_.resize(static_cast<size_t>(t) * c.kv_dim());
+  v_.resize(k_.size());
+  tmp_.resize(x_.size());
+  gate_.resize(static_cast<size_t>(t) * c.hidden_dim);
+  up_.resize(gate_.size());
+}
+
+// Rotates pairs (i, i + head_dim/2) of each head, the Hugging Face "rotate_half" convention.
+void ApplyRope(float* vec, int n_heads, int head_dim, const float* cos, const float* sin) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = vec + h * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+void CpuBackend::WriteKv(int layer) {
+  const int kv_dim = config_.kv_dim();
+  float* pool = kv_[layer].data();
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    const int pos = rows_[r].pos;
+    const int page = rows_[r].pages[pos / shape_.page_size];
+    const int slot = pos % shape_.page_size;
+    std::copy_n(&k_[r * kv_dim], kv_dim, pool + shape_.Offset(page, 0, slot));
+    std::copy_n(&v_[r * kv_dim], kv_dim, pool + shape_.Offset(page, 1, slot));
+  }
+}
+
+void CpuBackend::Attention(int layer) {
+  const ModelConfig& c = config_;
+  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int t = static_cast<int>(rows_.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float* pool = kv_[layer].data();
+#pragma omp parallel
+  {
+    std::vector<float> scores;
+#pragma omp for schedule(dynamic, 1)
+    for (int item = 0; item < t * c.n_heads; ++item) {
+      const int r = item / c.n_heads, h = item % c.n_heads, g = h / group;
+      const int pos = rows_[r].pos;
+      const int32_t* pages = rows_[r].pages;
+      const float* q = &q_[static_cast<size_t>(r) * c.q_dim() + h * hd];
+      scores.resize(pos + 1);
+      float max_score = -INFINITY;
+      for (int j = 0; j <= pos; ++j) {
+        const float* key =
+            pool + shape_.Offset(pages[j / shape_.page_size], 0, j % shape_.page_size) + g * hd;
+        scores[j] = Dot(q, key, hd) * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      float sum = 0;
+      for (int j = 0; j <= pos; ++j) {
+        scores[j] = std::exp(scores[j] - max_score);
+        sum += scores[j];
+      }
+      float* out = &att_[static_cast<size_t>(r) * c.q_dim() + h * hd];
+      std::fill_n(out, hd, 0.0f);
+      for (int j = 0; j <= pos; ++j) {
+        const float* value =
+            pool + shape_.Offset(pages[j / shape_.page_size], 1, j % shape_.page_size) + g * hd;
+        const float p = scores[j];
+        for (int d = 0; d < hd; ++d) out[d] = std::fma(p, value[d], out[d]);
+      }
+      const float inv = 1.0f / sum;
+      for (int d = 0; d < hd; ++d) out[d] *= inv;
+    }
+  }
+}
+
+Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits) {
+  PDSERVE_RETURN_IF_ERROR(Validate(batch));
+  omp_set_num_threads(threads_);
+  PrepareRows(batch);
+  const ModelConfig& c = config_;
+  const int t = static_cast<int>(rows_.size());
+  const int half = c.head_dim / 2;
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_->layers[l];
+    for (int r = 0; r < t; ++r)
+      RmsNorm(&x_[r * c.dim], w.attn_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
+    MatMul(xn_.data(), t, c.dim, w.wq, q_.data(), c.q_dim());
+    MatMul(xn_.data(), t, c.dim, w.wk, k_.data(), c.kv_dim());
+    MatMul(xn_.data(), t, c.dim, w.wv, v_.data(), c.kv_dim());
+    for (int r = 0; r < t; ++r) {
+      float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
+      float* k = &k_[static_cast<size_t>(r) * c.kv_dim()];
+      float* v = &v_[static_cast<size_t>(r) * c.kv_dim()];
+      if (!w.bq.empty()) {
+        for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
+        for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i];
+        for (int i = 0; i < c.kv_dim(); ++i) v[i] += w.bv[i];
+      }
+      ApplyRope(q, c.n_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
+      ApplyRope(k, c.n_kv_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
+    }
+    WriteKv(l);
+    Attention(l);
+    MatMul(att_.data(), t, c.q_dim(), w.wo, tmp_.data(), c.dim);
+    for (size_t i = 0; i < static_cast<size_t>(t) * c.dim; ++i) x_[i] += tmp_[i];
+
+    for (int r = 0; r < t; ++r)
+      RmsNorm(&x_[r * c.dim], w.mlp_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
+    MatMul(xn_.data(), t, c.dim, w.w_gate, gate_.data(), c.hidden_dim);
+    MatMul(xn_.data(), t, c.dim, w.w_up, up_.data(), c.hidden_dim);
+    for (size_t i = 0; i < static_cast<size_t>(t) * c.hidden_dim; ++i) {
+      const float g = gate_[i];
+      gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
+    }
+    MatMul(gate_.data(), t, c.hidden_dim, w.w_down, tmp_.data(), c.dim);
+    for (size_t i = 0; i < static_cast<size_t>(t) * c.dim; ++i) x_[i] += tmp_[i];
+  }
+
+  // Final norm and LM head on the rows whose logits were asked for.
+  std::vector<int> logit_rows;
+  int row = 0;
+  for (const auto& chunk : batch.chunks) {
+    const int n = static_cast<int>(chunk.tokens.size());
+    for (int i = 0; i < n; ++i) {
+      if (batch.all_logits || (chunk.want_logits && i == n - 1)) logit_rows.push_back(row + i);
+    }
+    row += n;
+  }
+  const int m = static_cast<int>(logit_rows.size());
+  for (int i = 0; i < m; ++i) {
+    RmsNorm(&x_[static_cast<size_t>(logit_rows[i]) * c.dim], weights_->final_norm.data(), c.dim,
+            c.rms_norm_eps, &xn_[static_cast<size_t>(i) * c.dim]);
+  }
+  logits->resize(static_cast<size_t>(m) * c.vocab_size);
+  MatMul(xn_.data(), m, c.dim, weights_->lm_head, logits->data(), c.vocab_size);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateCpuBackend(std::shared_ptr<const Weights> weights,
+                                                  const ModelConfig& config,
+                                                  const CpuBackendOptions& options) {
+  if (options.num_pages < 1 || options.page_size < 1) {
+    return InvalidArgument("KV pool needs at least one page of at least one token");
+  }
+  if (!weights) return InvalidArgument("no weights");
+  return std::unique_ptr<Backend>(
+      std::make_unique<CpuBackend>(std::move(weights), config, options));
+}
+
+}  // namespace pdserve::model

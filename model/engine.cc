@@ -1,0 +1,188 @@
+#include "model/engine.h"
+
+#include <algorithm>
+
+#include "model/cpu_backend.h"
+#include "model/weights.h"
+
+namespace pdserve::model {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+  }
+  return "";
+}
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
+                                             const EngineOptions& options) {
+  if (options.page_size < 1 || options.max_batch_tokens < 1 || options.max_running < 1) {
+    return InvalidArgument("page_size, max_batch_tokens and max_running must be >= 1");
+  }
+  PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
+  PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
+  if (options.device != "cpu") {
+    return Unimplemented("device '" + options.device +
+                         "' is not available in this build (use cpu)");
+  }
+  CpuBackendOptions cpu;
+  cpu.page_size = options.page_size;
+  cpu.threads = options.threads;
+  cpu.num_pages = options.num_pages;
+  if (cpu.num_pages == 0) {
+    const size_t page_bytes =
+        2ull * options.page_size * config.kv_dim() * sizeof(float) * config.n_layers;
+    cpu.num_pages =
+        static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
+  }
+  PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCpuBackend(std::move(weights), config, cpu));
+  auto engine = std::make_unique<Engine>(std::move(backend), options);
+  std::vector<int32_t> eos(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  engine->set_eos_ids(std::move(eos));
+  return engine;
+}
+
+Engine::Engine(std::unique_ptr<Backend> backend, const EngineOptions& options)
+    : backend_(std::move(backend)), options_(options), pool_(backend_->kv_shape().num_pages) {
+  options_.page_size = backend_->kv_shape().page_size;
+}
+
+int Engine::ReservedTokens(const Sequence& s) const {
+  return std::min(config().max_seq_len, s.prompt_len + s.params.max_tokens);
+}
+
+Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params) {
+  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  if (prompt.empty()) return InvalidArgument("the prompt has no tokens");
+  const int max_len = config().max_seq_len;
+  if (static_cast<int>(prompt.size()) >= max_len) {
+    return OutOfRange("prompt of " + std::to_string(prompt.size()) +
+                      " tokens leaves no room to generate in the context of " +
+                      std::to_string(max_len));
+  }
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= config().vocab_size) {
+      return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  auto seq = std::make_unique<Sequence>(
+      Sequence{next_id_++, std::move(prompt), 0, 0, {}, params, Sampler(params), 0});
+  seq->prompt_len = static_cast<int>(seq->tokens.size());
+  const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
+  if (pages > pool_.num_pages()) {
+    return ResourceExhausted("request needs " + std::to_string(pages) + " KV pages; the pool has " +
+                             std::to_string(pool_.num_pages()));
+  }
+  const uint64_t id = seq->id;
+  waiting_.push_back(std::move(seq));
+  return id;
+}
+
+void Engine::Cancel(uint64_t seq_id) {
+  if (auto it = running_.find(seq_id); it != running_.end()) {
+    pool_.Free(it->second->pages);
+    running_.erase(it);
+    cancelled_.push_back(seq_id);
+    return;
+  }
+  auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const auto& s) { return s->id == seq_id; });
+  if (it != waiting_.end()) {
+    waiting_.erase(it);
+    cancelled_.push_back(seq_id);
+  }
+}
+
+void Engine::Admit() {
+  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
+    Sequence& s = *waiting_.front();
+    if (!pool_.EnsureCapacity(s.pages, ReservedTokens(s), options_.page_size).ok()) break;
+    running_.emplace(s.id, std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+FinishReason Engine::CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const {
+  *is_stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), token) !=
+                 s.params.stop_token_ids.end() ||
+             (!s.params.ignore_eos &&
+              std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end());
+  if (*is_stop) return FinishReason::kStop;
+  if (s.generated >= s.params.max_tokens) return FinishReason::kLength;
+  if (static_cast<int>(s.tokens.size()) >= config().max_seq_len) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
+  cancelled_.clear();
+  Admit();
+
+  // Decoding sequences first (one token each), then prompt chunks within the token budget.
+  ForwardBatch batch;
+  std::vector<Sequence*> in_batch;
+  int budget = options_.max_batch_tokens;
+  int prompt_tokens = 0, decode_tokens = 0;
+  for (auto& [id, s] : running_) {
+    if (s->computed < s->prompt_len || budget == 0) continue;
+    batch.chunks.push_back(
+        {std::span(s->tokens).subspan(s->computed, 1), s->computed, s->pages, true});
+    in_batch.push_back(s.get());
+    --budget;
+    ++decode_tokens;
+  }
+  for (auto& [id, s] : running_) {
+    if (s->computed >= s->prompt_len || budget == 0) continue;
+    const int n = std::min(budget, s->prompt_len - s->computed);
+    const bool last = s->computed + n == s->prompt_len;
+    batch.chunks.push_back(
+        {std::span(s->tokens).subspan(s->computed, n), s->computed, s->pages, last});
+    in_batch.push_back(s.get());
+    budget -= n;
+    prompt_tokens += n;
+  }
+  if (batch.chunks.empty()) return Status::Ok();
+
+  PDSERVE_RETURN_IF_ERROR(backend_->Forward(batch, &logits_));
+
+  const int vocab = config().vocab_size;
+  int row = 0;
+  for (size_t i = 0; i < in_batch.size(); ++i) {
+    Sequence& s = *in_batch[i];
+    s.computed += static_cast<int>(batch.chunks[i].tokens.size());
+    if (!batch.chunks[i].want_logits) continue;
+    const int32_t token =
+        s.sampler.Sample(std::span(logits_).subspan(static_cast<size_t>(row++) * vocab, vocab));
+    s.tokens.push_back(token);
+    ++s.generated;
+    bool is_stop = false;
+    const FinishReason finish = CheckFinish(s, token, &is_stop);
+    events->push_back({s.id, token, finish, is_stop});
+  }
+  if (stats) {
+    stats->prompt_tokens = prompt_tokens;
+    stats->decode_tokens = decode_tokens;
+    stats->seq_ids.clear();
+    for (Sequence* s : in_batch) stats->seq_ids.push_back(s->id);
+  }
+  for (const TokenEvent& e : *events) {
+    if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled) continue;
+    auto it = running_.find(e.seq_id);
+    pool_.Free(it->second->pages);
+    running_.erase(it);
+  }
+  if (stats)
+    stats->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+}  // namespace pdserve::model

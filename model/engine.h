@@ -1,0 +1,104 @@
+// Engine: one model on one device running many sequences with continuous batching. Each Step
+// admits waiting sequences while KV pages last (a sequence reserves pages for its prompt plus
+// max_tokens up front, so a running sequence never waits for memory), then runs one mixed batch:
+// one token for every decoding sequence plus prompt chunks up to a token budget (chunked
+// prefill). This is the single-process reference (`pdserve generate`) and the core of the
+// prefill and decode workers. Owned and driven by one thread; only KvPagePool is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/backend.h"
+#include "model/kv_pool.h"
+#include "model/model_config.h"
+#include "model/sampler.h"
+
+namespace pdserve::model {
+
+struct EngineOptions {
+  std::string device = "cpu";   // "cpu" (or "cuda:N" where built with CUDA)
+  int page_size = 16;           // tokens per KV page
+  int num_pages = 0;            // KV pages; 0 = as many as kv_memory_mb holds
+  int64_t kv_memory_mb = 512;   // KV pool size when num_pages is 0
+  int max_batch_tokens = 2048;  // tokens per step (decode tokens + prompt chunks); >= 1
+  int max_running = 256;        // sequences decoding at once
+  int threads = 0;              // CPU threads; 0 = all
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled"
+
+// What one step produced for one sequence.
+struct TokenEvent {
+  uint64_t seq_id = 0;
+  int32_t token = -1;  // -1 when the event only reports an end (cancel)
+  FinishReason finish = FinishReason::kNone;
+  bool is_stop_token = false;  // the token is an end-of-sequence/stop id (no text)
+};
+
+// How long a step took and what was in it (the ledger shares step time among requests).
+struct StepStats {
+  double seconds = 0;
+  int prompt_tokens = 0;
+  int decode_tokens = 0;
+  std::vector<uint64_t> seq_ids;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Load(const std::string& model_dir,
+                                              const EngineOptions& options);
+  Engine(std::unique_ptr<Backend> backend, const EngineOptions& options);
+
+  // Queues a prompt. Refuses empty prompts, prompts that leave no room to generate within
+  // the context, and requests whose pages could never fit the pool.
+  Result<uint64_t> Add(std::vector<int32_t> prompt, const SamplingParams& params);
+  // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
+  void Cancel(uint64_t seq_id);
+  // Runs one batch; appends one event per sequence that produced a token or ended.
+  Status Step(std::vector<TokenEvent>* events, StepStats* stats = nullptr);
+
+  bool HasWork() const { return !waiting_.empty() || !running_.empty() || !cancelled_.empty(); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  const ModelConfig& config() const { return backend_->config(); }
+  Backend& backend() { return *backend_; }
+  KvPagePool& pages() { return pool_; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  void set_eos_ids(std::vector<int32_t> ids) { eos_ids_ = std::move(ids); }
+
+ private:
+  struct Sequence {
+    uint64_t id;
+    std::vector<int32_t> tokens;  // prompt, then generated
+    int prompt_len;
+    int computed = 0;  // tokens whose KV is in the cache
+    std::vector<int32_t> pages;
+    SamplingParams params;
+    Sampler sampler;
+    int generated = 0;
+  };
+
+  int ReservedTokens(const Sequence& s) const;
+  void Admit();
+  FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
+
+  std::unique_ptr<Backend> backend_;
+  EngineOptions options_;
+  KvPagePool pool_;
+  std::vector<int32_t> eos_ids_;
+  uint64_t next_id_ = 1;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::map<uint64_t, std::unique_ptr<Sequence>> running_;
+  std::vector<uint64_t> cancelled_;
+  std::vector<float> logits_;
+};
+
+}  // namespace pdserve::model

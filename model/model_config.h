@@ -1,0 +1,55 @@
+// ModelConfig: the shape and hyper-parameters of a Llama-family model (Llama, Mistral, Qwen2),
+// read from a Hugging Face `config.json`. Built once at start-up and shared read-only; safe to
+// read from any thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/dtype.h"
+
+namespace pdserve::model {
+
+// Llama-3's frequency-dependent RoPE scaling, or a plain linear position scaling.
+struct RopeScaling {
+  std::string type;  // "llama3" or "linear"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                 // llama3 only
+  double high_freq_factor = 4.0;                // llama3 only
+  int original_max_position_embeddings = 8192;  // llama3 only
+};
+
+struct ModelConfig {
+  std::string architecture;  // "LlamaForCausalLM", "MistralForCausalLM" or "Qwen2ForCausalLM"
+  std::string model_id;      // the name clients use; the model directory's name by default
+  int vocab_size = 0;
+  int dim = 0;         // hidden_size
+  int hidden_dim = 0;  // intermediate_size (SwiGLU)
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;  // < n_heads for grouped-query attention
+  int head_dim = 0;
+  int max_seq_len = 0;  // max_position_embeddings (capped by Mistral's sliding_window)
+  float rms_norm_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (Qwen2)
+  DType dtype = DType::kF32;    // torch_dtype: the dtype the weights are meant to run in
+  std::optional<int> bos_token_id;
+  std::vector<int> eos_token_ids;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // `source` names the file in error messages.
+  static Result<ModelConfig> FromJson(const nlohmann::json& j, const std::string& source);
+  // Reads DIR/config.json; model_id defaults to DIR's last path component.
+  static Result<ModelConfig> Load(const std::string& model_dir);
+  nlohmann::json ToJson() const;
+};
+
+}  // namespace pdserve::model

@@ -1,0 +1,39 @@
+// Writes complete Hugging Face-style model directories with random weights, deterministic by
+// seed: config.json, model.safetensors (or shards with an index), generation_config.json and a
+// byte-level BPE tokenizer. `tiny` (about 1M parameters) is the built-in default model and the
+// test model; `small` (about 100M) is for benchmarks. Used by `pdserve make-model`, `pdserve up`
+// and tests; safe to call from any thread for different directories.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "model/model_config.h"
+
+namespace pdserve::model {
+
+struct MakeModelOptions {
+  std::string preset = "tiny";  // "tiny" or "small"
+  std::string out_dir;          // created if missing; existing model files are replaced
+  uint64_t seed = 0;
+  DType dtype = DType::kF32;  // weight dtype in the files
+  int shards = 1;             // > 1 writes model-0000i-of-0000n.safetensors and an index
+  std::string architecture;  // empty: the preset's (Llama); or Qwen2ForCausalLM, MistralForCausalLM
+};
+
+// The preset's shape (vocab_size is filled in once the tokenizer is written).
+Result<ModelConfig> PresetConfig(const std::string& preset);
+
+// Random weights for `config`, written as safetensors in `dir`. Exposed for tests that need odd
+// shapes; MakeModel calls it.
+Status WriteRandomWeights(const ModelConfig& config, const std::string& dir, uint64_t seed,
+                          DType dtype, int shards);
+
+Status MakeModel(const MakeModelOptions& options);
+
+// The built-in tiny model's directory (made on first use): $PDSERVE_HOME or
+// ~/.cache/pdserve, then models/tiny.
+Result<std::string> EnsureBuiltinModel();
+
+}  // namespace pdserve::model

@@ -1,0 +1,46 @@
+// SamplingParams (what a request asks for) and Sampler (turns one row of logits into a token).
+// Greedy when temperature is 0; otherwise temperature, top-k and top-p (nucleus) with a per-request
+// random stream, reproducible when a seed is given. A Sampler belongs to one sequence and is used
+// by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pdserve::model {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy; must be in [0, 100]
+  float top_p = 1.0f;  // keep the smallest set of tokens whose probability reaches top_p; (0, 1]
+  int top_k = 0;       // keep the k most likely tokens; 0 = all
+  std::optional<uint64_t> seed;
+  int max_tokens = 16;                  // tokens to generate at most; >= 1
+  std::vector<int32_t> stop_token_ids;  // end the sequence (the token is not returned as text)
+  std::vector<std::string> stop;        // stop strings, matched on text by StopStringMatcher
+  bool ignore_eos = false;              // keep going past end-of-sequence tokens (load tests)
+
+  // Says which field is out of range.
+  Status Validate() const;
+  bool greedy() const { return temperature == 0.0f || top_k == 1; }
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Picks a token from logits[vocab]. Greedy picks the lowest id among equal maxima.
+  int32_t Sample(std::span<const float> logits);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused across steps
+};
+
+}  // namespace pdserve::model

@@ -1,0 +1,148 @@
+#include "model/weights.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace pdserve::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Where each tensor name lives: one safetensors file, or a sharded set with an index.
+class TensorIndex {
+ public:
+  static Result<TensorIndex> Open(const std::string& model_dir) {
+    TensorIndex index;
+    fs::path dir(model_dir);
+    fs::path index_path = dir / "model.safetensors.index.json";
+    if (fs::exists(index_path)) {
+      std::ifstream in(index_path);
+      auto j = nlohmann::json::parse(in, nullptr, false);
+      if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+        return InvalidArgument(index_path.string() + ": not a safetensors index (no weight_map)");
+      }
+      std::map<std::string, std::shared_ptr<const SafetensorsFile>> shards;
+      for (const auto& [name, file] : j["weight_map"].items()) {
+        if (!file.is_string()) return InvalidArgument(index_path.string() + ": bad entry " + name);
+        std::string shard = file.get<std::string>();
+        if (shard.find('/') != std::string::npos) {
+          return InvalidArgument(index_path.string() + ": shard name '" + shard +
+                                 "' must be a file in the model directory");
+        }
+        auto& opened = shards[shard];
+        if (!opened) {
+          auto f = SafetensorsFile::Open((dir / shard).string());
+          if (!f.ok()) return f.status().WithContext("tensor '" + name + "'");
+          opened = *f;
+          index.files_.push_back(opened);
+        }
+        index.by_name_[name] = opened;
+      }
+      return index;
+    }
+    fs::path single = dir / "model.safetensors";
+    if (!fs::exists(single)) {
+      return NotFound(model_dir + ": no model.safetensors or model.safetensors.index.json");
+    }
+    PDSERVE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::Open(single.string()));
+    index.files_.push_back(f);
+    for (const auto& [name, view] : f->tensors()) index.by_name_[name] = f;
+    return index;
+  }
+
+  // Finds `name` and checks its shape; the error names the file and the tensor.
+  Result<TensorView> Get(const std::string& name, std::vector<int64_t> shape) const {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) {
+      std::string where = files_.size() == 1 ? files_[0]->path() : "model.safetensors.index.json";
+      return NotFound(where + ": missing tensor '" + name + "'");
+    }
+    const TensorView* view = it->second->Find(name);
+    if (!view) {
+      return NotFound(it->second->path() + ": tensor '" + name +
+                      "' is in the index but not in the file");
+    }
+    if (view->shape != shape) {
+      TensorView want{nullptr, view->dtype, shape};
+      return InvalidArgument(it->second->path() + ": tensor '" + name + "' has shape " +
+                             view->ShapeString() + ", expected " + want.ShapeString());
+    }
+    return *view;
+  }
+
+  bool Has(const std::string& name) const { return by_name_.count(name) > 0; }
+  std::vector<std::shared_ptr<const SafetensorsFile>> files() const { return files_; }
+
+ private:
+  std::vector<std::shared_ptr<const SafetensorsFile>> files_;
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> by_name_;
+};
+
+Result<Matrix> GetMatrix(const TensorIndex& index, const std::string& name, int rows, int cols) {
+  PDSERVE_ASSIGN_OR_RETURN(TensorView v, index.Get(name, {rows, cols}));
+  return Matrix{v.data, v.dtype, rows, cols};
+}
+
+Result<std::vector<float>> GetVector(const TensorIndex& index, const std::string& name, int n) {
+  PDSERVE_ASSIGN_OR_RETURN(TensorView v, index.Get(name, {n}));
+  std::vector<float> out(n);
+  ConvertToFloat(v.dtype, v.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+size_t Weights::MatrixBytesPerToken() const {
+  size_t bytes = lm_head.bytes();
+  for (const LayerWeights& l : layers) {
+    bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes() + l.w_gate.bytes() +
+             l.w_up.bytes() + l.w_down.bytes();
+  }
+  return bytes;
+}
+
+Result<std::shared_ptr<const Weights>> Weights::Load(const std::string& model_dir,
+                                                     const ModelConfig& c) {
+  PDSERVE_ASSIGN_OR_RETURN(TensorIndex index, TensorIndex::Open(model_dir));
+  auto w = std::make_shared<Weights>();
+  w->files = index.files();
+  PDSERVE_ASSIGN_OR_RETURN(w->embed,
+                           GetMatrix(index, "model.embed_tokens.weight", c.vocab_size, c.dim));
+  w->layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights& l = w->layers[i];
+    PDSERVE_ASSIGN_OR_RETURN(l.attn_norm, GetVector(index, p + "input_layernorm.weight", c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.wq,
+                             GetMatrix(index, p + "self_attn.q_proj.weight", c.q_dim(), c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.wk,
+                             GetMatrix(index, p + "self_attn.k_proj.weight", c.kv_dim(), c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.wv,
+                             GetMatrix(index, p + "self_attn.v_proj.weight", c.kv_dim(), c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.wo,
+                             GetMatrix(index, p + "self_attn.o_proj.weight", c.dim, c.q_dim()));
+    if (c.attention_bias) {
+      PDSERVE_ASSIGN_OR_RETURN(l.bq, GetVector(index, p + "self_attn.q_proj.bias", c.q_dim()));
+      PDSERVE_ASSIGN_OR_RETURN(l.bk, GetVector(index, p + "self_attn.k_proj.bias", c.kv_dim()));
+      PDSERVE_ASSIGN_OR_RETURN(l.bv, GetVector(index, p + "self_attn.v_proj.bias", c.kv_dim()));
+    }
+    PDSERVE_ASSIGN_OR_RETURN(l.mlp_norm,
+                             GetVector(index, p + "post_attention_layernorm.weight", c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.w_gate,
+                             GetMatrix(index, p + "mlp.gate_proj.weight", c.hidden_dim, c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.w_up,
+                             GetMatrix(index, p + "mlp.up_proj.weight", c.hidden_dim, c.dim));
+    PDSERVE_ASSIGN_OR_RETURN(l.w_down,
+                             GetMatrix(index, p + "mlp.down_proj.weight", c.dim, c.hidden_dim));
+  }
+  PDSERVE_ASSIGN_OR_RETURN(w->final_norm, GetVector(index, "model.norm.weight", c.dim));
+  if (c.tie_word_embeddings && !index.Has("lm_head.weight")) {
+    w->lm_head = w->embed;
+  } else {
+    PDSERVE_ASSIGN_OR_RETURN(w->lm_head, GetMatrix(index, "lm_head.weight", c.vocab_size, c.dim));
+  }
+  return std::shared_ptr<const Weights>(std::move(w));
+}
+
+}  // namespace pdserve::model

@@ -1,0 +1,59 @@
+// Weights: views of a Llama-family model's tensors inside mapped safetensors files (one file or
+// shards with model.safetensors.index.json), checked against the ModelConfig. Matrices stay in
+// their file dtype (f32, bf16 or f16) and are read in place; the small vectors (norms, biases)
+// are converted to f32 copies once at load. Immutable after Load: share freely across threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
+
+namespace pdserve::model {
+
+// A row-major matrix [rows][cols] in some dtype: y = W x multiplies by rows.
+struct Matrix {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int rows = 0;
+  int cols = 0;
+  size_t bytes() const { return static_cast<size_t>(rows) * cols * DTypeSize(dtype); }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  Matrix wq;                     // [q_dim][dim]
+  Matrix wk;                     // [kv_dim][dim]
+  Matrix wv;                     // [kv_dim][dim]
+  Matrix wo;                     // [dim][q_dim]
+  std::vector<float> bq;         // [q_dim], empty unless attention_bias
+  std::vector<float> bk;         // [kv_dim], empty unless attention_bias
+  std::vector<float> bv;         // [kv_dim], empty unless attention_bias
+  std::vector<float> mlp_norm;   // [dim]
+  Matrix w_gate;                 // [hidden_dim][dim]
+  Matrix w_up;                   // [hidden_dim][dim]
+  Matrix w_down;                 // [dim][hidden_dim]
+};
+
+struct Weights {
+  Matrix embed;  // [vocab][dim]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [dim]
+  Matrix lm_head;                 // [vocab][dim]; the embedding when tie_word_embeddings
+
+  // Bytes of matrices read to produce one token (every layer's projections and the LM head):
+  // the numerator of the memory-bandwidth roofline.
+  size_t MatrixBytesPerToken() const;
+
+  // Keeps the mapped files alive as long as the views.
+  std::vector<std::shared_ptr<const SafetensorsFile>> files;
+
+  // Loads and checks every tensor the config needs. Errors name the file and the tensor.
+  static Result<std::shared_ptr<const Weights>> Load(const std::string& model_dir,
+                                                     const ModelConfig& config);
+};
+
+}  // namespace pdserve::model

@@ -1,0 +1,377 @@
+// The CPU backend against a plain double-precision forward written here (it shares no code with
+// the engine), and the batch-invariance properties the serving setups rely on.
+#include "model/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve::model {
+namespace {
+
+using testing::SmallConfig;
+using testing::TempDir;
+using testing::WriteModel;
+
+// ---- The reference: a direct transcription of the Llama maths in double precision. ----
+struct RefModel {
+  ModelConfig c;
+  std::map<std::string, std::vector<double>> t;
+
+  const std::vector<double>& W(const std::string& name) const { return t.at(name); }
+};
+
+RefModel LoadRef(const ModelConfig& c, const std::string& dir) {
+  RefModel m{c, {}};
+  auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+  EXPECT_TRUE(file.ok());
+  for (const auto& [name, view] : (*file)->tensors()) {
+    std::vector<float> f(view.numel());
+    ConvertToFloat(view.dtype, view.data, f.data(), f.size());
+    m.t[name] = std::vector<double>(f.begin(), f.end());
+  }
+  if (c.tie_word_embeddings) m.t["lm_head.weight"] = m.t["model.embed_tokens.weight"];
+  return m;
+}
+
+std::vector<double> Linear(const std::vector<double>& w, const std::vector<double>& x, int out) {
+  const int in = static_cast<int>(x.size());
+  std::vector<double> y(out, 0.0);
+  for (int o = 0; o < out; ++o)
+    for (int i = 0; i < in; ++i) y[o] += w[static_cast<size_t>(o) * in + i] * x[i];
+  return y;
+}
+
+std::vector<double> Norm(const std::vector<double>& x, const std::vector<double>& w, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double scale = 1.0 / std::sqrt(ss / x.size() + eps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
+  return y;
+}
+
+double InvFreq(const ModelConfig& c, int i) {
+  double f = 1.0 / std::pow(c.rope_theta, 2.0 * i / c.head_dim);
+  if (!c.rope_scaling) return f;
+  const auto& s = *c.rope_scaling;
+  const double wavelen = 2 * M_PI / f;
+  const double lo = s.original_max_position_embeddings / s.low_freq_factor;
+  const double hi = s.original_max_position_embeddings / s.high_freq_factor;
+  if (wavelen < hi) return f;
+  if (wavelen > lo) return f / s.factor;
+  const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                        (s.high_freq_factor - s.low_freq_factor);
+  return (1 - smooth) * f / s.factor + smooth * f;
+}
+
+void Rope(std::vector<double>& v, int heads, const ModelConfig& c, int pos) {
+  const int half = c.head_dim / 2;
+  for (int h = 0; h < heads; ++h) {
+    for (int i = 0; i < half; ++i) {
+      const double a = v[h * c.head_dim + i], b = v[h * c.head_dim + i + half];
+      const double th = pos * InvFreq(c, i);
+      v[h * c.head_dim + i] = a * std::cos(th) - b * std::sin(th);
+      v[h * c.head_dim + i + half] = b * std::cos(th) + a * std::sin(th);
+    }
+  }
+}
+
+// Logits for every position of `tokens`, [n][vocab].
+std::vector<std::vector<double>> RefForward(const RefModel& m, const std::vector<int32_t>& tokens) {
+  const ModelConfig& c = m.c;
+  const int n = static_cast<int>(tokens.size());
+  std::vector<std::vector<double>> x(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& e = m.W("model.embed_tokens.weight");
+    x[i].assign(e.begin() + static_cast<size_t>(tokens[i]) * c.dim,
+                e.begin() + static_cast<size_t>(tokens[i] + 1) * c.dim);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    std::vector<std::vector<double>> q(n), k(n), v(n);
+    for (int i = 0; i < n; ++i) {
+      auto xn = Norm(x[i], m.W(p + "input_layernorm.weight"), c.rms_norm_eps);
+      q[i] = Linear(m.W(p + "self_attn.q_proj.weight"), xn, c.q_dim());
+      k[i] = Linear(m.W(p + "self_attn.k_proj.weight"), xn, c.kv_dim());
+      v[i] = Linear(m.W(p + "self_attn.v_proj.weight"), xn, c.kv_dim());
+      if (c.attention_bias) {
+        for (int j = 0; j < c.q_dim(); ++j) q[i][j] += m.W(p + "self_attn.q_proj.bias")[j];
+        for (int j = 0; j < c.kv_dim(); ++j) k[i][j] += m.W(p + "self_attn.k_proj.bias")[j];
+        for (int j = 0; j < c.kv_dim(); ++j) v[i][j] += m.W(p + "self_attn.v_proj.bias")[j];
+      }
+      Rope(q[i], c.n_heads, c, i);
+      Rope(k[i], c.n_kv_heads, c, i);
+    }
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> att(c.q_dim(), 0.0);
+      for (int h = 0; h < c.n_heads; ++h) {
+        const int g = h / (c.n_heads / c.n_kv_heads);
+        std::vector<double> s(i + 1);
+        double mx = -1e300;
+        for (int j = 0; j <= i; ++j) {
+          double d = 0;
+          for (int e = 0; e < c.head_dim; ++e)
+            d += q[i][h * c.head_dim + e] * k[j][g * c.head_dim + e];
+          s[j] = d / std::sqrt(static_cast<double>(c.head_dim));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& sj : s) sum += (sj = std::exp(sj - mx));
+        for (int j = 0; j <= i; ++j)
+          for (int e = 0; e < c.head_dim; ++e)
+            att[h * c.head_dim + e] += s[j] / sum * v[j][g * c.head_dim + e];
+      }
+      auto o = Linear(m.W(p + "self_attn.o_proj.weight"), att, c.dim);
+      for (int d = 0; d < c.dim; ++d) x[i][d] += o[d];
+    }
+    for (int i = 0; i < n; ++i) {
+      auto xn = Norm(x[i], m.W(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
+      auto g = Linear(m.W(p + "mlp.gate_proj.weight"), xn, c.hidden_dim);
+      auto u = Linear(m.W(p + "mlp.up_proj.weight"), xn, c.hidden_dim);
+      for (int j = 0; j < c.hidden_dim; ++j) g[j] = g[j] / (1 + std::exp(-g[j])) * u[j];
+      auto d = Linear(m.W(p + "mlp.down_proj.weight"), g, c.dim);
+      for (int j = 0; j < c.dim; ++j) x[i][j] += d[j];
+    }
+  }
+  std::vector<std::vector<double>> logits(n);
+  for (int i = 0; i < n; ++i) {
+    logits[i] = Linear(m.W("lm_head.weight"), Norm(x[i], m.W("model.norm.weight"), c.rms_norm_eps),
+                       c.vocab_size);
+  }
+  return logits;
+}
+
+// ---- Fixtures ----
+struct Loaded {
+  std::unique_ptr<Backend> backend;
+};
+
+std::unique_ptr<Backend> MakeBackend(const ModelConfig& c, const std::string& dir, int pages = 64,
+                                     int page_size = 4, int threads = 2) {
+  auto weights = Weights::Load(dir, c);
+  EXPECT_TRUE(weights.ok()) << weights.status().ToString();
+  auto backend = CreateCpuBackend(*weights, c, {pages, page_size, threads});
+  EXPECT_TRUE(backend.ok());
+  return std::move(backend).value();
+}
+
+std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+std::vector<int32_t> Iota(int n, int from = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(got[i] - want[i]));
+    max_ref = std::max(max_ref, std::abs(want[i]));
+  }
+  return max_diff / max_ref;
+}
+
+void ExpectMatchesReference(const ModelConfig& c) {
+  TempDir dir;
+  WriteModel(c, dir.path());
+  const RefModel ref = LoadRef(c, dir.path());
+  auto backend = MakeBackend(c, dir.path());
+  const auto tokens = RandomTokens(23, c.vocab_size, 11);
+  const auto pages = Iota(8);
+  ForwardBatch batch;
+  batch.chunks.push_back({tokens, 0, pages, true});
+  batch.all_logits = true;
+  std::vector<float> logits;
+  ASSERT_TRUE(backend->Forward(batch, &logits).ok());
+  const auto want = RefForward(ref, tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    std::vector<float> row(logits.begin() + i * c.vocab_size,
+                           logits.begin() + (i + 1) * c.vocab_size);
+    EXPECT_LT(RelativeError(row, want[i]), 1e-4) << "position " << i;
+  }
+}
+
+TEST(CpuBackendTest, LlamaWithGroupedQueryAttentionMatchesDoubleReference) {
+  ExpectMatchesReference(SmallConfig());
+}
+
+TEST(CpuBackendTest, Qwen2WithBiasesAndTiedEmbeddingsMatchesDoubleReference) {
+  ModelConfig c = SmallConfig();
+  c.architecture = "Qwen2ForCausalLM";
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  c.n_kv_heads = 1;
+  ExpectMatchesReference(c);
+}
+
+TEST(CpuBackendTest, Llama3RopeScalingAndOddSizesMatchDoubleReference) {
+  ModelConfig c = SmallConfig();
+  c.rope_scaling = RopeScaling{"llama3", 8.0, 1.0, 4.0, 64};
+  c.rope_theta = 500000;
+  c.dim = 52;  // not a multiple of 8: exercises the kernels' tails
+  c.head_dim = 14;
+  c.hidden_dim = 70;
+  ExpectMatchesReference(c);
+}
+
+TEST(CpuBackendTest, PrefillThenDecodeEqualsOneForwardOverAllTokens) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto backend = MakeBackend(c, dir.path());
+  const auto tokens = RandomTokens(18, c.vocab_size, 3);
+  const auto pages = Iota(5);
+  const std::span<const int32_t> all(tokens);
+
+  std::vector<float> whole, prefill, decode;
+  ForwardBatch one;
+  one.chunks.push_back({all, 0, pages, true});
+  ASSERT_TRUE(backend->Forward(one, &whole).ok());
+
+  ForwardBatch first;
+  first.chunks.push_back({all.first(17), 0, pages, true});
+  ASSERT_TRUE(backend->Forward(first, &prefill).ok());
+  ForwardBatch step;
+  step.chunks.push_back({all.subspan(17, 1), 17, pages, true});
+  ASSERT_TRUE(backend->Forward(step, &decode).ok());
+  EXPECT_EQ(decode, whole);  // bit for bit: batch invariance
+}
+
+TEST(CpuBackendTest, ScatteredPagesGiveTheSameLogitsAsContiguousPages) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto backend = MakeBackend(c, dir.path());
+  const auto tokens = RandomTokens(30, c.vocab_size, 5);
+  const std::vector<int32_t> contiguous = Iota(8);
+  const std::vector<int32_t> scattered = {41, 9, 63, 17, 30, 12, 55, 48};
+  std::vector<float> a, b;
+  ForwardBatch ba, bb;
+  ba.all_logits = bb.all_logits = true;
+  ba.chunks.push_back({tokens, 0, contiguous, true});
+  bb.chunks.push_back({tokens, 0, scattered, true});
+  ASSERT_TRUE(backend->Forward(ba, &a).ok());
+  ASSERT_TRUE(backend->Forward(bb, &b).ok());
+  EXPECT_EQ(a, b);
+}
+
+TEST(CpuBackendTest, MixedBatchGivesEachSequenceItsLogitsAlone) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto backend = MakeBackend(c, dir.path(), /*pages=*/128);
+  // Three prompts of different lengths and three decoding sequences (prefilled first).
+  struct Seq {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> pages;
+    int start;
+  };
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 6; ++i) {
+    Seq s{RandomTokens(5 + 7 * i, c.vocab_size, 100 + i), Iota(12, i * 12), 0};
+    s.start = i < 3 ? 0 : static_cast<int>(s.tokens.size()) - 1;
+    seqs.push_back(std::move(s));
+  }
+  std::vector<float> scratch;
+  for (int i = 3; i < 6; ++i) {  // the decoding ones already have their prompt's KV
+    ForwardBatch b;
+    b.chunks.push_back({std::span(seqs[i].tokens).first(seqs[i].start), 0, seqs[i].pages, true});
+    ASSERT_TRUE(backend->Forward(b, &scratch).ok());
+  }
+  std::vector<std::vector<float>> alone(6);
+  for (int i = 0; i < 6; ++i) {
+    ForwardBatch b;
+    b.chunks.push_back(
+        {std::span(seqs[i].tokens).subspan(seqs[i].start), seqs[i].start, seqs[i].pages, true});
+    ASSERT_TRUE(backend->Forward(b, &alone[i]).ok());
+  }
+  ForwardBatch mixed;
+  for (int i : {4, 0, 3, 2, 5, 1}) {
+    mixed.chunks.push_back(
+        {std::span(seqs[i].tokens).subspan(seqs[i].start), seqs[i].start, seqs[i].pages, true});
+  }
+  std::vector<float> together;
+  ASSERT_TRUE(backend->Forward(mixed, &together).ok());
+  int row = 0;
+  for (int i : {4, 0, 3, 2, 5, 1}) {
+    std::vector<float> got(together.begin() + row * c.vocab_size,
+                           together.begin() + (row + 1) * c.vocab_size);
+    EXPECT_EQ(got, alone[i]) << "sequence " << i;
+    ++row;
+  }
+}
+
+TEST(CpuBackendTest, ThreadCountDoesNotChangeLogits) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  const auto tokens = RandomTokens(12, c.vocab_size, 9);
+  const auto pages = Iota(3);
+  std::vector<float> one, two;
+  for (auto [threads, out] : {std::pair{1, &one}, std::pair{2, &two}}) {
+    auto backend = MakeBackend(c, dir.path(), 8, 4, threads);
+    ForwardBatch b;
+    b.chunks.push_back({tokens, 0, pages, true});
+    ASSERT_TRUE(backend->Forward(b, out).ok());
+  }
+  EXPECT_EQ(one, two);
+}
+
+TEST(CpuBackendTest, HalfPrecisionWeightsStayCloseToF32) {
+  const ModelConfig c = SmallConfig();
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    TempDir f32_dir, half_dir;
+    WriteModel(c, f32_dir.path(), 7, DType::kF32);
+    WriteModel(c, half_dir.path(), 7, dtype);
+    const auto tokens = RandomTokens(10, c.vocab_size, 1);
+    const auto pages = Iota(3);
+    std::vector<float> a, b;
+    ForwardBatch batch;
+    batch.chunks.push_back({tokens, 0, pages, true});
+    ASSERT_TRUE(MakeBackend(c, f32_dir.path())->Forward(batch, &a).ok());
+    ASSERT_TRUE(MakeBackend(c, half_dir.path())->Forward(batch, &b).ok());
+    std::vector<double> ad(a.begin(), a.end());
+    EXPECT_LT(RelativeError(b, ad), dtype == DType::kBF16 ? 5e-2 : 5e-3) << DTypeName(dtype);
+  }
+}
+
+TEST(CpuBackendTest, RefusesBadTokensPositionsAndPages) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto backend = MakeBackend(c, dir.path(), 8, 4);
+  std::vector<float> logits;
+  const std::vector<int32_t> bad_token = {1, 2, c.vocab_size};
+  const std::vector<int32_t> ok_tokens = {1, 2, 3, 4, 5};
+  const std::vector<int32_t> one_page = {0};
+  const std::vector<int32_t> outside = {0, 99};
+  ForwardBatch b1;
+  b1.chunks.push_back({bad_token, 0, one_page, true});
+  EXPECT_EQ(backend->Forward(b1, &logits).code(), StatusCode::kInvalidArgument);
+  ForwardBatch b2;
+  b2.chunks.push_back({ok_tokens, 0, one_page, true});  // 5 tokens need 2 pages
+  EXPECT_EQ(backend->Forward(b2, &logits).code(), StatusCode::kInvalidArgument);
+  ForwardBatch b3;
+  b3.chunks.push_back({ok_tokens, 0, outside, true});
+  EXPECT_EQ(backend->Forward(b3, &logits).code(), StatusCode::kInvalidArgument);
+  ForwardBatch b4;
+  b4.chunks.push_back({ok_tokens, c.max_seq_len - 2, outside, true});
+  EXPECT_EQ(backend->Forward(b4, &logits).code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace
+}  // namespace pdserve::model
