@@ -1,0 +1,58 @@
+// The prompts a serving benchmark sends: random words of a chosen length (vLLM's `random`
+// dataset, here independent of any tokenizer), the first turn of ShareGPT conversations, or a
+// JSONL file of prompts. Token counts come from a TokenCounter: a tokenizer when one is given,
+// else an estimate (see EstimateTokens). Pure functions over files and values: thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pdserve::bench {
+
+struct BenchPrompt {
+  std::string prompt;
+  int64_t prompt_tokens = 0;  // by the TokenCounter in use
+  int64_t output_len = 0;     // sent as max_tokens
+};
+
+using TokenCounter = std::function<int64_t(std::string_view)>;
+
+// One token per four bytes, rounded up: the usual rule of thumb for English with BPE tokenizers.
+int64_t EstimateTokens(std::string_view text);
+
+struct RandomDatasetOptions {
+  int64_t num_prompts = 1000;
+  int64_t input_len = 1024;  // mean prompt length in words (one token each in common BPE vocabs)
+  int64_t output_len = 128;  // mean max_tokens
+  double range_ratio = 0.0;  // lengths uniform in [len * (1 - r), len * (1 + r)]; 0 <= r < 1
+  uint64_t seed = 0;
+};
+
+// Prompts of random common English words. prompt_tokens is the word count unless `counter` is
+// set, in which case it is what the counter says.
+Result<std::vector<BenchPrompt>> SampleRandomPrompts(const RandomDatasetOptions& options,
+                                                     const TokenCounter& counter = nullptr);
+
+// ShareGPT JSON (an array of {"conversations":[{"from","value"},...]}), as vLLM samples it:
+// shuffled by seed, first turn as prompt, second turn's length as output_len unless
+// `fixed_output_len` is set; pairs with prompt < 4 or output < 4 tokens, prompt > 1024 or
+// prompt + output > 2048 tokens are skipped.
+Result<std::vector<BenchPrompt>> LoadShareGptPrompts(const std::string& path, int64_t num_prompts,
+                                                     uint64_t seed,
+                                                     std::optional<int64_t> fixed_output_len,
+                                                     const TokenCounter& counter);
+
+// JSONL: one prompt per line, either a JSON string or an object with "prompt" (or "text") and
+// optionally "output_len" or "max_tokens" (else `default_output_len`). Blank lines are skipped.
+// The file is repeated in order when it holds fewer than num_prompts prompts.
+Result<std::vector<BenchPrompt>> LoadJsonlPrompts(const std::string& path, int64_t num_prompts,
+                                                  int64_t default_output_len,
+                                                  const TokenCounter& counter);
+
+}  // namespace pdserve::bench
