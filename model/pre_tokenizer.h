@@ -1,0 +1,122 @@
+// The text-splitting stages of a Hugging Face tokenizer.json that run before the BPE model:
+// added-token extraction (AddedTokenMatcher), the normalizer (Normalizer: none or ICU's
+// NFC/NFD/NFKC/NFKD, alone or in a Sequence) and the pre-tokenizer (PreTokenizer: Split with a
+// regex or literal pattern, ByteLevel, or a Sequence of those). Each is built once from JSON and
+// then immutable: safe for concurrent const use from any thread (regex match scratch space is
+// per thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "common/status.h"
+
+namespace pdserve::model {
+
+// Unicode normalization as tokenizer.json's "normalizer" asks.
+class Normalizer {
+ public:
+  // Accepts null, {"type":"NFC"|"NFD"|"NFKC"|"NFKD"} and {"type":"Sequence","normalizers":[...]}
+  // of those; anything else is Unimplemented, naming the type.
+  static Result<Normalizer> FromJson(const nlohmann::json& config);
+
+  bool is_identity() const { return forms_.empty(); }
+  // `text` must be valid UTF-8.
+  Result<std::string> Apply(std::string_view text) const;
+
+ private:
+  std::vector<const void*> forms_;  // icu::Normalizer2 singletons, applied in order
+};
+
+// A compiled PCRE2 pattern (UTF, Unicode properties, JIT when available).
+class Regex {
+ public:
+  // `literal` compiles the text as a plain string (tokenizer.json's {"String": ...}).
+  static Result<std::shared_ptr<const Regex>> Compile(std::string_view pattern, bool literal);
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Byte ranges [begin, end) of the successive non-empty, non-overlapping matches in `text`
+  // (valid UTF-8). Fails only if the regex engine hits a resource limit.
+  Status FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const;
+
+ private:
+  explicit Regex(void* code) : code_(code) {}
+  void* code_;  // pcre2_code_8*
+};
+
+// The GPT-2 pattern that ByteLevel uses when use_regex is true.
+inline constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// tokenizer.json's "pre_tokenizer": turns one run of text into the pieces ("words") that the BPE
+// model encodes separately.
+class PreTokenizer {
+ public:
+  // Accepts null, Split (Regex or String pattern; behaviors Isolated, Removed,
+  // MergedWithPrevious, MergedWithNext, Contiguous; invert), ByteLevel (add_prefix_space,
+  // use_regex) and Sequence of those; anything else is Unimplemented, naming the type.
+  static Result<PreTokenizer> FromJson(const nlohmann::json& config);
+
+  // Appends the pieces of `text` (valid UTF-8) to `pieces`. Empty pieces are dropped.
+  Status Split(std::string_view text, std::vector<std::string>& pieces) const;
+
+  // Whether a ByteLevel step is present (the tokenizer then works on raw bytes).
+  bool byte_level() const { return byte_level_; }
+
+ private:
+  enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
+  struct Step {
+    std::shared_ptr<const Regex> regex;  // null for a ByteLevel step without regex
+    Behavior behavior = Behavior::kIsolated;
+    bool invert = false;
+    bool add_prefix_space = false;  // ByteLevel only
+  };
+  static Status AddSteps(const nlohmann::json& config, PreTokenizer& out);
+  static Status ApplyStep(const Step& step, std::vector<std::string>& pieces);
+
+  std::vector<Step> steps_;
+  bool byte_level_ = false;
+};
+
+// One entry of tokenizer.json's "added_tokens".
+struct AddedToken {
+  int32_t id = 0;
+  std::string content;
+  bool special = false;
+  bool lstrip = false;       // the match swallows whitespace on its left
+  bool rstrip = false;       // ... and on its right
+  bool single_word = false;  // matches only with no word character right before or after
+  bool normalized = false;   // matched in normalized text rather than in the raw input
+};
+
+// Finds added tokens in text the way Hugging Face tokenizers does: leftmost-longest matches,
+// single_word and lstrip/rstrip honoured. Immutable after construction.
+class AddedTokenMatcher {
+ public:
+  struct Segment {
+    size_t begin = 0, end = 0;  // byte range in the searched text
+    int32_t token_id = -1;      // -1: plain text to pass on to the model
+  };
+
+  AddedTokenMatcher() = default;
+  explicit AddedTokenMatcher(std::vector<AddedToken> tokens);
+
+  bool empty() const { return tokens_.empty(); }
+  // Splits `text` into plain-text and added-token segments covering all of it (a stripped
+  // space belongs to its token's segment). Plain segments may be empty and are then skipped.
+  void Split(std::string_view text, std::vector<Segment>& segments) const;
+
+ private:
+  std::vector<AddedToken> tokens_;
+  // For each first byte, indices into tokens_ ordered longest content first.
+  std::vector<std::vector<uint32_t>> by_first_byte_;
+};
+
+}  // namespace pdserve::model
