@@ -1,7 +1,54 @@
+// `pdserve bench engine`: engine throughput and the batch-1 memory-bandwidth roofline.
+#include <fstream>
+#include <iostream>
+
 #include "app/commands.h"
+#include "model/engine_bench.h"
+#include "model/model_maker.h"
 
 namespace pdserve::app {
 
-void AddBenchEngineCommand(CLI::App& bench) {}
+void AddBenchEngineCommand(CLI::App& bench) {
+  auto o = std::make_shared<model::EngineBenchOptions>();
+  auto model_dir = std::make_shared<std::string>();
+  auto json_path = std::make_shared<std::string>();
+  CLI::App* cmd = bench.add_subcommand("engine", "Prefill and decode tokens/s, and the roofline");
+  cmd->add_option("--model", *model_dir, "Model directory (default: the built-in tiny model)");
+  cmd->add_option("--batches", o->batches, "Batch sizes")->delimiter(',');
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens per sequence")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--decode-steps", o->decode_steps, "Timed decode steps")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--repeats", o->repeats, "Runs per batch size; the median is reported")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all)");
+  cmd->add_option("--device", o->device, "cpu");
+  cmd->add_option("--json", *json_path, "Also write the figures to this JSON file");
+  cmd->callback([o, model_dir, json_path] {
+    std::string dir = *model_dir;
+    if (dir.empty()) {
+      auto builtin = model::EnsureBuiltinModel();
+      if (!builtin.ok()) {
+        std::cerr << "pdserve bench engine: " << builtin.status().ToString() << "\n";
+        throw CLI::RuntimeError(1);
+      }
+      dir = *builtin;
+    }
+    auto result = model::RunEngineBench(dir, *o);
+    if (!result.ok()) {
+      std::cerr << "pdserve bench engine: " << result.status().ToString() << "\n";
+      throw CLI::RuntimeError(1);
+    }
+    std::cout << result->ToTable();
+    if (!json_path->empty()) {
+      std::ofstream out(*json_path);
+      out << result->ToJson().dump(2) << "\n";
+      if (!out.flush()) {
+        std::cerr << "pdserve bench engine: cannot write " << *json_path << "\n";
+        throw CLI::RuntimeError(1);
+      }
+    }
+  });
+}
 
 }  // namespace pdserve::app

@@ -1,7 +1,139 @@
+// `pdserve generate`: one process, one engine, one prompt. The reference every serving setup
+// must match token for token under greedy decoding.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
 #include "app/commands.h"
+#include "model/detokenizer.h"
+#include "model/engine.h"
+#include "model/model_maker.h"
+#include "model/stop_strings.h"
+#include "model/tokenizer.h"
 
 namespace pdserve::app {
+namespace {
 
-void AddGenerateCommand(CLI::App& app) {}
+struct GenerateFlags {
+  std::string model_dir;
+  std::string prompt;
+  bool chat = false;
+  bool json = false;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  int64_t seed = -1;
+  int max_tokens = 64;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int threads = 0;
+};
+
+[[noreturn]] void Fail(const Status& s) {
+  std::cerr << "pdserve generate: " << s.ToString() << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+void Run(const GenerateFlags& f) {
+  std::string dir = f.model_dir;
+  if (dir.empty()) {
+    auto builtin = model::EnsureBuiltinModel();
+    if (!builtin.ok()) Fail(builtin.status());
+    dir = *builtin;
+  }
+  auto tokenizer = model::Tokenizer::Load(dir);
+  if (!tokenizer.ok()) Fail(tokenizer.status());
+  model::EngineOptions options;
+  options.threads = f.threads;
+  auto engine = model::Engine::Load(dir, options);
+  if (!engine.ok()) Fail(engine.status());
+
+  Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
+  if (f.chat) {
+    const model::ChatMessage message{"user", f.prompt};
+    auto text = (*tokenizer)->chat_template().Apply(std::span(&message, 1), true);
+    if (!text.ok()) Fail(text.status());
+    prompt = (*tokenizer)->Encode(*text, /*add_special=*/false);
+  } else {
+    prompt = (*tokenizer)->Encode(f.prompt, /*add_special=*/true);
+  }
+  if (!prompt.ok()) Fail(prompt.status());
+
+  model::SamplingParams params;
+  params.temperature = f.temperature;
+  params.top_p = f.top_p;
+  params.top_k = f.top_k;
+  if (f.seed >= 0) params.seed = static_cast<uint64_t>(f.seed);
+  params.max_tokens = f.max_tokens;
+  params.stop = f.stop;
+  params.ignore_eos = f.ignore_eos;
+  for (int32_t id : (*tokenizer)->eos_ids()) params.stop_token_ids.push_back(id);
+  if (f.ignore_eos) params.stop_token_ids.clear();
+  auto id = (*engine)->Add(*prompt, params);
+  if (!id.ok()) Fail(id.status());
+
+  model::IncrementalDetokenizer detok(*tokenizer);
+  model::StopStringMatcher stops(f.stop);
+  std::vector<int32_t> generated;
+  std::string text;
+  std::string finish = "length";
+  auto emit = [&](const std::string& piece) {
+    text += piece;
+    if (!f.json) std::cout << piece << std::flush;
+  };
+  std::vector<model::TokenEvent> events;
+  while ((*engine)->HasWork()) {
+    events.clear();
+    Status s = (*engine)->Step(&events);
+    if (!s.ok()) Fail(s);
+    for (const auto& e : events) {
+      if (e.is_stop_token) {
+        finish = "stop";
+        continue;
+      }
+      generated.push_back(e.token);
+      emit(stops.Push(detok.Add(e.token)));
+      if (stops.stopped()) {
+        finish = "stop";
+        (*engine)->Cancel(e.seq_id);
+      } else if (e.finish != model::FinishReason::kNone) {
+        finish = model::FinishReasonName(e.finish);
+      }
+    }
+  }
+  if (!stops.stopped()) emit(stops.Push(detok.Flush()) + stops.Flush());
+  if (f.json) {
+    nlohmann::json out = {{"model", (*engine)->config().model_id},
+                          {"prompt_tokens", prompt->size()},
+                          {"tokens", generated},
+                          {"text", text},
+                          {"finish_reason", finish}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App& app) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from one prompt with one engine");
+  cmd->add_option("--model", f->model_dir, "Model directory (default: the built-in tiny model)");
+  cmd->add_option("--prompt", f->prompt, "Prompt text")->required();
+  cmd->add_flag("--chat", f->chat,
+                "Wrap the prompt as a user message in the model's chat template");
+  cmd->add_option("--max-tokens", f->max_tokens, "Tokens to generate at most")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temperature", f->temperature, "0 (default) is greedy");
+  cmd->add_option("--top-p", f->top_p, "Nucleus sampling threshold");
+  cmd->add_option("--top-k", f->top_k, "Keep the k most likely tokens (0: all)");
+  cmd->add_option("--seed", f->seed, "Random seed for sampling");
+  cmd->add_option("--stop", f->stop, "Stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
+  cmd->add_option("--threads", f->threads, "CPU threads (0: all)");
+  cmd->add_flag("--json", f->json, "Print one JSON object with the token ids and text");
+  cmd->callback([f] { Run(*f); });
+}
 
 }  // namespace pdserve::app

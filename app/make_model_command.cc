@@ -1,7 +1,34 @@
+// `pdserve make-model`: writes a model directory with random weights (see model/model_maker.h).
+#include <iostream>
+
 #include "app/commands.h"
+#include "model/model_maker.h"
 
 namespace pdserve::app {
 
-void AddMakeModelCommand(CLI::App& app) {}
+void AddMakeModelCommand(CLI::App& app) {
+  auto options = std::make_shared<model::MakeModelOptions>();
+  auto dtype = std::make_shared<std::string>("f32");
+  CLI::App* cmd = app.add_subcommand("make-model", "Write a model directory with random weights");
+  cmd->add_option("--preset", options->preset, "tiny (~1M parameters) or small (~100M)")
+      ->check(CLI::IsMember({"tiny", "small"}));
+  cmd->add_option("--out", options->out_dir, "Directory to write")->required();
+  cmd->add_option("--seed", options->seed, "Random seed; the same seed writes the same model");
+  cmd->add_option("--dtype", *dtype, "Weight dtype: f32, bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_option("--shards", options->shards, "Split weights into this many safetensors files")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--architecture", options->architecture,
+                  "LlamaForCausalLM (default), Qwen2ForCausalLM or MistralForCausalLM");
+  cmd->callback([options, dtype] {
+    options->dtype = *model::ParseDType(*dtype);
+    Status s = model::MakeModel(*options);
+    if (!s.ok()) {
+      std::cerr << "pdserve make-model: " << s.ToString() << "\n";
+      throw CLI::RuntimeError(1);
+    }
+    std::cout << "wrote " << options->preset << " model to " << options->out_dir << "\n";
+  });
+}
 
 }  // namespace pdserve::app

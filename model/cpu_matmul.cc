@@ -91,6 +91,8 @@ void MatMulRange(const float* x, int t, int ldx, const Matrix& w, float* y, int 
     if (t == 1) {
       // Decode: one X row; more W rows at once keep more loads in flight.
       int n = nb;
+      for (; n + 8 <= ne; n += 8)
+        MicroKernel<D, 1, 8>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);
       for (; n + 4 <= ne; n += 4)
         MicroKernel<D, 1, 4>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);
       for (; n < ne; ++n) MicroKernel<D, 1, 1>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);

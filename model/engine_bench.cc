@@ -1,0 +1,206 @@
+#include "model/engine_bench.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace pdserve::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One timed run at one batch size: {prefill tokens/s, decode tokens/s}.
+Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const EngineBenchOptions& o,
+                                           uint32_t seed) {
+  std::mt19937 rng(seed);
+  SamplingParams params;
+  params.temperature = 0;
+  params.ignore_eos = true;
+  params.max_tokens = o.decode_steps + 1;
+  for (int b = 0; b < batch; ++b) {
+    std::vector<int32_t> prompt(o.prompt_len);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % engine.config().vocab_size);
+    auto id = engine.Add(std::move(prompt), params);
+    if (!id.ok()) return id.status();
+  }
+  std::vector<TokenEvent> events;
+  // Prefill: steps until every sequence has its first token.
+  int first_tokens = 0;
+  const auto t0 = Clock::now();
+  while (first_tokens < batch) {
+    events.clear();
+    PDSERVE_RETURN_IF_ERROR(engine.Step(&events));
+    first_tokens += static_cast<int>(events.size());
+  }
+  const auto t1 = Clock::now();
+  int decoded = 0;
+  while (engine.HasWork()) {
+    events.clear();
+    PDSERVE_RETURN_IF_ERROR(engine.Step(&events));
+    decoded += static_cast<int>(events.size());
+  }
+  const auto t2 = Clock::now();
+  return std::pair{batch * o.prompt_len / Seconds(t0, t1), decoded / Seconds(t1, t2)};
+}
+
+}  // namespace
+
+std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
+  const size_t n = bytes / sizeof(float) / 64 * 64;
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  double best_read = 0, best_copy = 0;
+  float sink = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    float total = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+    for (size_t block = 0; block < n / 64; ++block) {
+      const float* p = &src[block * 64];
+      __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8), c = _mm256_loadu_ps(p + 16),
+             d = _mm256_loadu_ps(p + 24);
+      a = _mm256_add_ps(a, _mm256_loadu_ps(p + 32));
+      b = _mm256_add_ps(b, _mm256_loadu_ps(p + 40));
+      c = _mm256_add_ps(c, _mm256_loadu_ps(p + 48));
+      d = _mm256_add_ps(d, _mm256_loadu_ps(p + 56));
+      __m256 s = _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d));
+      total += _mm256_cvtss_f32(s);
+    }
+    auto t1 = Clock::now();
+    sink += total;
+    best_read = std::max(best_read, n * sizeof(float) / Seconds(t0, t1) / 1e9);
+
+    t0 = Clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      const size_t parts = omp_get_num_threads(), id = omp_get_thread_num();
+      const size_t begin = n * id / parts, end = n * (id + 1) / parts;
+      std::memcpy(&dst[begin], &src[begin], (end - begin) * sizeof(float));
+    }
+    t1 = Clock::now();
+    best_copy = std::max(best_copy, 2.0 * n * sizeof(float) / Seconds(t0, t1) / 1e9);
+  }
+  if (sink == -1.0f) std::fputs("", stderr);  // keeps the read loop from being optimised away
+  return {best_read, best_copy};
+}
+
+Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
+                                         const EngineBenchOptions& o) {
+  if (o.batches.empty() || o.prompt_len < 1 || o.decode_steps < 1 || o.repeats < 1) {
+    return InvalidArgument("bench engine needs batches, prompt_len, decode_steps and repeats >= 1");
+  }
+  const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  EngineOptions eo;
+  eo.device = o.device;
+  eo.threads = o.threads;
+  eo.max_running = max_batch;
+  eo.max_batch_tokens = max_batch * o.prompt_len;
+  PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
+  const int tokens_per_seq = o.prompt_len + o.decode_steps + 1;
+  eo.num_pages = max_batch * PagesForTokens(tokens_per_seq, eo.page_size) + 1;
+  if (tokens_per_seq > config.max_seq_len)
+    return OutOfRange("prompt_len + decode_steps exceed the context");
+  PDSERVE_ASSIGN_OR_RETURN(auto engine, Engine::Load(model_dir, eo));
+
+  EngineBenchResult r;
+  r.model_id = config.model_id;
+  r.threads = o.threads > 0 ? o.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto weights = Weights::Load(model_dir, config);  // cheap: a second map of the same files
+  if (!weights.ok()) return weights.status();
+  r.weight_bytes_per_token = static_cast<double>((*weights)->MatrixBytesPerToken());
+  r.dtype = std::string(DTypeName((*weights)->layers[0].wq.dtype));
+  double params = 0;
+  for (const auto& f : (*weights)->files)
+    for (const auto& [name, t] : f->tensors()) params += static_cast<double>(t.numel());
+  r.params_millions = params / 1e6;
+
+  // A buffer at least four times the last-level cache and the weights' size.
+  const size_t bw_bytes =
+      std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2);
+  std::tie(r.read_gbps, r.copy_gbps) = MeasureMemoryBandwidth(r.threads, bw_bytes);
+
+  PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
+  for (int batch : o.batches) {
+    std::vector<double> prefill, decode;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
+      prefill.push_back(tps.first);
+      decode.push_back(tps.second);
+    }
+    r.prefill_tokens_per_s[batch] = Median(prefill);
+    r.decode_tokens_per_s[batch] = Median(decode);
+  }
+  r.roofline_tokens_per_s = r.read_gbps * 1e9 / r.weight_bytes_per_token;
+  if (r.decode_tokens_per_s.count(1))
+    r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
+  return r;
+}
+
+nlohmann::json EngineBenchResult::ToJson() const {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  char date[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  nlohmann::json prefill = nlohmann::json::object(), decode = nlohmann::json::object();
+  for (auto [b, v] : prefill_tokens_per_s) prefill[std::to_string(b)] = v;
+  for (auto [b, v] : decode_tokens_per_s) decode[std::to_string(b)] = v;
+  return {{"date", date},
+          {"host", host},
+          {"model", model_id},
+          {"dtype", dtype},
+          {"params_millions", params_millions},
+          {"device", "cpu"},
+          {"threads", threads},
+          {"read_gbps", read_gbps},
+          {"copy_gbps", copy_gbps},
+          {"weight_bytes_per_token", weight_bytes_per_token},
+          {"prefill_tokens_per_s", prefill},
+          {"decode_tokens_per_s", decode},
+          {"roofline_tokens_per_s", roofline_tokens_per_s},
+          {"roofline_ratio", roofline_ratio}};
+}
+
+std::string EngineBenchResult::ToTable() const {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "model %s: %.1fM parameters, %s weights, cpu, %d threads\n",
+                model_id.c_str(), params_millions, dtype.c_str(), threads);
+  out << line;
+  std::snprintf(line, sizeof line, "memory bandwidth: read %.1f GB/s, copy %.1f GB/s (same run)\n",
+                read_gbps, copy_gbps);
+  out << line;
+  out << "batch  prefill tok/s  decode tok/s  decode vs batch 1\n";
+  const double base = decode_tokens_per_s.count(1) ? decode_tokens_per_s.at(1) : 0;
+  for (auto [b, decode] : decode_tokens_per_s) {
+    std::snprintf(line, sizeof line, "%5d  %13.1f  %12.1f  %16.2fx\n", b,
+                  prefill_tokens_per_s.at(b), decode, base > 0 ? decode / base : 0.0);
+    out << line;
+  }
+  std::snprintf(
+      line, sizeof line,
+      "roofline (batch-1 decode): %.1f MB of matrices per token / %.1f GB/s read = %.1f tok/s; "
+      "measured %.1f tok/s = %.2f of roofline\n",
+      weight_bytes_per_token / 1e6, read_gbps, roofline_tokens_per_s, base, roofline_ratio);
+  out << line;
+  return out.str();
+}
+
+}  // namespace pdserve::model

@@ -1,0 +1,175 @@
+// The engine's scheduling: continuous batching, chunked prefill, admission by free pages,
+// stop conditions and cancel, and that none of it changes greedy tokens.
+#include "model/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "model/cpu_backend.h"
+#include "model/weights.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve::model {
+namespace {
+
+using testing::SmallConfig;
+using testing::TempDir;
+using testing::WriteModel;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override { WriteModel(SmallConfig(), dir_.path()); }
+
+  std::unique_ptr<Engine> MakeEngine(int max_batch_tokens = 2048, int num_pages = 256,
+                                     int max_running = 64) {
+    EngineOptions o;
+    o.page_size = 4;
+    o.num_pages = num_pages;
+    o.max_batch_tokens = max_batch_tokens;
+    o.max_running = max_running;
+    o.threads = 2;
+    auto e = Engine::Load(dir_.path(), o);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  }
+
+  static std::vector<int32_t> Prompt(int i) {
+    std::mt19937 rng(1000 + i);
+    std::vector<int32_t> p(3 + (i * 7) % 29);
+    for (auto& t : p) t = static_cast<int32_t>(rng() % 96);
+    return p;
+  }
+
+  // Runs every prompt to the end; returns the generated tokens per prompt index.
+  static std::map<int, std::vector<int32_t>> RunAll(Engine& e, int n, int max_tokens,
+                                                    std::map<int, FinishReason>* finish = nullptr) {
+    std::map<uint64_t, int> index;
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    for (int i = 0; i < n; ++i) index[*e.Add(Prompt(i), p)] = i;
+    std::map<int, std::vector<int32_t>> out;
+    std::vector<TokenEvent> events;
+    for (int steps = 0; e.HasWork() && steps < 10000; ++steps) {
+      events.clear();
+      EXPECT_TRUE(e.Step(&events).ok());
+      for (const auto& ev : events) {
+        out[index[ev.seq_id]].push_back(ev.token);
+        if (finish && ev.finish != FinishReason::kNone) (*finish)[index[ev.seq_id]] = ev.finish;
+      }
+    }
+    return out;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(EngineTest, GreedyTokensDoNotDependOnBatchingOrChunking) {
+  std::map<int, std::vector<int32_t>> alone;
+  for (int i = 0; i < 6; ++i) {
+    auto e = MakeEngine();
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 12;
+    ASSERT_TRUE(e->Add(Prompt(i), p).ok());
+    std::vector<TokenEvent> events;
+    while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
+    for (const auto& ev : events) alone[i].push_back(ev.token);
+  }
+  auto together = MakeEngine();
+  EXPECT_EQ(RunAll(*together, 6, 12), alone);
+  auto chunked = MakeEngine(/*max_batch_tokens=*/5);
+  EXPECT_EQ(RunAll(*chunked, 6, 12), alone);
+  auto few_slots = MakeEngine(2048, 256, /*max_running=*/2);
+  EXPECT_EQ(RunAll(*few_slots, 6, 12), alone);
+  EXPECT_EQ(few_slots->pages().used_pages(), 0);
+}
+
+TEST_F(EngineTest, AdmissionWaitsForPagesAndEveryPageComesBack) {
+  // Each request reserves ceil((prompt + 8) / 4) pages; 12 pages fit one or two at a time.
+  auto e = MakeEngine(2048, /*num_pages=*/12);
+  std::map<int, FinishReason> finish;
+  auto out = RunAll(*e, 8, 8, &finish);
+  EXPECT_EQ(out.size(), 8u);
+  for (const auto& [i, tokens] : out) {
+    EXPECT_EQ(tokens.size(), 8u) << i;
+    EXPECT_EQ(finish[i], FinishReason::kLength);
+  }
+  EXPECT_EQ(e->pages().used_pages(), 0);
+}
+
+TEST_F(EngineTest, StopTokenEndsTheSequence) {
+  auto e = MakeEngine();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 30;
+  ASSERT_TRUE(e->Add(Prompt(1), p).ok());
+  std::vector<TokenEvent> events;
+  while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
+  ASSERT_GE(events.size(), 3u);
+  const int32_t third = events[2].token;
+
+  auto again = MakeEngine();
+  p.stop_token_ids = {third};
+  ASSERT_TRUE(again->Add(Prompt(1), p).ok());
+  std::vector<TokenEvent> stopped;
+  while (again->HasWork()) ASSERT_TRUE(again->Step(&stopped).ok());
+  int first_hit = 0;
+  while (events[first_hit].token != third) ++first_hit;
+  ASSERT_EQ(stopped.size(), static_cast<size_t>(first_hit + 1));
+  EXPECT_TRUE(stopped.back().is_stop_token);
+  EXPECT_EQ(stopped.back().finish, FinishReason::kStop);
+  EXPECT_EQ(again->pages().used_pages(), 0);
+}
+
+TEST_F(EngineTest, CancelFreesPagesAndReportsCancelled) {
+  auto e = MakeEngine();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 100;
+  auto a = e->Add(Prompt(2), p);
+  auto b = e->Add(Prompt(3), p);
+  std::vector<TokenEvent> events;
+  ASSERT_TRUE(e->Step(&events).ok());
+  EXPECT_GT(e->pages().used_pages(), 0);
+  e->Cancel(*a);
+  e->Cancel(*b);
+  events.clear();
+  ASSERT_TRUE(e->Step(&events).ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].finish, FinishReason::kCancelled);
+  EXPECT_FALSE(e->HasWork());
+  EXPECT_EQ(e->pages().used_pages(), 0);
+}
+
+TEST_F(EngineTest, RefusesRequestsThatCanNeverRun) {
+  auto e = MakeEngine(2048, /*num_pages=*/4);
+  SamplingParams p;
+  p.max_tokens = 100;  // needs more than 4 pages of 4 tokens
+  EXPECT_EQ(e->Add(Prompt(0), p).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(e->Add({}, SamplingParams{}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->Add({1, 2, 500}, SamplingParams{}).status().code(), StatusCode::kInvalidArgument);
+  std::vector<int32_t> too_long(SmallConfig().max_seq_len, 1);
+  EXPECT_EQ(e->Add(too_long, SamplingParams{}).status().code(), StatusCode::kOutOfRange);
+  SamplingParams bad;
+  bad.top_p = 2;
+  EXPECT_EQ(e->Add({1}, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, ContextEndStopsWithLength) {
+  auto e = MakeEngine();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 1000;
+  std::vector<int32_t> prompt(SmallConfig().max_seq_len - 3, 5);
+  ASSERT_TRUE(e->Add(prompt, p).ok());
+  std::vector<TokenEvent> events;
+  while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events.back().finish, FinishReason::kLength);
+}
+
+}  // namespace
+}  // namespace pdserve::model

@@ -1,0 +1,84 @@
+#include "model/kv_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+namespace pdserve::model {
+namespace {
+
+TEST(KvPagePoolTest, AllocatesAllOrNothingAndCountsUsedPages) {
+  KvPagePool pool(10);
+  auto a = pool.Allocate(4);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(pool.used_pages(), 4);
+  auto b = pool.Allocate(7);
+  EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.used_pages(), 4);
+  auto c = pool.Allocate(6);
+  ASSERT_TRUE(c.ok());
+  std::set<int32_t> all(a->begin(), a->end());
+  all.insert(c->begin(), c->end());
+  EXPECT_EQ(all.size(), 10u);
+  pool.Free(*a);
+  pool.Free(*c);
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_EQ(pool.free_pages(), 10);
+}
+
+TEST(KvPagePoolTest, DoubleFreeAndUnknownPagesAreRefused) {
+  KvPagePool pool(4);
+  auto a = pool.Allocate(2);
+  ASSERT_TRUE(a.ok());
+  pool.Free(*a);
+  pool.Free(*a);
+  const std::vector<int32_t> bogus = {-1, 4, 100};
+  pool.Free(bogus);
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_TRUE(pool.Allocate(4).ok());
+  EXPECT_EQ(pool.free_pages(), 0);
+}
+
+TEST(KvPagePoolTest, EnsureCapacityGrowsATable) {
+  KvPagePool pool(8);
+  std::vector<int32_t> table;
+  ASSERT_TRUE(pool.EnsureCapacity(table, 17, 16).ok());
+  EXPECT_EQ(table.size(), 2u);
+  ASSERT_TRUE(pool.EnsureCapacity(table, 32, 16).ok());
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_FALSE(pool.EnsureCapacity(table, 16 * 9, 16).ok());
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(pool.used_pages(), 2);
+}
+
+TEST(KvPagePoolTest, ConcurrentAllocateAndFreeKeepTheCount) {
+  KvPagePool pool(64);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        auto p = pool.Allocate(1 + i % 5);
+        if (p.ok()) pool.Free(*p);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.used_pages(), 0);
+}
+
+TEST(KvCacheShapeTest, OffsetsFollowTheArchitectureLayout) {
+  KvCacheShape s{2, 10, 16, 4, 8, DType::kF32};
+  EXPECT_EQ(s.kv_dim(), 32);
+  EXPECT_EQ(s.page_elems(), 2u * 16 * 32);
+  EXPECT_EQ(s.Offset(0, 0, 0), 0u);
+  EXPECT_EQ(s.Offset(0, 1, 0), 16u * 32);      // V follows K within the page
+  EXPECT_EQ(s.Offset(1, 0, 0), 2u * 16 * 32);  // pages are contiguous K+V blocks
+  EXPECT_EQ(s.Offset(3, 1, 5), (3u * 2 + 1) * 16 * 32 + 5 * 32);
+  EXPECT_EQ(PagesForTokens(0, 16), 0);
+  EXPECT_EQ(PagesForTokens(16, 16), 1);
+  EXPECT_EQ(PagesForTokens(17, 16), 2);
+}
+
+}  // namespace
+}  // namespace pdserve::model

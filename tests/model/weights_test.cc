@@ -1,0 +1,152 @@
+// Loading model directories: sharded and single files, and the clear errors for broken ones.
+#include "model/weights.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/model/random_model.h"
+
+namespace pdserve::model {
+namespace {
+
+using testing::SmallConfig;
+using testing::TempDir;
+using testing::WriteModel;
+
+TEST(WeightsTest, ShardedAndSingleFileGiveTheSameTensors) {
+  const ModelConfig c = SmallConfig();
+  TempDir one, three;
+  WriteModel(c, one.path(), 5, DType::kBF16, 1);
+  WriteModel(c, three.path(), 5, DType::kBF16, 3);
+  ASSERT_TRUE(std::filesystem::exists(three / "model.safetensors.index.json"));
+  auto a = Weights::Load(one.path(), c);
+  auto b = Weights::Load(three.path(), c);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*b)->files.size(), 3u);
+  const Matrix& wa = (*a)->layers[1].w_down;
+  const Matrix& wb = (*b)->layers[1].w_down;
+  EXPECT_EQ(wa.dtype, DType::kBF16);
+  EXPECT_EQ(0, std::memcmp(wa.data, wb.data, wa.bytes()));
+  EXPECT_EQ((*a)->final_norm, (*b)->final_norm);
+  EXPECT_EQ((*a)->MatrixBytesPerToken(),
+            2u * (c.n_layers *
+                      (2 * c.q_dim() * c.dim + 2 * c.kv_dim() * c.dim + 3 * c.dim * c.hidden_dim) +
+                  c.vocab_size * c.dim));
+}
+
+TEST(WeightsTest, TiedEmbeddingsNeedNoLmHead) {
+  ModelConfig c = SmallConfig();
+  c.tie_word_embeddings = true;
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto w = Weights::Load(dir.path(), c);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->lm_head.data, (*w)->embed.data);
+}
+
+TEST(WeightsTest, MissingTensorNamesFileAndTensor) {
+  ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  c.attention_bias = true;  // the files have no biases
+  auto w = Weights::Load(dir.path(), c);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(w.status().message().find("model.safetensors"), std::string::npos)
+      << w.status().message();
+  EXPECT_NE(w.status().message().find("model.layers.0.self_attn.q_proj.bias"), std::string::npos);
+}
+
+TEST(WeightsTest, WrongShapeNamesTensorAndBothShapes) {
+  ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  c.hidden_dim = 100;
+  auto w = Weights::Load(dir.path(), c);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(w.status().message().find(
+                "model.layers.0.mlp.gate_proj.weight' has shape [96, 64], expected [100, 64]"),
+            std::string::npos)
+      << w.status().message();
+}
+
+TEST(WeightsTest, TruncatedFileIsRefusedNamingTheTensorPastTheEnd) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  const std::string file = dir / "model.safetensors";
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 1000);
+  auto w = Weights::Load(dir.path(), c);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(w.status().message().find(file), std::string::npos) << w.status().message();
+  EXPECT_NE(w.status().message().find("truncated"), std::string::npos);
+  EXPECT_NE(w.status().message().find("tensor '"), std::string::npos);
+}
+
+TEST(WeightsTest, GarbageHeaderAndMissingFilesAreClearErrors) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  auto none = Weights::Load(dir.path(), c);
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("no model.safetensors"), std::string::npos);
+  std::ofstream(dir / "model.safetensors") << "\x10\x00\x00\x00\x00\x00\x00\x00{not json at all";
+  auto bad = Weights::Load(dir.path(), c);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+  std::ofstream(dir / "model.safetensors") << "\xff\xff\xff\x7f\x00\x00\x00\x00{}";
+  auto huge = Weights::Load(dir.path(), c);
+  EXPECT_EQ(huge.status().code(), StatusCode::kDataLoss) << huge.status().ToString();
+}
+
+TEST(ModelConfigTest, UnknownArchitectureAndBadFieldsAreClearErrors) {
+  TempDir dir;
+  std::ofstream(dir / "config.json")
+      << R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 10})";
+  auto c = ModelConfig::Load(dir.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(c.status().message().find("config.json: unknown architecture 'GPT2LMHeadModel'"),
+            std::string::npos)
+      << c.status().message();
+
+  nlohmann::json j = SmallConfig().ToJson();
+  j["num_key_value_heads"] = 3;
+  std::ofstream(dir / "config.json") << j.dump();
+  EXPECT_EQ(ModelConfig::Load(dir.path()).status().code(), StatusCode::kInvalidArgument);
+  j = SmallConfig().ToJson();
+  j["hidden_size"] = "big";
+  std::ofstream(dir / "config.json") << j.dump();
+  auto s = ModelConfig::Load(dir.path());
+  EXPECT_NE(s.status().message().find("'hidden_size' must be a positive integer"),
+            std::string::npos);
+  std::ofstream(dir / "config.json") << "{";
+  EXPECT_EQ(ModelConfig::Load(dir.path()).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelConfigTest, ReadsLlama3RopeScalingQwenBiasAndEosLists) {
+  nlohmann::json j = SmallConfig().ToJson();
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  j["eos_token_id"] = {128001, 128009};
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j.erase("attention_bias");
+  auto c = ModelConfig::FromJson(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->type, "llama3");
+  EXPECT_EQ(c->rope_scaling->factor, 8.0);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int>{128001, 128009}));
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_EQ(ModelConfig::FromJson(j, "config.json").status().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace pdserve::model
