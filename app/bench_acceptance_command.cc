@@ -1,0 +1,137 @@
+// `pdserve bench acceptance`: a serving sweep plus the facts that make it reproducible (date,
+// provider, region, host, GPUs, driver, CUDA, NCCL, pdserve version), the KV bandwidth test's
+// status and, given results at 1 and N workers, the scaling efficiency; written as one dated JSON
+// and one HTML page. See bench/acceptance.h for the definition of scaling efficiency.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <ctime>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "app/commands.h"
+#include "bench/acceptance.h"
+#include "bench/report.h"
+#include "bench/serve_flags.h"
+#include "model/tokenizer.h"
+
+namespace pdserve::app {
+namespace {
+
+struct AcceptanceFlags {
+  std::string provider;
+  std::string region;
+  std::string output_dir = ".";
+  std::vector<std::string> scaling_from;  // ONE_WORKER.json N_WORKERS.json
+  int64_t scaling_workers = 0;            // N
+  bool scaling_only = false;
+};
+
+[[noreturn]] void Fail(const Status& status) {
+  spdlog::error("{}", status.ToString());
+  throw CLI::RuntimeError(1);
+}
+
+// Token counts from a tokenizer.json (as in bench serve).
+Result<bench::TokenCounter> LoadTokenCounter(const std::string& path) {
+  if (path.empty()) return bench::TokenCounter();
+  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::Load(path));
+  return bench::TokenCounter([tokenizer](std::string_view text) -> int64_t {
+    auto ids = tokenizer->Encode(text, /*add_special=*/false, /*parse_special=*/false);
+    return ids.ok() ? static_cast<int64_t>(ids->size()) : bench::EstimateTokens(text);
+  });
+}
+
+std::optional<bench::ScalingReport> Scaling(const AcceptanceFlags& flags) {
+  if (flags.scaling_from.empty()) return std::nullopt;
+  if (flags.scaling_from.size() != 2 || flags.scaling_workers < 2) {
+    Fail(InvalidArgument(
+        "--scaling-from takes two files (1 worker, N workers) and --scaling-workers N >= 2"));
+  }
+  auto one = bench::ReadScalingPoint(flags.scaling_from[0], 1);
+  if (!one.ok()) Fail(one.status());
+  auto many = bench::ReadScalingPoint(flags.scaling_from[1], flags.scaling_workers);
+  if (!many.ok()) Fail(many.status());
+  auto report = bench::ComputeScaling(*one, *many);
+  if (!report.ok()) Fail(report.status());
+  return *report;
+}
+
+void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
+         const AcceptanceFlags& flags) {
+  bench::FinishServeFlags(config, outputs);
+  std::optional<bench::ScalingReport> scaling = Scaling(flags);
+  bench::EnvironmentInfo env =
+      bench::ProbeEnvironment(flags.provider, flags.region, PDSERVE_VERSION);
+  std::optional<bench::ServeSession> session;
+  if (!flags.scaling_only) {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      limit.rlim_cur = limit.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &limit);
+    }
+    auto counter = LoadTokenCounter(config.tokenizer_path);
+    if (!counter.ok()) Fail(counter.status());
+    auto ran = bench::RunServeSession(config, *counter);
+    if (!ran.ok()) Fail(ran.status());
+    session = std::move(ran).value();
+    for (const bench::ServeRun& run : session->runs) {
+      std::fputs(bench::SummaryTable(*session, run).c_str(), stdout);
+    }
+  }
+  std::string stamp = env.date;  // 2026-11-29T18:00:00Z -> 20261129T180000Z
+  std::erase(stamp, '-');
+  std::erase(stamp, ':');
+  std::string base = flags.output_dir + "/acceptance-" + stamp;
+  nlohmann::json doc = bench::AcceptanceJson(env, session ? &*session : nullptr, scaling);
+  Status s = bench::WriteTextFile(base + ".json", doc.dump(2) + "\n");
+  if (!s.ok()) Fail(s);
+  bench::ServeSession empty;
+  empty.config = config;
+  empty.date = env.date;
+  s = bench::WriteTextFile(
+      base + ".html", bench::HtmlReport("pdserve acceptance report", session ? *session : empty,
+                                        bench::AcceptanceSections(env, scaling)));
+  if (!s.ok()) Fail(s);
+  if (session) {
+    s = bench::WriteSessionOutputs(*session, outputs.result_json, outputs.result_csv,
+                                   outputs.result_html);
+    if (!s.ok()) Fail(s);
+  }
+  if (scaling) {
+    std::printf("scaling efficiency T1/(TN x N) at N=%lld: %.3f (requests/s: %.3f)\n",
+                static_cast<long long>(scaling->many.workers), scaling->efficiency,
+                scaling->efficiency_request_throughput);
+  }
+  std::printf("KV bandwidth: not run (%s)\nwrote %s.json and %s.html\n",
+              bench::kKvBandwidthNotRunReason, base.c_str(), base.c_str());
+}
+
+}  // namespace
+
+void AddBenchAcceptanceCommand(CLI::App& bench) {
+  auto config = std::make_shared<bench::ServeConfig>();
+  config->sweep = "saturation";
+  auto outputs = std::make_shared<bench::ServeOutputs>();
+  auto flags = std::make_shared<AcceptanceFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "acceptance",
+      "Dated acceptance report for a rented cluster: serving sweep, environment, "
+      "scaling efficiency");
+  bench::AddServeFlags(*cmd, *config, *outputs);
+  cmd->get_option("--model")->required(false);  // not needed with --scaling-only
+  cmd->add_option("--provider", flags->provider, "Provider label (free text)");
+  cmd->add_option("--region", flags->region, "Region label (free text)");
+  cmd->add_option("--output-dir", flags->output_dir, "Folder for acceptance-DATE.json/.html")
+      ->capture_default_str();
+  cmd->add_option("--scaling-from", flags->scaling_from,
+                  "Two result JSONs (bench serve or acceptance): at 1 worker and at N workers")
+      ->expected(2);
+  cmd->add_option("--scaling-workers", flags->scaling_workers, "N, the workers of the second file");
+  cmd->add_flag("--scaling-only", flags->scaling_only,
+                "Skip the serving sweep; report the environment and scaling only");
+  cmd->callback([config, outputs, flags] { Run(*config, *outputs, *flags); });
+}
+
+}  // namespace pdserve::app
