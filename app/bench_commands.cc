@@ -7,6 +7,8 @@ void AddBenchCommands(CLI::App& app) {
       app.add_subcommand("bench", "Benchmarks: engine speed, KV bandwidth, serving load");
   bench->require_subcommand(1);
   AddBenchEngineCommand(*bench);
+  AddBenchServeCommand(*bench);
+  AddBenchAcceptanceCommand(*bench);
 }
 
 }  // namespace pdserve::app

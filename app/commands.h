@@ -13,5 +13,7 @@ void AddTokenizeCommand(CLI::App& app);
 // `pdserve bench ...`: the group and its members.
 void AddBenchCommands(CLI::App& app);
 void AddBenchEngineCommand(CLI::App& bench);
+void AddBenchServeCommand(CLI::App& bench);
+void AddBenchAcceptanceCommand(CLI::App& bench);
 
 }  // namespace pdserve::app
