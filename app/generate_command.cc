@@ -41,12 +41,12 @@ void Run(const GenerateFlags& f) {
     if (!builtin.ok()) Fail(builtin.status());
     dir = *builtin;
   }
-  auto tokenizer = model::Tokenizer::Load(dir);
-  if (!tokenizer.ok()) Fail(tokenizer.status());
   model::EngineOptions options;
   options.threads = f.threads;
   auto engine = model::Engine::Load(dir, options);
   if (!engine.ok()) Fail(engine.status());
+  auto tokenizer = model::Tokenizer::Load(dir);
+  if (!tokenizer.ok()) Fail(tokenizer.status());
 
   Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
   if (f.chat) {
