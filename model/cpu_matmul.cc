@@ -143,18 +143,14 @@ void MatMulRange(const float* x, int t, int ldx, const Matrix& w, float* y, int 
 
 template <DType D>
 void MatMulTyped(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy) {
+  // Blocks of W rows handed out dynamically: a thread the OS has parked does not hold up the
+  // others for its whole share. A multiple of 24 rows keeps micro-kernel shapes whole.
   const int n = w.rows;
-#pragma omp parallel
-  {
-    const int threads = omp_get_num_threads();
-    const int id = omp_get_thread_num();
-    // Contiguous slices, multiples of 12 rows so micro-kernel shapes line up across slices.
-    const int unit = 12;
-    const int units = (n + unit - 1) / unit;
-    const int u0 = static_cast<int>(static_cast<int64_t>(units) * id / threads);
-    const int u1 = static_cast<int>(static_cast<int64_t>(units) * (id + 1) / threads);
-    const int n0 = std::min(n, u0 * unit), n1 = std::min(n, u1 * unit);
-    if (n0 < n1) MatMulRange<D>(x, t, ldx, w, y, ldy, n0, n1);
+  const int block = std::max(24, (n / (8 * omp_get_max_threads())) / 24 * 24);
+  const int blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int b = 0; b < blocks; ++b) {
+    MatMulRange<D>(x, t, ldx, w, y, ldy, b * block, std::min(n, (b + 1) * block));
   }
 }
 

@@ -1,0 +1,211 @@
+#include "gateway/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace pdserve::gateway {
+namespace {
+
+using nlohmann::json;
+
+std::string TypeName(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Reads an optional field; a present field of the wrong type or range is an error.
+struct Reader {
+  const json& body;
+  std::optional<ApiError> error;
+
+  const json* Find(const char* key) {
+    auto it = body.find(key);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  }
+  void Fail(std::string message, const char* param) {
+    if (!error) error = ApiError::BadRequest(std::move(message), param);
+  }
+  void Bool(const char* key, bool* out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_boolean())
+        return Fail(std::string("'") + key + "' must be a boolean, got " + TypeName(*v), key);
+      *out = v->get<bool>();
+    }
+  }
+  void Number(const char* key, float lo, float hi, float* out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_number())
+        return Fail(std::string("'") + key + "' must be a number, got " + TypeName(*v), key);
+      const double d = v->get<double>();
+      if (!(d >= lo && d <= hi)) {
+        return Fail(std::string("'") + key + "' must be between " +
+                        std::to_string(lo).substr(0, 3) + " and " +
+                        std::to_string(hi).substr(0, 3) + ", got " + v->dump(),
+                    key);
+      }
+      *out = static_cast<float>(d);
+    }
+  }
+  void Integer(const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+    if (const json* v = Find(key)) {
+      if (!v->is_number_integer()) {
+        return Fail(std::string("'") + key + "' must be an integer, got " + v->dump(), key);
+      }
+      const int64_t i = v->get<int64_t>();
+      if (i < lo || i > hi) {
+        return Fail(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
+                        std::to_string(hi) + ", got " + std::to_string(i),
+                    key);
+      }
+      *out = i;
+    }
+  }
+};
+
+// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
+std::optional<std::string> ContentText(const json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return std::nullopt;
+  std::string text;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string()) {
+      return std::nullopt;
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void ReadPrompt(Reader& r, GenerationRequest& req) {
+  const json* p = r.Find("prompt");
+  if (!p) return r.Fail("'prompt' is required", "prompt");
+  if (p->is_string()) {
+    req.prompt = p->get<std::string>();
+    return;
+  }
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    req.prompt = (*p)[0].get<std::string>();
+    return;
+  }
+  const json* ids = p;
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_array()) ids = &(*p)[0];
+  if (ids->is_array() && !ids->empty() && std::all_of(ids->begin(), ids->end(), [](const json& v) {
+        return v.is_number_integer() && v.get<int64_t>() >= 0 &&
+               v.get<int64_t>() < (int64_t{1} << 31);
+      })) {
+    req.prompt_token_ids = ids->get<std::vector<int32_t>>();
+    return;
+  }
+  if (p->is_array() && p->size() > 1 && (*p)[0].is_string()) {
+    return r.Fail("'prompt' holds several prompts; send one prompt per request", "prompt");
+  }
+  r.Fail("'prompt' must be a string or an array of token ids", "prompt");
+}
+
+void ReadMessages(Reader& r, GenerationRequest& req) {
+  const json* m = r.Find("messages");
+  if (!m) return r.Fail("'messages' is required", "messages");
+  if (!m->is_array() || m->empty())
+    return r.Fail("'messages' must be a non-empty array", "messages");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return r.Fail("'" + where + "' must be an object", "messages");
+    const std::string role =
+        msg.value("role", json()).is_string() ? msg["role"].get<std::string>() : "";
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant") {
+      return r.Fail("'" + where + ".role' must be one of system, developer, user, assistant",
+                    "messages");
+    }
+    auto content = msg.contains("content") ? ContentText(msg["content"]) : std::nullopt;
+    if (!content)
+      return r.Fail("'" + where + ".content' must be a string or text parts", "messages");
+    req.messages.push_back({role, *content});
+  }
+}
+
+}  // namespace
+
+std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
+                                                                 Endpoint endpoint,
+                                                                 const ParseLimits& limits) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return ApiError::BadRequest("The request body is not valid JSON");
+  if (!j.is_object()) return ApiError::BadRequest("The request body must be a JSON object");
+  GenerationRequest req;
+  req.endpoint = endpoint;
+  Reader r{j, std::nullopt};
+
+  const json* model = r.Find("model");
+  if (!model) return ApiError::BadRequest("'model' is required", "model");
+  if (!model->is_string()) return ApiError::BadRequest("'model' must be a string", "model");
+  req.model = model->get<std::string>();
+
+  if (endpoint == Endpoint::kCompletions) {
+    ReadPrompt(r, req);
+  } else {
+    ReadMessages(r, req);
+  }
+  r.Bool("stream", &req.stream);
+  if (const json* so = r.Find("stream_options")) {
+    if (!so->is_object()) {
+      r.Fail("'stream_options' must be an object", "stream_options");
+    } else if (so->contains("include_usage")) {
+      if (!(*so)["include_usage"].is_boolean()) {
+        r.Fail("'stream_options.include_usage' must be a boolean", "stream_options");
+      } else {
+        req.include_usage = (*so)["include_usage"].get<bool>();
+      }
+    }
+    if (!req.stream && !r.error)
+      r.Fail("'stream_options' is only allowed when 'stream' is true", "stream_options");
+  }
+  std::optional<int64_t> max_tokens, max_completion, n, seed, top_k;
+  r.Integer("max_tokens", 1, limits.max_tokens_limit, &max_tokens);
+  r.Integer("max_completion_tokens", 1, limits.max_tokens_limit, &max_completion);
+  if (max_completion) max_tokens = max_completion;
+  if (max_tokens) req.max_tokens = static_cast<int>(*max_tokens);
+  r.Integer("n", 1, 128, &n);
+  if (n && *n != 1) r.Fail("'n' must be 1: pdserve returns one choice per request", "n");
+  r.Number("temperature", 0.0f, 2.0f, &req.temperature);
+  r.Number("top_p", 0.0f, 1.0f, &req.top_p);
+  if (req.top_p == 0.0f) r.Fail("'top_p' must be greater than 0", "top_p");
+  r.Integer("top_k", -1, 1 << 20, &top_k);
+  if (top_k) req.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // vLLM: -1 means all
+  r.Integer("seed", INT64_MIN, INT64_MAX, &seed);
+  if (seed) req.seed = static_cast<uint64_t>(*seed);
+  r.Bool("ignore_eos", &req.ignore_eos);
+  if (const json* stop = r.Find("stop")) {
+    if (stop->is_string()) {
+      req.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && std::all_of(stop->begin(), stop->end(),
+                                               [](const json& s) { return s.is_string(); })) {
+      req.stop = stop->get<std::vector<std::string>>();
+    } else {
+      r.Fail("'stop' must be a string or an array of strings", "stop");
+    }
+    if (static_cast<int>(req.stop.size()) > limits.max_stop_strings) {
+      r.Fail("'stop' holds more than " + std::to_string(limits.max_stop_strings) + " strings",
+             "stop");
+    }
+    for (const auto& s : req.stop) {
+      if (s.empty()) r.Fail("'stop' strings must not be empty", "stop");
+    }
+  }
+  if (const json* user = r.Find("user")) {
+    if (!user->is_string())
+      r.Fail("'user' must be a string", "user");
+    else
+      req.user = user->get<std::string>();
+  }
+  if (r.error) return *r.error;
+  return req;
+}
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,55 @@
+// Parsing and validating OpenAI request bodies for POST /v1/completions and
+// POST /v1/chat/completions (plus vLLM's `ignore_eos` and `top_k`, which load tests rely on).
+// Every refusal is an ApiError that names the field at fault. Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "gateway/api_error.h"
+
+namespace pdserve::gateway {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+struct ChatTurn {
+  std::string role;  // system, developer, user or assistant
+  std::string content;
+};
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  // Completions: the prompt as text, or as token ids when the client sent ids.
+  std::string prompt;
+  std::optional<std::vector<int32_t>> prompt_token_ids;
+  // Chat: the conversation.
+  std::vector<ChatTurn> messages;
+
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  std::optional<int> max_tokens;  // max_tokens or max_completion_tokens; absent: up to the context
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  std::string user;  // OpenAI's end-user id; the ledger keeps it as a tag
+};
+
+struct ParseLimits {
+  int max_stop_strings = 4;  // as OpenAI
+  int max_tokens_limit = 1 << 20;
+};
+
+// Parses a body. A variant: the request, or the 400 that says what is wrong.
+std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
+                                                                 Endpoint endpoint,
+                                                                 const ParseLimits& limits = {});
+
+}  // namespace pdserve::gateway

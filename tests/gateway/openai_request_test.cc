@@ -1,0 +1,101 @@
+#include "gateway/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace pdserve::gateway {
+namespace {
+
+GenerationRequest Ok(std::string_view body, Endpoint e = Endpoint::kCompletions) {
+  auto r = ParseGenerationRequest(body, e);
+  if (auto* err = std::get_if<ApiError>(&r)) ADD_FAILURE() << err->message;
+  return std::holds_alternative<GenerationRequest>(r) ? std::get<GenerationRequest>(r)
+                                                      : GenerationRequest{};
+}
+
+ApiError Bad(std::string_view body, Endpoint e = Endpoint::kCompletions) {
+  auto r = ParseGenerationRequest(body, e);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(r)) << body;
+  return std::holds_alternative<ApiError>(r) ? std::get<ApiError>(r) : ApiError{};
+}
+
+TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
+  auto r = Ok(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,"top_p":0.5,"seed":3,
+                 "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},
+                 "ignore_eos":true,"top_k":5,"user":"alice","n":1})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.0f);
+  EXPECT_EQ(r.top_p, 0.5f);
+  EXPECT_EQ(r.seed, 3u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.top_k, 5);
+  EXPECT_EQ(r.user, "alice");
+}
+
+TEST(OpenAiRequestTest, AcceptsTokenIdPromptsAndSinglePromptLists) {
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":[1,2,3]})").prompt_token_ids,
+            (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":[[4,5]]})").prompt_token_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":["x"]})").prompt, "x");
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":"x","max_completion_tokens":3})").max_tokens, 3);
+}
+
+TEST(OpenAiRequestTest, ParsesChatMessagesWithTextParts) {
+  auto r = Ok(R"({"model":"m","messages":[{"role":"system","content":"be brief"},
+                 {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
+              Endpoint::kChatCompletions);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "ab");
+}
+
+TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* says;
+  };
+  const Case cases[] = {
+      {R"({"prompt":"x"})", "model", "'model' is required"},
+      {R"({"model":3,"prompt":"x"})", "model", "must be a string"},
+      {R"({"model":"m"})", "prompt", "'prompt' is required"},
+      {R"({"model":"m","prompt":{}})", "prompt", "string or an array of token ids"},
+      {R"({"model":"m","prompt":["a","b"]})", "prompt", "several prompts"},
+      {R"({"model":"m","prompt":"x","max_tokens":0})", "max_tokens", "between 1"},
+      {R"({"model":"m","prompt":"x","max_tokens":"5"})", "max_tokens", "must be an integer"},
+      {R"({"model":"m","prompt":"x","temperature":3})", "temperature", "between"},
+      {R"({"model":"m","prompt":"x","top_p":0})", "top_p", "greater than 0"},
+      {R"({"model":"m","prompt":"x","n":2})", "n", "'n' must be 1"},
+      {R"({"model":"m","prompt":"x","stop":[1]})", "stop", "array of strings"},
+      {R"({"model":"m","prompt":"x","stop":["a","b","c","d","e"]})", "stop", "more than 4"},
+      {R"({"model":"m","prompt":"x","stream":"yes"})", "stream", "must be a boolean"},
+      {R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", "stream_options",
+       "only allowed"},
+  };
+  for (const auto& c : cases) {
+    ApiError e = Bad(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_NE(e.message.find(c.says), std::string::npos) << c.body << " -> " << e.message;
+  }
+  ApiError chat = Bad(R"({"model":"m","messages":[{"role":"robot","content":"x"}]})",
+                      Endpoint::kChatCompletions);
+  EXPECT_NE(chat.message.find("messages[0].role"), std::string::npos) << chat.message;
+  EXPECT_EQ(Bad("{not json").message, "The request body is not valid JSON");
+  EXPECT_EQ(Bad("[1]").message, "The request body must be a JSON object");
+}
+
+TEST(ApiErrorTest, SerialisesAsOpenAiDoes) {
+  auto j = ApiError::ModelNotFound("gpt-x").ToJson();
+  EXPECT_EQ(j["error"]["message"], "The model 'gpt-x' does not exist");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "model");
+  EXPECT_EQ(j["error"]["code"], "model_not_found");
+  EXPECT_TRUE(ApiError::Internal("x").ToJson()["error"]["param"].is_null());
+}
+
+}  // namespace
+}  // namespace pdserve::gateway
