@@ -98,6 +98,10 @@ void AddTokenizeCommand(CLI::App& app) {
                 "encoding, output when decoding)");
   cmd->add_flag("--skip-special", options->skip_special,
                 "with --decode: leave special tokens out of the text");
+  cmd->footer(
+      "Input is read from stdin. Without --json-lines each line is one text, its trailing \\n\n"
+      "removed (a \\r before it is kept); use --json-lines to pass texts holding newlines:\n"
+      "  printf '%s\\n' '\"line one\\nline two\"' | pdserve tokenize --tokenizer DIR --json-lines");
   cmd->callback([options] {
     auto tokenizer = model::Tokenizer::Load(options->tokenizer);
     if (!tokenizer.ok()) {

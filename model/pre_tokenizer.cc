@@ -338,17 +338,19 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(s
 }
 
 void AddedTokenMatcher::Split(std::string_view text, std::vector<Segment>& segments) const {
+  if (tokens_.empty()) {
+    if (!text.empty()) segments.push_back({0, text.size(), -1});
+    return;
+  }
   size_t plain_begin = 0;  // start of the plain text not yet emitted
   size_t pos = 0;
   while (pos < text.size()) {
     const AddedToken* found = nullptr;
-    if (!tokens_.empty()) {
-      for (uint32_t index : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
-        const AddedToken& t = tokens_[index];
-        if (text.substr(pos).starts_with(t.content)) {
-          found = &t;
-          break;
-        }
+    for (uint32_t index : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+      const AddedToken& t = tokens_[index];
+      if (text.substr(pos).starts_with(t.content)) {
+        found = &t;
+        break;
       }
     }
     if (found == nullptr) {

@@ -221,8 +221,14 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
       (t.normalized && !normalizer_->is_identity() ? normalized : raw).push_back(std::move(t));
     }
   }
-  raw_added_ = std::make_unique<const AddedTokenMatcher>(std::move(raw));
-  normalized_added_ = std::make_unique<const AddedTokenMatcher>(std::move(normalized));
+  auto ordinary = [](std::vector<AddedToken> tokens) {
+    std::erase_if(tokens, [](const AddedToken& t) { return t.special; });
+    return tokens;
+  };
+  raw_added_[0] = std::make_unique<const AddedTokenMatcher>(ordinary(raw));
+  raw_added_[1] = std::make_unique<const AddedTokenMatcher>(std::move(raw));
+  normalized_added_[0] = std::make_unique<const AddedTokenMatcher>(ordinary(normalized));
+  normalized_added_[1] = std::make_unique<const AddedTokenMatcher>(std::move(normalized));
 
   PDSERVE_RETURN_IF_ERROR(
       ParsePostProcessor(root.value("post_processor", json()), prefix_ids_, suffix_ids_));
@@ -276,7 +282,8 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
   return Status::Ok();
 }
 
-Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special) const {
+Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special,
+                                               bool parse_special) const {
   if (std::optional<size_t> bad = FindInvalidUtf8(text)) {
     return InvalidArgument("text is not valid UTF-8 (bad byte 0x" +
                            [&] {
@@ -290,25 +297,27 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_s
   ids.reserve(text.size() / 3 + prefix_ids_.size() + suffix_ids_.size() + 1);
   if (add_special) ids = prefix_ids_;
   std::vector<AddedTokenMatcher::Segment> segments;
-  raw_added_->Split(text, segments);
+  raw_added_[parse_special]->Split(text, segments);
   for (const auto& segment : segments) {
     if (segment.token_id >= 0) {
       ids.push_back(segment.token_id);
     } else {
       PDSERVE_RETURN_IF_ERROR(
-          EncodeText(text.substr(segment.begin, segment.end - segment.begin), ids));
+          EncodeText(text.substr(segment.begin, segment.end - segment.begin), parse_special, ids));
     }
   }
   if (add_special) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 
-Status Tokenizer::EncodeText(std::string_view text, std::vector<int32_t>& ids) const {
+Status Tokenizer::EncodeText(std::string_view text, bool parse_special,
+                             std::vector<int32_t>& ids) const {
   if (normalizer_->is_identity()) return EncodeNormalized(text, ids);
   PDSERVE_ASSIGN_OR_RETURN(std::string normalized, normalizer_->Apply(text));
-  if (normalized_added_->empty()) return EncodeNormalized(normalized, ids);
+  const AddedTokenMatcher& matcher = *normalized_added_[parse_special];
+  if (matcher.empty()) return EncodeNormalized(normalized, ids);
   std::vector<AddedTokenMatcher::Segment> segments;
-  normalized_added_->Split(normalized, segments);
+  matcher.Split(normalized, segments);
   std::string_view view(normalized);
   for (const auto& segment : segments) {
     if (segment.token_id >= 0) {

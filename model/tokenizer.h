@@ -42,10 +42,14 @@ class Tokenizer {
       std::string_view generation_config_json = {});
   ~Tokenizer();
 
-  // Token ids of `text`. Text that spells an added token ("<|eot_id|>") becomes that token.
+  // Token ids of `text`. Text that spells an added token ("<|eot_id|>") becomes that token;
+  // with `parse_special` false, special tokens are not recognised in the text (it is encoded as
+  // ordinary characters), which keeps end users from injecting control tokens.
   // `add_special`: let the post_processor add its tokens (BOS for Llama-3, nothing for Qwen2).
-  // Invalid UTF-8 is InvalidArgument giving the byte offset.
-  Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special) const;
+  // Invalid UTF-8 is InvalidArgument giving the byte offset; a regex engine resource limit on
+  // pathological input is ResourceExhausted.
+  Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special,
+                                      bool parse_special = true) const;
 
   // The text of `ids`; bytes that do not form valid UTF-8 become U+FFFD. Ids out of range are
   // skipped. `skip_special`: leave out special tokens (BOS, <|eot_id|>, ...).
@@ -77,15 +81,16 @@ class Tokenizer {
   Tokenizer();
   Status Build(const nlohmann::json& root, const nlohmann::json& config,
                const nlohmann::json& generation);
-  Status EncodeText(std::string_view text, std::vector<int32_t>& ids) const;
+  Status EncodeText(std::string_view text, bool parse_special, std::vector<int32_t>& ids) const;
   Status EncodeNormalized(std::string_view text, std::vector<int32_t>& ids) const;
 
   std::unique_ptr<const BpeModel> bpe_;
   std::unique_ptr<const Normalizer> normalizer_;
   std::unique_ptr<const PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<const AddedTokenMatcher> raw_added_;         // matched before normalizing
-  std::unique_ptr<const AddedTokenMatcher> normalized_added_;  // matched after
-  std::unordered_map<int32_t, TokenInfo> added_;               // by id
+  // Added tokens matched before and after normalizing; [0] without special tokens, [1] all.
+  std::unique_ptr<const AddedTokenMatcher> raw_added_[2];
+  std::unique_ptr<const AddedTokenMatcher> normalized_added_[2];
+  std::unordered_map<int32_t, TokenInfo> added_;  // by id
   std::unordered_map<std::string, int32_t> added_by_content_;
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // what add_special puts around the text
   int32_t vocab_size_ = 0;

@@ -377,6 +377,61 @@ TEST(TokenizerTest, MalformedFilesGiveClearErrors) {
   EXPECT_FALSE(Tokenizer::FromJsonText("{}", "", "x").ok());
 }
 
+TEST(TokenizerTest, SpecialTokensCanBeTreatedAsText) {
+  auto t = LoadLlama3();
+  ASSERT_NE(t, nullptr);
+  auto parsed = EncodeOrDie(*t, "a<|eot_id|>b", false);
+  auto ids = t->Encode("a<|eot_id|>b", false, /*parse_special=*/false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 128009), 1);
+  EXPECT_EQ(std::count(ids->begin(), ids->end(), 128009), 0);
+  EXPECT_EQ(t->Decode(*ids, true), "a<|eot_id|>b");
+}
+
+// A Qwen2-style tokenizer: NFC, single-digit numbers, ChatML tokens, no BOS, ByteLevel
+// post_processor. Built from the written tokenizer with Qwen2's settings.
+TEST(TokenizerTest, Qwen2StyleTokenizer) {
+  json root = WrittenTokenizerJson();
+  root["normalizer"] = {{"type", "NFC"}};
+  root["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  root["post_processor"] = {{"type", "ByteLevel"},
+                            {"add_prefix_space", false},
+                            {"trim_offsets", false},
+                            {"use_regex", false}};
+  int id = 900;
+  for (const char* name : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    root["added_tokens"].push_back(
+        {{"id", id++}, {"content", name}, {"special", true}, {"normalized", false}});
+  }
+  json config = {{"bos_token", nullptr},
+                 {"eos_token", "<|im_end|>"},
+                 {"chat_template",
+                  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                  "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"}};
+  json generation = {{"eos_token_id", {902, 900}}};
+  auto t = Tokenizer::FromJsonText(root.dump(), config.dump(), "qwen", generation.dump());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const Tokenizer& tok = **t;
+  EXPECT_EQ(tok.bos_id(), std::nullopt);
+  EXPECT_EQ(tok.eos_ids(), (std::vector<int32_t>{902, 900}));
+  EXPECT_EQ(tok.chat_template().format(), ChatFormat::kChatMl);
+  EXPECT_EQ(tok.vocab_size(), 903);
+  auto prompt = tok.chat_template().Apply(std::vector<ChatMessage>{{"user", "12"}}, true);
+  ASSERT_TRUE(prompt.ok());
+  auto ids = EncodeOrDie(tok, *prompt, true);  // add_special adds nothing here
+  std::vector<int32_t> expected = {901};
+  for (int32_t x : EncodeOrDie(tok, "user\n12", false)) expected.push_back(x);
+  expected.push_back(902);
+  expected.push_back('\n');
+  expected.push_back(901);
+  for (int32_t x : EncodeOrDie(tok, "assistant\n", false)) expected.push_back(x);
+  EXPECT_EQ(ids, expected);
+  auto digits = EncodeOrDie(tok, "2024", false);  // \p{N} one digit at a time
+  EXPECT_EQ(digits, (std::vector<int32_t>{'2', '0', '2', '4'}));
+  EXPECT_EQ(tok.Decode(ids, false), *prompt);
+}
+
 TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
   auto t = LoadLlama3();
   ASSERT_NE(t, nullptr);

@@ -1,6 +1,7 @@
-// Deterministic tokenizer test corpus for tests/model/tokenizer_test.cc: prints N lines (default
-// 2400), each a JSON string (ASCII-escaped, so \n, \r, U+2028 and astral characters survive
-// line-based transport). Seeded PRNG: the same N always gives the same corpus.
+// Deterministic tokenizer test corpus for tests/model/tokenizer_test.cc: prints N generated lines
+// (default 2400) and then a fixed list of edge cases, each a JSON string (ASCII-escaped, so \n,
+// \r, U+2028 and astral characters survive line-based transport). Seeded PRNG: the same N always
+// gives the same corpus.
 // Usage: node make_corpus.mjs [N] > corpus.jsonl
 const total = Number(process.argv[2] ?? 2400);
 
@@ -82,8 +83,16 @@ const makers = [
     number(), pick(punctuation), pick(whitespace), pick(contractions), pick(specials)])),
 ];
 
+// Fixed edge cases: rare whitespace and case-folding characters where regex engines differ,
+// control characters, empty text, added tokens back to back.
+const edges = ["", " ", "   ", "\r", "\r\r\n \n\r", "a\u0085 b", "a\ufeff b", "a \u180e b",
+  "x\u2028\u2029y", "\u1680\u1680z", "it'\u017f ok'K \u212a", "\u0000a\u0001\u007f",
+  "<|eot_id|><|eot_id|>", " <|eot_id|> ", "<|begin_of_text|>\n<|end_of_text|>", "\ud83d\ude00".repeat(40),
+  " ".repeat(100) + "x", "9".repeat(301), "a".repeat(500), "\t\t\n\t", "e\u0301\u0301"];
+
 const lines = [];
 for (let i = 0; i < total; ++i) lines.push(makers[i % makers.length]());
+lines.push(...edges);
 // Escape to ASCII: JSON.stringify leaves U+2028/U+2029 and non-ASCII raw.
 const ascii = (s) => JSON.stringify(s).replace(/[\u007f-\uffff]/g,
   (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
