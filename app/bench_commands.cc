@@ -9,6 +9,7 @@ void AddBenchCommands(CLI::App& app) {
   AddBenchEngineCommand(*bench);
   AddBenchServeCommand(*bench);
   AddBenchAcceptanceCommand(*bench);
+  AddBenchKvCommand(*bench);
 }
 
 }  // namespace pdserve::app

@@ -10,10 +10,13 @@ namespace pdserve::app {
 void AddMakeModelCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+// `pdserve gateway`, `pdserve decode` and `pdserve up`.
+void AddServeCommands(CLI::App& app);
 // `pdserve bench ...`: the group and its members.
 void AddBenchCommands(CLI::App& app);
 void AddBenchEngineCommand(CLI::App& bench);
 void AddBenchServeCommand(CLI::App& bench);
 void AddBenchAcceptanceCommand(CLI::App& bench);
+void AddBenchKvCommand(CLI::App& bench);
 
 }  // namespace pdserve::app

@@ -1,0 +1,453 @@
+// `pdserve bench kv`: KV transfer bandwidth and latency between two processes, through the real
+// Transport (each message is one request's KV chunks, acknowledged after apply), against a plain
+// blocking-socket send/recv of the same bytes between the same two processes, in the same run.
+// By default it forks a receiver on loopback; `--listen PORT` / `--peer HOST:PORT` span two hosts.
+// The receiver side serves a small control protocol (4-byte length + JSON) on the control port:
+// reserve pages, wait for a request, receive baseline bytes; the KV itself goes to its listener.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "app/commands.h"
+#include "kv_transfer/device_payload.h"
+#include "kv_transfer/kv_receiver.h"
+#include "kv_transfer/tcp_transport.h"
+
+namespace pdserve::app {
+namespace {
+
+namespace kvt = kv_transfer;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct BenchKvOptions {
+  std::string transport = "tcp";
+  uint64_t min_bytes = 64ull << 10;
+  uint64_t max_bytes = 1ull << 30;
+  int iters = 5;
+  std::string peer;  // HOST:PORT of a `--listen` process
+  int listen = -1;   // control port to serve on
+  std::string json_path;
+  int device = 0;
+};
+
+// 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
+kvt::KvLayout BenchLayout() {
+  return *kvt::KvLayout::Make("pdserve-bench-kv", model::DType::kBF16, 1, 8, 128, 16);
+}
+
+// --- Blocking sockets with a timeout on every wait ---
+
+constexpr int kSocketTimeoutSeconds = 120;
+
+void SetTimeouts(int fd) {
+  timeval tv{kSocketTimeoutSeconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+Status SendAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return Unavailable(fmt::format("bench kv: send: {}", std::strerror(errno)));
+    p += k, n -= k;
+  }
+  return Status::Ok();
+}
+
+Status RecvAll(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t k = ::recv(fd, p, n, 0);
+    if (k == 0) return Unavailable("bench kv: the peer closed the connection");
+    if (k < 0) return Unavailable(fmt::format("bench kv: recv: {}", std::strerror(errno)));
+    p += k, n -= k;
+  }
+  return Status::Ok();
+}
+
+Status SendJson(int fd, const json& j) {
+  const std::string s = j.dump();
+  const uint32_t len = htonl(static_cast<uint32_t>(s.size()));
+  PDSERVE_RETURN_IF_ERROR(SendAll(fd, &len, 4));
+  return SendAll(fd, s.data(), s.size());
+}
+
+Result<json> RecvJson(int fd) {
+  uint32_t len = 0;
+  PDSERVE_RETURN_IF_ERROR(RecvAll(fd, &len, 4));
+  len = ntohl(len);
+  if (len > (16u << 20)) return InvalidArgument("bench kv: control message too long");
+  std::string s(len, '\0');
+  PDSERVE_RETURN_IF_ERROR(RecvAll(fd, s.data(), len));
+  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("bench kv: bad control message");
+  return j;
+}
+
+Result<int> ListenOn(int port, bool any_host, uint16_t* bound) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(any_host ? INADDR_ANY : INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0) {
+    ::close(fd);
+    return Unavailable(
+        fmt::format("bench kv: cannot listen on {}: {}", port, std::strerror(errno)));
+  }
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *bound = ntohs(a.sin_port);
+  return fd;
+}
+
+Result<int> Dial(const std::string& host, uint16_t port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
+    return Unavailable("bench kv: cannot resolve " + host);
+  }
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  SetTimeouts(fd);
+  const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (rc != 0) {
+    ::close(fd);
+    return Unavailable(
+        fmt::format("bench kv: cannot connect to {}:{}: {}", host, port, std::strerror(errno)));
+  }
+  return fd;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// KV pool memory: host memory for TCP, device memory for the GPU paths.
+struct BenchPool {
+  std::vector<unsigned char> host;
+  void* device = nullptr;
+  int device_id = 0;
+  void* base() { return device ? device : host.data(); }
+  ~BenchPool() {
+    if (device) kvt::FreeDeviceMemory(device_id, device);
+  }
+};
+
+Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool) {
+  if (o.transport == "tcp") {
+    pool->host.resize(bytes);
+    std::mt19937_64 rng(42);
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(pool->host.data() + i, &v, 8);
+    }
+    return Status::Ok();
+  }
+  pool->device_id = o.device;
+  PDSERVE_ASSIGN_OR_RETURN(pool->device, kvt::AllocateDeviceMemory(o.device, bytes));
+  return Status::Ok();
+}
+
+kvt::PayloadPath PathOf(const std::string& t) {
+  if (t == "nccl") return kvt::PayloadPath::kNccl;
+  if (t == "ipc") return kvt::PayloadPath::kCudaIpc;
+  return kvt::PayloadPath::kTcp;
+}
+
+// --- Receiver side: serves one driver on the control port, then returns ---
+
+Status Serve(const BenchKvOptions& o, int listen_fd) {
+  const kvt::KvLayout layout = BenchLayout();
+  const int num_pages = static_cast<int>(o.max_bytes / layout.page_bytes());
+  BenchPool memory;
+  PDSERVE_RETURN_IF_ERROR(MakePool(o, num_pages * layout.page_bytes(), &memory));
+  model::KvPagePool pages(num_pages);
+  kvt::KvReceiver receiver(layout, pages, {memory.base()});
+  kvt::TcpKvListenerOptions lo;
+  lo.bind_address = o.listen >= 0 ? "0.0.0.0" : "127.0.0.1";
+  lo.device = o.device;
+  PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
+  const int fd = ::accept(listen_fd, nullptr, nullptr);
+  if (fd < 0) return Unavailable("bench kv: accept failed");
+  SetTimeouts(fd);
+  PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
+  std::vector<unsigned char> baseline_buffer;
+  for (;;) {
+    PDSERVE_ASSIGN_OR_RETURN(json cmd, RecvJson(fd));
+    const std::string op = cmd.value("op", "");
+    if (op == "reserve") {
+      auto r = receiver.Reserve(cmd.value("id", 0ull), cmd.value("pages", 0),
+                                Clock::now() + std::chrono::seconds(120));
+      if (!r.ok()) {
+        PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"error", r.status().ToString()}}));
+      } else {
+        PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"pages", r->pages}}));
+      }
+    } else if (op == "wait") {
+      const uint64_t id = cmd.value("id", 0ull);
+      Status s = receiver.Wait(id);
+      if (s.ok()) {
+        auto taken = receiver.TakePages(id);
+        if (taken.ok()) pages.Free(*taken);
+      }
+      PDSERVE_RETURN_IF_ERROR(SendJson(
+          fd, {{"error", s.ok() ? "" : s.ToString()}, {"used_pages", pages.used_pages()}}));
+    } else if (op == "baseline") {
+      // Plain blocking recv of the same bytes into host memory, then a one-byte ack.
+      const uint64_t n = cmd.value("bytes", 0ull);
+      if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
+      if (!memory.host.empty()) {
+        PDSERVE_RETURN_IF_ERROR(RecvAll(fd, memory.host.data(), n));
+      } else {
+        baseline_buffer.resize(n);
+        PDSERVE_RETURN_IF_ERROR(RecvAll(fd, baseline_buffer.data(), n));
+      }
+      const char ack = 1;
+      PDSERVE_RETURN_IF_ERROR(SendAll(fd, &ack, 1));
+    } else if (op == "quit") {
+      ::close(fd);
+      return Status::Ok();
+    } else {
+      return InvalidArgument("bench kv: unknown control op '" + op + "'");
+    }
+  }
+}
+
+// --- Driver side ---
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Row {
+  uint64_t bytes;
+  double seconds, gbps, baseline_gbps, ratio;
+};
+
+Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host, uint16_t port,
+                               json* env) {
+  const kvt::KvLayout layout = BenchLayout();
+  const int num_pages = static_cast<int>(o.max_bytes / layout.page_bytes());
+  BenchPool memory;
+  PDSERVE_RETURN_IF_ERROR(MakePool(o, num_pages * layout.page_bytes(), &memory));
+  PDSERVE_ASSIGN_OR_RETURN(int fd, Dial(host, port));
+  PDSERVE_ASSIGN_OR_RETURN(json hello, RecvJson(fd));
+  (*env)["hosts"] = {HostName(), hello.value("host", "?")};
+  kvt::TcpTransportOptions to;
+  to.host = host;
+  to.port = hello.value("kv_port", uint16_t{0});
+  to.path = PathOf(o.transport);
+  to.device = o.device;
+  PDSERVE_ASSIGN_OR_RETURN(auto transport,
+                           kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
+  // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
+  std::vector<unsigned char> host_copy;
+  const unsigned char* baseline_src = memory.host.data();
+  if (memory.host.empty()) {
+    host_copy.assign(o.max_bytes, 7);
+    baseline_src = host_copy.data();
+  }
+  uint64_t next_id = 1;
+  std::vector<Row> rows;
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    const int n = static_cast<int>(std::max<uint64_t>(1, bytes / layout.page_bytes()));
+    const uint64_t moved = static_cast<uint64_t>(n) * layout.page_bytes();
+    std::vector<double> kv, base;
+    for (int it = -1; it < o.iters; ++it) {  // it == -1: warm-up, not counted
+      const uint64_t id = next_id++;
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "reserve"}, {"id", id}, {"pages", n}}));
+      PDSERVE_ASSIGN_OR_RETURN(json reserved, RecvJson(fd));
+      if (reserved.contains("error")) return Internal(reserved["error"].get<std::string>());
+      std::vector<int32_t> dst = reserved["pages"].get<std::vector<int32_t>>();
+      std::vector<int32_t> src(n);
+      for (int i = 0; i < n; ++i) src[i] = i;
+      const auto t0 = Clock::now();
+      PDSERVE_RETURN_IF_ERROR(
+          transport->Open({id, src, dst, Clock::now() + std::chrono::seconds(100)}));
+      PDSERVE_RETURN_IF_ERROR(transport->PushLayer(id, 0));
+      PDSERVE_RETURN_IF_ERROR(transport->Wait(id));
+      const double kv_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
+      PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
+      if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
+
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "baseline"}, {"bytes", moved}}));
+      const auto t1 = Clock::now();
+      PDSERVE_RETURN_IF_ERROR(SendAll(fd, baseline_src, moved));
+      char ack = 0;
+      PDSERVE_RETURN_IF_ERROR(RecvAll(fd, &ack, 1));
+      const double base_s = std::chrono::duration<double>(Clock::now() - t1).count();
+      if (it >= 0) kv.push_back(kv_s), base.push_back(base_s);
+    }
+    if (o.transport == "ipc") {  // the IPC target: a device-to-device copy of the same bytes
+      PDSERVE_ASSIGN_OR_RETURN(double d2d, kvt::TimeDeviceCopy(o.device, moved, o.iters));
+      base.assign(1, d2d);
+    }
+    Row r;
+    r.bytes = moved;
+    r.seconds = Median(kv);
+    r.gbps = moved / r.seconds / 1e9;
+    r.baseline_gbps = moved / Median(base) / 1e9;
+    r.ratio = r.gbps / r.baseline_gbps;
+    rows.push_back(r);
+    std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}\n", r.bytes,
+                             r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio)
+              << std::flush;
+  }
+  (void)SendJson(fd, {{"op", "quit"}});
+  ::close(fd);
+  return rows;
+}
+
+std::string UtcNow() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+// CUDA must not be initialised before the fork below, so a child counts the devices.
+int ProbeCudaDevices() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(std::min(kvt::CudaDeviceCount(), 100));
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
+}
+
+[[noreturn]] void Fail(const Status& s) {
+  std::cerr << "pdserve bench kv: " << s.ToString() << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+void RunBenchKv(const BenchKvOptions& o) {
+  const kvt::KvLayout layout = BenchLayout();
+  if (o.min_bytes < layout.page_bytes() || o.min_bytes > o.max_bytes) {
+    Fail(InvalidArgument(fmt::format("--min-bytes must be >= {} (one page) and <= --max-bytes",
+                                     layout.page_bytes())));
+  }
+  if (o.transport != "tcp" && ProbeCudaDevices() == 0) {
+    Fail(FailedPrecondition("--transport " + o.transport + " needs a CUDA device; none found"));
+  }
+  if (o.listen >= 0) {  // receiver for a driver on another host
+    uint16_t bound = 0;
+    auto fd = ListenOn(o.listen, true, &bound);
+    if (!fd.ok()) Fail(fd.status());
+    std::cout << "pdserve bench kv: listening on control port " << bound << "\n" << std::flush;
+    Status s = Serve(o, *fd);
+    if (!s.ok()) Fail(s);
+    return;
+  }
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  pid_t child = -1;
+  if (!o.peer.empty()) {
+    const auto colon = o.peer.rfind(':');
+    if (colon == std::string::npos) Fail(InvalidArgument("--peer wants HOST:PORT"));
+    host = o.peer.substr(0, colon);
+    port = static_cast<uint16_t>(std::stoi(o.peer.substr(colon + 1)));
+  } else {
+    // Fork the receiver before any thread starts; it serves on a loopback port chosen by the OS.
+    auto fd = ListenOn(0, false, &port);
+    if (!fd.ok()) Fail(fd.status());
+    child = fork();
+    if (child < 0) Fail(Internal("bench kv: fork failed"));
+    if (child == 0) {
+      BenchKvOptions receiver_options = o;
+      if (o.transport == "nccl") ++receiver_options.device;  // NCCL pairs two GPUs
+      Status s = Serve(receiver_options, *fd);
+      if (!s.ok()) std::cerr << "pdserve bench kv (receiver): " << s.ToString() << "\n";
+      _exit(s.ok() ? 0 : 1);
+    }
+    ::close(*fd);
+  }
+  json doc;
+  doc["date"] = UtcNow();
+  doc["transport"] = o.transport;
+  doc["iters"] = o.iters;
+  doc["gpu_model"] = kvt::CudaDeviceName(o.device);
+  doc["driver_version"] = kvt::CudaDriverVersion();
+  doc["cuda_version"] = kvt::CudaRuntimeVersion();
+  doc["nccl_version"] = kvt::NcclVersion();
+  doc["baseline"] = o.transport == "ipc"
+                        ? "cudaMemcpy device-to-device of the same bytes, one process"
+                        : "blocking socket send/recv of the same bytes, same two processes";
+  std::cout << fmt::format("# pdserve bench kv: transport {}, {} iterations (median)\n",
+                           o.transport, o.iters)
+            << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8}\n", "bytes", "time_us", "GB/s",
+                           "baseline_GB/s", "ratio");
+  auto rows = Drive(o, host, port, &doc);
+  if (child > 0) {
+    int status = 0;
+    if (!rows.ok()) kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  if (!rows.ok()) Fail(rows.status());
+  doc["results"] = json::array();
+  for (const Row& r : *rows) {
+    doc["results"].push_back({{"bytes", r.bytes},
+                              {"time_us", r.seconds * 1e6},
+                              {"gbps", r.gbps},
+                              {"baseline_gbps", r.baseline_gbps},
+                              {"ratio", r.ratio}});
+  }
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << doc.dump(2) << "\n";
+    if (!out.flush()) Fail(Unavailable("bench kv: cannot write " + o.json_path));
+  }
+}
+
+}  // namespace
+
+void AddBenchKvCommand(CLI::App& bench) {
+  auto o = std::make_shared<BenchKvOptions>();
+  CLI::App* cmd = bench.add_subcommand(
+      "kv", "KV transfer bandwidth/latency sweep between two processes vs a plain socket");
+  cmd->add_option("--transport", o->transport, "tcp, nccl or ipc")
+      ->check(CLI::IsMember({"tcp", "nccl", "ipc"}));
+  cmd->add_option("--min-bytes", o->min_bytes, "Smallest message (default 64 KiB)");
+  cmd->add_option("--max-bytes", o->max_bytes, "Largest message (default 1 GiB); sizes double")
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{64} << 30));
+  cmd->add_option("--iters", o->iters, "Timed iterations per size (median reported)")
+      ->check(CLI::Range(1, 1000));
+  CLI::Option* peer =
+      cmd->add_option("--peer", o->peer, "HOST:PORT of a `pdserve bench kv --listen PORT` process");
+  cmd->add_option("--listen", o->listen, "Serve as the receiver on this control port")
+      ->check(CLI::Range(0, 65535))
+      ->excludes(peer);
+  cmd->add_option("--device", o->device, "CUDA device (nccl, ipc)");
+  cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
+  cmd->callback([o] { RunBenchKv(*o); });
+}
+
+}  // namespace pdserve::app

@@ -1,0 +1,17 @@
+// CRC32C (Castagnoli, as in iSCSI and ext4) of KV chunk payloads and frame headers. Uses the
+// SSE4.2 crc32 instruction, three independent streams interleaved to hide its latency, at tens of
+// GB/s per core. Pure functions: safe from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pdserve::kv_transfer {
+
+// CRC32C of n bytes; `crc` continues a previous value: Crc32c(b, Crc32c(a)) == CRC of a then b.
+uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+
+// A bit-at-a-time reference, slow and obviously right: for tests.
+uint32_t Crc32cReference(const void* data, size_t n, uint32_t crc = 0);
+
+}  // namespace pdserve::kv_transfer

@@ -1,0 +1,258 @@
+// The CUDA-IPC payload path (a prefill and a decode worker on one GPU): the receiver exports
+// its pools' memory handles in the hello reply; the sender maps them once and copies each chunk
+// device-to-device straight into the reserved pages, waits for the copy, then sends the header,
+// so the receiver acknowledges bytes that are already in place. Also device memory helpers and
+// version probes. Compiles to stubs without PDSERVE_HAVE_CUDA.
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "kv_transfer/gpu_payloads.h"
+
+namespace pdserve::kv_transfer {
+
+#if PDSERVE_HAVE_CUDA
+namespace {
+
+// The driver's cuMemGetAddressRange, looked up through the runtime so that nothing links
+// libcuda (absent on machines without a GPU driver).
+using MemGetAddressRangeFn = int (*)(unsigned long long* base, size_t* size,
+                                     unsigned long long ptr);
+
+Result<std::pair<void*, size_t>> AllocationOf(void* ptr) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  PDSERVE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                                      cudaEnableDefault, &found));
+  if (fn == nullptr || found != cudaDriverEntryPointSuccess) {
+    return Unavailable("cuMemGetAddressRange not found in the CUDA driver");
+  }
+  unsigned long long base = 0;
+  size_t size = 0;
+  const int rc = reinterpret_cast<MemGetAddressRangeFn>(fn)(
+      &base, &size, reinterpret_cast<unsigned long long>(ptr));
+  if (rc != 0) return Unavailable(fmt::format("cuMemGetAddressRange failed ({})", rc));
+  return std::make_pair(reinterpret_cast<void*>(base), size);
+}
+
+// Per layer in the hello reply: the allocation's handle and the layer's offset in it.
+struct ExportedLayer {
+  cudaIpcMemHandle_t handle;
+  uint64_t offset;
+};
+
+// Waits for `event`, never past `deadline`.
+Status WaitEvent(cudaEvent_t event, Clock::time_point deadline, const char* what) {
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return Status::Ok();
+    if (e != cudaErrorNotReady) {
+      return Unavailable(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+    }
+    if (Clock::now() > deadline) {
+      return Status(StatusCode::kDeadlineExceeded, fmt::format("{}: past its deadline", what));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+class CudaIpcSender final : public DevicePayloadSender {
+ public:
+  CudaIpcSender(const KvLayout& layout, int device) : layout_(layout), device_(device) {}
+  ~CudaIpcSender() override {
+    cudaSetDevice(device_);
+    for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
+    if (event_) cudaEventDestroy(event_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Result<std::string> HelloPayload() override { return std::string(); }
+
+  Status OnHelloReply(const std::string& payload, Clock::time_point) override {
+    const size_t n = layout_.n_layers;
+    if (payload.size() != n * sizeof(ExportedLayer) + sizeof(uint64_t)) {
+      return InvalidArgument("CUDA IPC: malformed hello reply");
+    }
+    std::memcpy(&remote_pages_, payload.data() + n * sizeof(ExportedLayer), sizeof(uint64_t));
+    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    PDSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PDSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    for (size_t l = 0; l < n; ++l) {
+      ExportedLayer e;
+      std::memcpy(&e, payload.data() + l * sizeof e, sizeof e);
+      const std::string key(reinterpret_cast<const char*>(&e.handle), sizeof e.handle);
+      auto it = opened_.find(key);
+      if (it == opened_.end()) {  // layers often share one allocation: map it once
+        void* ptr = nullptr;
+        PDSERVE_CUDA_CHECK(cudaIpcOpenMemHandle(&ptr, e.handle, cudaIpcMemLazyEnablePeerAccess));
+        it = opened_.emplace(key, ptr).first;
+      }
+      remote_bases_.push_back(static_cast<unsigned char*>(it->second) + e.offset);
+    }
+    return Status::Ok();
+  }
+
+  bool SendsBeforeHeader() const override { return true; }
+
+  Status Send(const void* src, int layer, int32_t dst_first, size_t bytes,
+              Clock::time_point deadline) override {
+    const size_t page_bytes = layout_.page_bytes();
+    if (layer < 0 || layer >= static_cast<int>(remote_bases_.size()) || dst_first < 0 ||
+        dst_first * page_bytes + bytes > remote_pages_ * page_bytes) {
+      return OutOfRange("CUDA IPC: chunk outside the receiver's pool");
+    }
+    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    PDSERVE_CUDA_CHECK(cudaMemcpyAsync(remote_bases_[layer] + dst_first * page_bytes, src, bytes,
+                                       cudaMemcpyDeviceToDevice, stream_));
+    PDSERVE_CUDA_CHECK(cudaEventRecord(event_, stream_));
+    return WaitEvent(event_, deadline, "CUDA IPC copy");
+  }
+
+ private:
+  const KvLayout layout_;
+  const int device_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t event_ = nullptr;
+  std::map<std::string, void*> opened_;  // handle bytes -> mapped base
+  std::vector<unsigned char*> remote_bases_;
+  uint64_t remote_pages_ = 0;
+};
+
+class CudaIpcReceiver final : public DevicePayloadReceiver {
+ public:
+  CudaIpcReceiver(const KvLayout& layout, int device, std::vector<void*> bases, int num_pages)
+      : layout_(layout), device_(device), bases_(std::move(bases)), num_pages_(num_pages) {}
+
+  Result<std::string> OnHello(const std::string&, Clock::time_point) override {
+    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    std::string reply;
+    for (void* base : bases_) {
+      PDSERVE_ASSIGN_OR_RETURN(auto alloc, AllocationOf(base));
+      ExportedLayer e{};
+      PDSERVE_CUDA_CHECK(cudaIpcGetMemHandle(&e.handle, alloc.first));
+      e.offset = static_cast<unsigned char*>(base) - static_cast<unsigned char*>(alloc.first);
+      reply.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+    const uint64_t pages = num_pages_;
+    reply.append(reinterpret_cast<const char*>(&pages), sizeof pages);
+    return reply;
+  }
+  // The sender's copy finished before it sent the header: the bytes are in place.
+  Status Receive(void*, size_t, Clock::time_point) override { return Status::Ok(); }
+  Status Discard(size_t, Clock::time_point) override { return Status::Ok(); }
+
+ private:
+  const KvLayout layout_;
+  const int device_;
+  const std::vector<void*> bases_;
+  const int num_pages_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DevicePayloadSender>> MakeCudaIpcSender(const KvLayout& layout, int device) {
+  if (CudaDeviceCount() == 0) return FailedPrecondition("CUDA IPC: no CUDA device");
+  return std::unique_ptr<DevicePayloadSender>(new CudaIpcSender(layout, device));
+}
+
+Result<std::unique_ptr<DevicePayloadReceiver>> MakeCudaIpcReceiver(const KvLayout& layout,
+                                                                   int device,
+                                                                   std::vector<void*> layer_bases,
+                                                                   int num_pages) {
+  if (CudaDeviceCount() == 0) return FailedPrecondition("CUDA IPC: no CUDA device");
+  return std::unique_ptr<DevicePayloadReceiver>(
+      new CudaIpcReceiver(layout, device, std::move(layer_bases), num_pages));
+}
+
+Result<void*> AllocateDeviceMemory(int device, size_t bytes) {
+  PDSERVE_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  PDSERVE_CUDA_CHECK(cudaMalloc(&p, bytes));
+  PDSERVE_CUDA_CHECK(cudaMemset(p, 0x5a, bytes));
+  return p;
+}
+
+void FreeDeviceMemory(int device, void* ptr) {
+  cudaSetDevice(device);
+  cudaFree(ptr);
+}
+
+Result<double> TimeDeviceCopy(int device, size_t bytes, int iters) {
+  PDSERVE_CUDA_CHECK(cudaSetDevice(device));
+  void *a = nullptr, *b = nullptr;
+  PDSERVE_CUDA_CHECK(cudaMalloc(&a, bytes));
+  if (cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaFree(a);
+    return ResourceExhausted("TimeDeviceCopy: no device memory for the second buffer");
+  }
+  std::vector<double> times;
+  Status status;
+  for (int i = -1; i < iters && status.ok(); ++i) {
+    const auto t0 = Clock::now();
+    if (cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
+      status = Unavailable("TimeDeviceCopy: cudaMemcpy failed");
+    }
+    if (i >= 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  cudaFree(a);
+  cudaFree(b);
+  PDSERVE_RETURN_IF_ERROR(status);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::string CudaRuntimeVersion() {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess || v == 0) return "none";
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
+
+std::string CudaDriverVersion() {
+  // The kernel module's version ("580.65.06"), as nvidia-smi reports it.
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string word;
+  while (in >> word) {
+    if (word == "Module") {
+      if (in >> word) return word;
+    }
+  }
+  return "none";
+}
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+std::string CudaDeviceName(int device) {
+  cudaDeviceProp prop{};
+  if (device < 0 || device >= CudaDeviceCount() ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    return "none";
+  }
+  return prop.name;
+}
+
+#else  // no CUDA
+
+Result<std::unique_ptr<DevicePayloadSender>> MakeCudaIpcSender(const KvLayout&, int) {
+  return Unimplemented("KV: this build has no CUDA (CUDA IPC path)");
+}
+Result<std::unique_ptr<DevicePayloadReceiver>> MakeCudaIpcReceiver(const KvLayout&, int,
+                                                                   std::vector<void*>, int) {
+  return Unimplemented("KV: this build has no CUDA (CUDA IPC path)");
+}
+Result<void*> AllocateDeviceMemory(int, size_t) { return Unimplemented("this build has no CUDA"); }
+void FreeDeviceMemory(int, void*) {}
+Result<double> TimeDeviceCopy(int, size_t, int) { return Unimplemented("this build has no CUDA"); }
+std::string CudaRuntimeVersion() { return "none"; }
+std::string CudaDriverVersion() { return "none"; }
+int CudaDeviceCount() { return 0; }
+std::string CudaDeviceName(int) { return "none"; }
+
+#endif
+
+}  // namespace pdserve::kv_transfer

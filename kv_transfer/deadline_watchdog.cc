@@ -1,0 +1,55 @@
+#include "kv_transfer/deadline_watchdog.h"
+
+namespace pdserve::kv_transfer {
+
+DeadlineWatchdog::DeadlineWatchdog(std::function<void(uint64_t)> on_expired)
+    : on_expired_(std::move(on_expired)), thread_([this] { Run(); }) {}
+
+DeadlineWatchdog::~DeadlineWatchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void DeadlineWatchdog::Schedule(uint64_t id, Clock::time_point deadline) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = by_id_.find(id); it != by_id_.end()) by_time_.erase(it->second);
+    by_id_[id] = by_time_.emplace(deadline, id);
+  }
+  cv_.notify_all();
+}
+
+void DeadlineWatchdog::Erase(uint64_t id) {
+  std::lock_guard lock(mu_);
+  if (auto it = by_id_.find(id); it != by_id_.end()) {
+    by_time_.erase(it->second);
+    by_id_.erase(it);
+  }
+}
+
+void DeadlineWatchdog::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (by_time_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto first = by_time_.begin();
+    if (Clock::now() < first->first) {
+      cv_.wait_until(lock, first->first);
+      continue;
+    }
+    const uint64_t id = first->second;
+    by_time_.erase(first);
+    by_id_.erase(id);
+    lock.unlock();
+    on_expired_(id);
+    lock.lock();
+  }
+}
+
+}  // namespace pdserve::kv_transfer

@@ -1,0 +1,37 @@
+// The parts of device_payload.h that do not need CUDA: factories that dispatch to the CUDA-IPC
+// and NCCL implementations when they are built, and version probes for reports.
+#include "kv_transfer/device_payload.h"
+
+#include "kv_transfer/gpu_payloads.h"
+
+namespace pdserve::kv_transfer {
+
+Result<std::unique_ptr<DevicePayloadSender>> MakeDevicePayloadSender(PayloadPath path,
+                                                                     const KvLayout& layout,
+                                                                     int device) {
+  switch (path) {
+    case PayloadPath::kCudaIpc:
+      return MakeCudaIpcSender(layout, device);
+    case PayloadPath::kNccl:
+      return MakeNcclSender(layout, device);
+    case PayloadPath::kTcp:
+      break;
+  }
+  return InvalidArgument("KV: the TCP path has no device payload");
+}
+
+Result<std::unique_ptr<DevicePayloadReceiver>> MakeDevicePayloadReceiver(
+    PayloadPath path, const KvLayout& layout, int device, std::vector<void*> layer_bases,
+    int num_pages) {
+  switch (path) {
+    case PayloadPath::kCudaIpc:
+      return MakeCudaIpcReceiver(layout, device, std::move(layer_bases), num_pages);
+    case PayloadPath::kNccl:
+      return MakeNcclReceiver(layout, device);
+    case PayloadPath::kTcp:
+      break;
+  }
+  return InvalidArgument("KV: the TCP path has no device payload");
+}
+
+}  // namespace pdserve::kv_transfer

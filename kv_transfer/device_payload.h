@@ -1,0 +1,71 @@
+// The GPU payload paths of the KV side channel: chunk headers and acks travel over the TCP
+// connection of TcpTransport / TcpKvListener, the bytes by NCCL (two GPUs, any hosts) or CUDA
+// IPC (one GPU, two processes). Built only with PDSERVE_HAVE_CUDA (and PDSERVE_HAVE_NCCL for
+// NCCL); otherwise the factories answer Unimplemented.
+// A DevicePayloadSender is driven by one connection, in chunk order, under that connection's
+// push lock; a DevicePayloadReceiver by one connection's ordered worker. Neither is thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kv_transfer/kv_layout.h"
+#include "kv_transfer/transport.h"
+#include "kv_transfer/wire.h"
+
+namespace pdserve::kv_transfer {
+
+class DevicePayloadSender {
+ public:
+  virtual ~DevicePayloadSender() = default;
+  // Bytes for the kHello payload (NCCL: the communicator's unique id).
+  virtual Result<std::string> HelloPayload() = 0;
+  // The receiver's kHelloReply payload (CUDA IPC: its pools' memory handles); NCCL joins the
+  // communicator here. Bounded by `deadline`.
+  virtual Status OnHelloReply(const std::string& payload, Clock::time_point deadline) = 0;
+  // True: Send completes the copy before the chunk header is written (CUDA IPC writes straight
+  // into the receiver's pages). False: Send is issued after the header (NCCL send/recv pair).
+  virtual bool SendsBeforeHeader() const = 0;
+  // Moves `bytes` from `src` (this process's device memory) to the receiver's pages starting
+  // at `dst_first` of `layer`. Bounded by `deadline`.
+  virtual Status Send(const void* src, int layer, int32_t dst_first, size_t bytes,
+                      Clock::time_point deadline) = 0;
+};
+
+class DevicePayloadReceiver {
+ public:
+  virtual ~DevicePayloadReceiver() = default;
+  // Answers a kHello: returns the kHelloReply payload. Bounded by `deadline`.
+  virtual Result<std::string> OnHello(const std::string& payload, Clock::time_point deadline) = 0;
+  // Completes one chunk into `dst` (device memory of the receiver's pool). Bounded by deadline.
+  virtual Status Receive(void* dst, size_t bytes, Clock::time_point deadline) = 0;
+  // Consumes a refused chunk's bytes so the pair stays in step (NCCL); no-op for CUDA IPC.
+  virtual Status Discard(size_t bytes, Clock::time_point deadline) = 0;
+};
+
+// `device`: the CUDA device of the sender's pools.
+Result<std::unique_ptr<DevicePayloadSender>> MakeDevicePayloadSender(PayloadPath path,
+                                                                     const KvLayout& layout,
+                                                                     int device);
+// `layer_bases`/`num_pages`: the receiver's pools (device memory on `device`), whose handles
+// CUDA IPC exports.
+Result<std::unique_ptr<DevicePayloadReceiver>> MakeDevicePayloadReceiver(
+    PayloadPath path, const KvLayout& layout, int device, std::vector<void*> layer_bases,
+    int num_pages);
+
+// Device memory for KV pools and benchmarks (Unimplemented without CUDA).
+Result<void*> AllocateDeviceMemory(int device, size_t bytes);
+void FreeDeviceMemory(int device, void* ptr);
+// Median seconds of a cudaMemcpy device-to-device of `bytes` on `device`, over `iters` runs.
+Result<double> TimeDeviceCopy(int device, size_t bytes, int iters);
+
+// "none" without CUDA; otherwise e.g. "13.0" (runtime) and "2.27.3" (NCCL).
+std::string CudaRuntimeVersion();
+std::string CudaDriverVersion();
+std::string NcclVersion();
+int CudaDeviceCount();                   // 0 without CUDA or without a device
+std::string CudaDeviceName(int device);  // "none" when absent
+
+}  // namespace pdserve::kv_transfer

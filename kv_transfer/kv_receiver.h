@@ -1,0 +1,124 @@
+// KvReceiver: the decode worker's side of the KV hand-over. It reserves pages of the worker's
+// KvPagePool for a request, accepts chunks from transports (validating every field a peer sends
+// against the reservation), tracks each request's state (Reserved -> Receiving -> Done, or
+// Failed, which is final), fails requests at their deadline, on Cancel and when their peer is
+// lost, and frees a Failed request's pages. A Done request's pages pass to the engine with
+// TakePages. Chunk bytes are written straight into the pool memory given as per-layer bases
+// (host or device memory, KvCacheShape layout), by the transport, between BeginChunk and
+// EndChunk; a request's pages are never freed while such a write is in progress.
+// Thread-safe: every method may be called from any thread. It must outlive its transports.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "kv_transfer/deadline_watchdog.h"
+#include "kv_transfer/kv_layout.h"
+#include "kv_transfer/transport.h"
+#include "kv_transfer/wire.h"
+#include "model/kv_pool.h"
+
+namespace pdserve::kv_transfer {
+
+struct Reservation {
+  uint64_t request_id = 0;
+  std::vector<int32_t> pages;  // ascending, so runs coalesce; the request's block table
+  uint64_t layout_hash = 0;
+};
+
+class KvReceiver {
+ public:
+  using PeerId = uint64_t;
+  // How the receiver reaches a transport's connection.
+  struct PeerHooks {
+    // A request bound to this peer failed here (deadline, cancel): tell the sender.
+    std::function<void(uint64_t request_id, const Status& why)> notify_failed;
+    // Close the connection: a chunk write into a failed request's pages is stuck.
+    std::function<void()> abort;
+  };
+  // Where a chunk's bytes go: one contiguous range of one layer's pool.
+  struct ChunkTarget {
+    void* dst = nullptr;
+    size_t bytes = 0;
+  };
+
+  // `layer_bases[l]` is layer l's pool ([pool.num_pages()] pages of layout.page_bytes()).
+  KvReceiver(KvLayout layout, model::KvPagePool& pool, std::vector<void*> layer_bases);
+  ~KvReceiver();
+  KvReceiver(const KvReceiver&) = delete;
+  KvReceiver& operator=(const KvReceiver&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  model::KvPagePool& pool() { return pool_; }
+  void* layer_base(int layer) const { return layer_bases_[layer]; }
+
+  // Allocates num_pages pages (all or none) for a new request, due by `deadline`.
+  Result<Reservation> Reserve(uint64_t request_id, int num_pages, Clock::time_point deadline);
+  // Blocks until the request is Done (OK) or Failed (its status). Bounded by its deadline.
+  Status Wait(uint64_t request_id);
+  // A Done request's pages, now owned by the caller (the engine frees them); forgets it.
+  Result<std::vector<int32_t>> TakePages(uint64_t request_id);
+  // Fails the request (Cancelled), frees its pages and tells its peer. No-op once Done/Failed.
+  void Cancel(uint64_t request_id, std::string_view reason);
+  std::optional<TransferState> State(uint64_t request_id) const;
+  int requests() const;  // known requests, Failed ones included until they are pruned
+
+  // --- For transports ---
+  PeerId AddPeer(PeerHooks hooks);
+  // The peer's connection is gone: all its unfinished requests Fail with `why`.
+  void RemovePeer(PeerId peer, const Status& why);
+  // Validates a chunk header (layout hash, request, its state and peer, layer, page range,
+  // byte count for the path) and pins the request's pages until EndChunk. The first chunk binds
+  // the request to the peer; another peer's chunks are refused.
+  Result<ChunkTarget> BeginChunk(PeerId peer, const FrameHeader& h);
+  // `applied`: OK when the bytes are in place (CRC verified); otherwise the request Fails with
+  // it. Returns the status to acknowledge the chunk with.
+  Status EndChunk(PeerId peer, const FrameHeader& h, const Status& applied);
+  // Fails a request on the peer's word (a kCancel frame from the sender).
+  void FailFromPeer(PeerId peer, uint64_t request_id, const Status& why);
+  // Whether a chunk header's byte count is one this receiver would ever accept; a transport
+  // drains the payload of a refused chunk only when it is, and drops the connection otherwise.
+  bool PlausibleChunk(const FrameHeader& h) const;
+
+ private:
+  struct Request {
+    TransferState state = TransferState::kReserved;
+    Status status;                               // why it Failed
+    std::vector<int32_t> pages;                  // ascending
+    std::unordered_map<int32_t, int32_t> index;  // page id -> position in `pages`
+    std::vector<uint8_t> claimed;                // [n_layers][pages]: a chunk covered it
+    int64_t applied_pages = 0;                   // over all layers
+    int pins = 0;                                // chunks being written
+    PeerId peer = 0;                             // 0 until the first chunk
+  };
+
+  // Moves the request to Failed (if it is not final yet), frees its pages unless pinned, wakes
+  // waiters. Returns the peer to notify (0: none). Requires mu_.
+  PeerId FailLocked(uint64_t id, Request& r, const Status& why);
+  void FreeLocked(Request& r);
+  void Retire(uint64_t id);  // requires mu_: remembers a final request for State/Wait, bounded
+  void OnDeadline(uint64_t id);
+  void NotifyPeer(PeerId peer, uint64_t id, const Status& why, bool abort);
+
+  const KvLayout layout_;
+  model::KvPagePool& pool_;
+  const std::vector<void*> layer_bases_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<uint64_t, Request> requests_;  // guarded by mu_
+  std::deque<uint64_t> retired_;                    // guarded by mu_: final, oldest first
+  std::unordered_map<PeerId, PeerHooks> peers_;     // guarded by mu_
+  PeerId next_peer_ = 1;                            // guarded by mu_
+  DeadlineWatchdog watchdog_;                       // last: stops before the maps go
+};
+
+}  // namespace pdserve::kv_transfer

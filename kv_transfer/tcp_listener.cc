@@ -1,0 +1,370 @@
+// TcpKvListener: the receiving side of the TCP side channel. One I/O thread accepts and reads;
+// payloads land straight in the reserved pages; CRC checks (and GPU receives) run on a worker
+// pool, after which the ack is queued back on the I/O thread.
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "kv_transfer/crc32c.h"
+#include "kv_transfer/device_payload.h"
+#include "kv_transfer/tcp_transport.h"
+
+namespace pdserve::kv_transfer {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr size_t kDrainBuffer = 1 << 20;
+// A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
+constexpr auto kDiscardTimeout = std::chrono::seconds(30);
+
+}  // namespace
+
+class TcpKvListener::Impl {
+ public:
+  Impl(KvReceiver& receiver, TcpKvListenerOptions options)
+      : receiver_(receiver),
+        options_(std::move(options)),
+        workers_(std::max(1, options_.verify_threads)),
+        acceptor_(io_) {}
+
+  ~Impl() {
+    asio::post(io_, [this] {
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+    });
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+    workers_.join();
+  }
+
+  Status Start() {
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(options_.bind_address, ec);
+    if (ec) return InvalidArgument("KV listener: bad bind address " + options_.bind_address);
+    const tcp::endpoint endpoint(address, options_.port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Unavailable(fmt::format("KV listener: cannot listen on {}:{}: {}",
+                                     options_.bind_address, options_.port, ec.message()));
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+    return Status::Ok();
+  }
+
+  uint16_t port() const { return port_; }
+  int connections() const { return connections_.load(); }
+
+  class Session;
+
+ private:
+  void Accept();
+
+  KvReceiver& receiver_;
+  const TcpKvListenerOptions options_;
+  std::atomic<int> connections_{0};  // before io_: sessions destroyed with io_ count down
+  asio::thread_pool workers_;        // before io_: sessions (destroyed with io_) hold strands on it
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Impl& listener, tcp::socket socket)
+      : listener_(listener),
+        receiver_(listener.receiver_),
+        socket_(std::move(socket)),
+        ordered_(asio::make_strand(listener.workers_)),
+        hello_timer_(listener.io_) {
+    ++listener_.connections_;
+  }
+
+  ~Session() {
+    if (peer_ != 0) receiver_.RemovePeer(peer_, Unavailable("KV peer lost: connection closed"));
+    --listener_.connections_;
+  }
+
+  void Start() {
+    boost::system::error_code ignored;
+    socket_.set_option(tcp::no_delay(true), ignored);
+    std::weak_ptr<Session> weak = shared_from_this();
+    auto& io = listener_.io_;
+    peer_ = receiver_.AddPeer({[weak, &io](uint64_t id, const Status& why) {
+                                 asio::post(io, [weak, id, why] {
+                                   if (auto self = weak.lock())
+                                     self->SendControl(FrameType::kCancel, id, 0, 0, 0, why);
+                                 });
+                               },
+                               [weak, &io] {
+                                 asio::post(io, [weak] {
+                                   if (auto self = weak.lock())
+                                     self->Close(DeadlineExceeded("KV chunk write stalled"));
+                                 });
+                               }});
+    hello_timer_.expires_after(listener_.options_.handshake_timeout);
+    hello_timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec && !self->hello_done_) self->Close(DeadlineExceeded("KV peer sent no hello"));
+    });
+    ReadHeader();
+  }
+
+ private:
+  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, m}; }
+
+  void ReadHeader() {
+    asio::async_read(socket_, asio::buffer(header_),
+                     [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                       if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
+                       self->OnHeader();
+                     });
+  }
+
+  void OnHeader() {
+    auto parsed = ParseHeader(header_);
+    if (!parsed.ok()) return Close(parsed.status());
+    const FrameHeader h = *parsed;
+    if (!hello_done_) {
+      if (h.type != FrameType::kHello) return Close(InvalidArgument("KV peer: no hello first"));
+      return ReadControlPayload(h, [](Session& s, const FrameHeader& hh) { s.OnHello(hh); });
+    }
+    switch (h.type) {
+      case FrameType::kChunk:
+        return OnChunk(h);
+      case FrameType::kCancel:
+        return ReadControlPayload(h, [](Session& s, const FrameHeader& hh) {
+          Status why = hh.status == StatusCode::kOk ? Status(StatusCode::kCancelled, "")
+                                                    : Status(hh.status, "");
+          s.receiver_.FailFromPeer(s.peer_, hh.request_id,
+                                   Status(why.code(), "KV sender: " + s.control_payload_));
+          s.ReadHeader();
+        });
+      default:
+        return Close(InvalidArgument(
+            fmt::format("KV peer sent an unexpected {} frame", FrameTypeName(h.type))));
+    }
+  }
+
+  template <typename Then>
+  void ReadControlPayload(const FrameHeader& h, Then then) {
+    control_payload_.resize(h.byte_count);  // bounded by ParseHeader
+    asio::async_read(
+        socket_, asio::buffer(control_payload_),
+        [self = shared_from_this(), h, then](const boost::system::error_code& ec, size_t) {
+          if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
+          then(*self, h);
+        });
+  }
+
+  void OnHello(const FrameHeader& h) {
+    hello_done_ = true;
+    hello_timer_.cancel();
+    const KvLayout& layout = receiver_.layout();
+    Status refusal;
+    std::string reply;
+    if (h.layout_hash != layout.hash) {
+      refusal = FailedPrecondition(
+          fmt::format("KV layout mismatch: the sender's hash is {:016x}, this receiver has {}",
+                      h.layout_hash, layout.ToString()));
+    } else if (h.path != PayloadPath::kTcp) {
+      std::vector<void*> bases(layout.n_layers);
+      for (int l = 0; l < layout.n_layers; ++l) bases[l] = receiver_.layer_base(l);
+      auto device = MakeDevicePayloadReceiver(h.path, layout, listener_.options_.device,
+                                              std::move(bases), receiver_.pool().num_pages());
+      if (device.ok()) {
+        auto r = (*device)->OnHello(control_payload_, Clock::now() + std::chrono::seconds(30));
+        if (r.ok()) {
+          reply = std::move(*r);
+          device_ = std::move(*device);
+        } else {
+          refusal = r.status();
+        }
+      } else {
+        refusal = device.status();
+      }
+    }
+    path_ = h.path;
+    if (!refusal.ok()) {
+      spdlog::warn("KV listener: refusing a connection: {}", refusal.ToString());
+      SendControl(FrameType::kHelloReply, 0, 0, 0, 0, refusal);
+      closing_ = true;  // after the reply is written
+      return;
+    }
+    SendControl(FrameType::kHelloReply, 0, 0, 0, 0, Status::Ok(), std::move(reply));
+    ReadHeader();
+  }
+
+  void OnChunk(const FrameHeader& h) {
+    if (h.path != path_) return Close(InvalidArgument("KV peer: chunk on another payload path"));
+    auto target = receiver_.BeginChunk(peer_, h);
+    if (!target.ok()) {
+      if (!receiver_.PlausibleChunk(h)) return Close(target.status());
+      if (path_ == PayloadPath::kTcp) return Drain(h, h.byte_count, target.status());
+      // GPU path: consume the bytes in order so the pair stays in step, then nack.
+      asio::post(ordered_, [self = shared_from_this(), h, why = target.status()] {
+        Status s = self->device_->Discard(h.page_count * self->receiver_.layout().page_bytes(),
+                                          Clock::now() + kDiscardTimeout);
+        if (!s.ok()) spdlog::warn("KV listener: discarding a refused chunk: {}", s.ToString());
+        self->PostAck(h, why);
+      });
+      return ReadHeader();
+    }
+    if (path_ != PayloadPath::kTcp) {
+      asio::post(ordered_, [self = shared_from_this(), h, t = *target] {
+        Status received = self->device_->Receive(t.dst, t.bytes, Clock::now() + kDiscardTimeout);
+        self->PostAck(h, self->receiver_.EndChunk(self->peer_, h, received));
+      });
+      return ReadHeader();
+    }
+    asio::async_read(
+        socket_, asio::buffer(target->dst, target->bytes),
+        [self = shared_from_this(), h, t = *target](const boost::system::error_code& ec, size_t) {
+          if (ec) {
+            (void)self->receiver_.EndChunk(self->peer_, h, Unavailable("KV peer lost mid-chunk"));
+            return self->Close(Unavailable("KV peer lost: " + ec.message()));
+          }
+          // Verify off the I/O thread so the socket keeps draining; ack only after the check.
+          asio::post(self->listener_.workers_, [self, h, t] {
+            const uint32_t crc = Crc32c(t.dst, t.bytes);
+            Status applied = crc == h.payload_crc
+                                 ? Status::Ok()
+                                 : DataLoss(fmt::format(
+                                       "KV chunk CRC32C mismatch (request {} layer {} page {}: "
+                                       "header {:08x}, payload {:08x})",
+                                       h.request_id, h.layer, h.first_page, h.payload_crc, crc));
+            self->PostAck(h, self->receiver_.EndChunk(self->peer_, h, applied));
+          });
+          self->ReadHeader();
+        });
+  }
+
+  // Reads and drops a refused chunk's payload, then nacks it; the connection carries on.
+  void Drain(const FrameHeader& h, uint64_t left, const Status& why) {
+    if (left == 0) {
+      SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count, why);
+      return ReadHeader();
+    }
+    if (drain_.empty()) drain_.resize(kDrainBuffer);
+    const size_t n = std::min<uint64_t>(left, drain_.size());
+    asio::async_read(
+        socket_, asio::buffer(drain_.data(), n),
+        [self = shared_from_this(), h, left, n, why](const boost::system::error_code& ec, size_t) {
+          if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
+          self->Drain(h, left - n, why);
+        });
+  }
+
+  void PostAck(const FrameHeader& h, const Status& status) {
+    asio::post(listener_.io_, [self = shared_from_this(), h, status] {
+      self->SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count, status);
+    });
+  }
+
+  // I/O thread. Queues an ack, cancel or hello reply; `payload` defaults to the error message.
+  void SendControl(FrameType type, uint64_t id, uint32_t layer, int32_t first, uint32_t count,
+                   const Status& status, std::string payload = {}) {
+    if (closed_) return;
+    if (!status.ok()) payload = status.message().substr(0, 1024);
+    FrameHeader h;
+    h.type = type;
+    h.path = path_;
+    h.request_id = id;
+    h.layout_hash = receiver_.layout().hash;
+    h.layer = layer;
+    h.first_page = first;
+    h.page_count = count;
+    h.status = status.code();
+    h.byte_count = payload.size();
+    write_queue_.push_back({EncodeHeader(h), std::move(payload)});
+    if (!writing_) StartWrite();
+  }
+
+  void StartWrite() {
+    if (write_queue_.empty() || closed_) {
+      writing_ = false;
+      if (closing_) Close(Status::Ok());
+      return;
+    }
+    writing_ = true;
+    auto& [header, payload] = write_queue_.front();
+    asio::async_write(
+        socket_, std::array<asio::const_buffer, 2>{asio::buffer(header), asio::buffer(payload)},
+        [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+          if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
+          self->write_queue_.pop_front();
+          self->StartWrite();
+        });
+  }
+
+  void Close(const Status& why) {
+    if (closed_) return;
+    closed_ = true;
+    if (!why.ok()) spdlog::debug("KV listener: closing a connection: {}", why.ToString());
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    hello_timer_.cancel();
+    write_queue_.clear();
+    // Fail the peer's requests now, not when the last handler lets go of the session.
+    if (peer_ != 0) {
+      receiver_.RemovePeer(peer_, why.ok() ? Unavailable("KV peer connection closed") : why);
+      peer_ = 0;
+    }
+  }
+
+  Impl& listener_;
+  KvReceiver& receiver_;
+  tcp::socket socket_;
+  asio::strand<asio::thread_pool::executor_type> ordered_;  // GPU receives, in chunk order
+  asio::steady_timer hello_timer_;
+  // I/O thread only:
+  KvReceiver::PeerId peer_ = 0;
+  bool hello_done_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+  PayloadPath path_ = PayloadPath::kTcp;
+  std::unique_ptr<DevicePayloadReceiver> device_;
+  HeaderBytes header_{};
+  std::string control_payload_;
+  std::vector<unsigned char> drain_;
+  std::deque<std::pair<HeaderBytes, std::string>> write_queue_;
+  bool writing_ = false;
+};
+
+void TcpKvListener::Impl::Accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) std::make_shared<Session>(*this, std::move(socket))->Start();
+    Accept();
+  });
+}
+
+Result<std::unique_ptr<TcpKvListener>> TcpKvListener::Start(KvReceiver& receiver,
+                                                            TcpKvListenerOptions options) {
+  auto impl = std::make_unique<Impl>(receiver, std::move(options));
+  PDSERVE_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<TcpKvListener>(new TcpKvListener(std::move(impl)));
+}
+
+TcpKvListener::TcpKvListener(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpKvListener::~TcpKvListener() = default;
+uint16_t TcpKvListener::port() const { return impl_->port(); }
+int TcpKvListener::connections() const { return impl_->connections(); }
+
+}  // namespace pdserve::kv_transfer

@@ -1,0 +1,342 @@
+// TcpTransport: the sending side of the TCP side channel. One I/O thread owns the socket, the
+// write queue and the read loop; callers' threads compute CRCs and post frames to it.
+#include "kv_transfer/tcp_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "kv_transfer/crc32c.h"
+#include "kv_transfer/device_payload.h"
+#include "kv_transfer/outgoing_transfers.h"
+
+namespace pdserve::kv_transfer {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+struct OutFrame {
+  HeaderBytes header{};
+  const void* payload = nullptr;  // pool memory (chunks) or owned.data()
+  size_t bytes = 0;
+  std::vector<unsigned char> owned;
+  uint64_t request_id = 0;
+  bool chunk = false;
+};
+
+// Runs `io` until `*done` or the deadline; on timeout cancels the socket's operations.
+Status RunUntil(asio::io_context& io, tcp::socket& socket, const bool* done,
+                Clock::time_point deadline, std::string_view what) {
+  io.restart();
+  while (!*done && io.run_one_until(deadline) > 0) {
+  }
+  if (*done) return Status::Ok();
+  boost::system::error_code ignored;
+  socket.close(ignored);
+  io.restart();
+  io.poll();  // let the cancelled handlers run
+  return {StatusCode::kDeadlineExceeded, fmt::format("KV connect: {} timed out", what)};
+}
+
+Status FromError(const boost::system::error_code& ec, std::string_view what) {
+  return Unavailable(fmt::format("KV peer: {}: {}", what, ec.message()));
+}
+
+}  // namespace
+
+class TcpTransport::Impl {
+ public:
+  Impl(const KvLayout& layout, std::vector<const void*> bases, int num_pages,
+       TcpTransportOptions options)
+      : layout_(layout),
+        bases_(std::move(bases)),
+        options_(std::move(options)),
+        socket_(io_),
+        table_(layout.n_layers, num_pages,
+               [this](uint64_t id, const Status& why) { PostCancel(id, why); }) {}
+
+  ~Impl() {
+    asio::post(io_, [this] { Lost(Unavailable("KV transport closed")); });
+    work_.reset();
+    if (thread_.joinable()) thread_.join();
+    table_.FailAll(Unavailable("KV transport closed"));
+  }
+
+  Status Connect() {
+    if (static_cast<int>(bases_.size()) != layout_.n_layers) {
+      return InvalidArgument("KV transport: layer bases do not match the layout's layers");
+    }
+    if (options_.path != PayloadPath::kTcp) {
+      PDSERVE_ASSIGN_OR_RETURN(device_,
+                               MakeDevicePayloadSender(options_.path, layout_, options_.device));
+    }
+    const auto deadline = Clock::now() + options_.connect_timeout;
+    bool done = false;
+    boost::system::error_code error;
+    tcp::resolver resolver(io_);
+    tcp::resolver::results_type endpoints;
+    resolver.async_resolve(options_.host, std::to_string(options_.port),
+                           [&](const boost::system::error_code& ec, tcp::resolver::results_type r) {
+                             error = ec, endpoints = std::move(r), done = true;
+                           });
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "resolve"));
+    if (error) return FromError(error, "resolve " + options_.host);
+    done = false;
+    asio::async_connect(socket_, endpoints, [&](const boost::system::error_code& ec, auto&&) {
+      error = ec, done = true;
+    });
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "connect"));
+    if (error) return FromError(error, fmt::format("connect {}:{}", options_.host, options_.port));
+    socket_.set_option(tcp::no_delay(true), error);
+
+    // Hello: our layout hash and payload path; the listener refuses a mismatch before any data.
+    std::string hello_payload;
+    if (device_) {
+      PDSERVE_ASSIGN_OR_RETURN(hello_payload, device_->HelloPayload());
+    }
+    FrameHeader hello;
+    hello.type = FrameType::kHello;
+    hello.path = options_.path;
+    hello.layout_hash = layout_.hash;
+    hello.byte_count = hello_payload.size();
+    const HeaderBytes hello_bytes = EncodeHeader(hello);
+    done = false;
+    asio::async_write(
+        socket_,
+        std::array<asio::const_buffer, 2>{asio::buffer(hello_bytes), asio::buffer(hello_payload)},
+        [&](const boost::system::error_code& ec, size_t) { error = ec, done = true; });
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "hello"));
+    if (error) return FromError(error, "send hello");
+
+    done = false;
+    asio::async_read(socket_, asio::buffer(read_header_),
+                     [&](const boost::system::error_code& ec, size_t) { error = ec, done = true; });
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "hello reply"));
+    if (error) return FromError(error, "read hello reply");
+    PDSERVE_ASSIGN_OR_RETURN(FrameHeader reply, ParseHeader(read_header_));
+    if (reply.type != FrameType::kHelloReply) {
+      return InvalidArgument("KV connect: the peer did not answer the hello");
+    }
+    std::string reply_payload(reply.byte_count, '\0');
+    done = false;
+    asio::async_read(socket_, asio::buffer(reply_payload),
+                     [&](const boost::system::error_code& ec, size_t) { error = ec, done = true; });
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "hello reply"));
+    if (error) return FromError(error, "read hello reply");
+    if (reply.status != StatusCode::kOk) {
+      return Status(reply.status, "KV connect refused by the receiver: " + reply_payload);
+    }
+    if (device_) PDSERVE_RETURN_IF_ERROR(device_->OnHelloReply(reply_payload, deadline));
+
+    io_.restart();
+    ReadHeader();
+    thread_ = std::thread([this] { io_.run(); });
+    return Status::Ok();
+  }
+
+  const KvLayout& layout() const { return layout_; }
+  OutgoingTransfers& table() { return table_; }
+  const OutgoingTransfers& table() const { return table_; }
+  bool connected() const { return !lost_.load(); }
+
+  Status PushLayer(uint64_t id, int layer) {
+    const size_t page_bytes = layout_.page_bytes();
+    const auto max_pages =
+        static_cast<int32_t>(std::max<size_t>(1, options_.max_chunk_bytes / page_bytes));
+    PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages));
+    const auto* base = static_cast<const unsigned char*>(bases_[layer]);
+    std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
+    for (const PageRun& c : chunks) {
+      OutFrame f;
+      f.chunk = true;
+      f.request_id = id;
+      const unsigned char* src = base + static_cast<size_t>(c.src_first) * page_bytes;
+      const size_t bytes = static_cast<size_t>(c.count) * page_bytes;
+      FrameHeader h;
+      h.type = FrameType::kChunk;
+      h.path = options_.path;
+      h.request_id = id;
+      h.layout_hash = layout_.hash;
+      h.layer = static_cast<uint32_t>(layer);
+      h.first_page = c.dst_first;
+      h.page_count = static_cast<uint32_t>(c.count);
+      if (options_.path == PayloadPath::kTcp) {
+        h.byte_count = bytes;
+        h.payload_crc = Crc32c(src, bytes);
+        f.payload = src;
+        f.bytes = bytes;
+        if (chunk_index_++ == options_.flip_bit_in_chunk) {
+          f.owned.assign(src, src + bytes);
+          f.owned[bytes / 2] ^= 0x10;
+          f.payload = f.owned.data();
+        }
+      } else if (device_->SendsBeforeHeader()) {
+        Status s =
+            device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
+        if (!s.ok()) return FailAndTell(id, s);
+      }
+      f.header = EncodeHeader(h);
+      asio::post(io_, [this, f = std::move(f)]() mutable { Enqueue(std::move(f)); });
+      if (options_.path != PayloadPath::kTcp && !device_->SendsBeforeHeader()) {
+        Status s =
+            device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
+        if (!s.ok()) return FailAndTell(id, s);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status FailAndTell(uint64_t id, const Status& why) {
+    table_.Cancel(id, why);
+    return why;
+  }
+
+  // From any thread: tells the receiver that the request failed here.
+  void PostCancel(uint64_t id, const Status& why) {
+    OutFrame f;
+    const std::string msg = why.message().substr(0, 1024);
+    f.owned.assign(msg.begin(), msg.end());
+    FrameHeader h;
+    h.type = FrameType::kCancel;
+    h.request_id = id;
+    h.layout_hash = layout_.hash;
+    h.status = why.code();
+    h.byte_count = f.owned.size();
+    f.header = EncodeHeader(h);
+    asio::post(io_, [this, f = std::move(f)]() mutable {
+      f.payload = f.owned.data();
+      f.bytes = f.owned.size();
+      Enqueue(std::move(f));
+    });
+  }
+
+  // I/O thread from here on.
+  void Enqueue(OutFrame f) {
+    if (lost_) return;
+    write_queue_.push_back(std::move(f));
+    if (!writing_) StartWrite();
+  }
+
+  void StartWrite() {
+    // Chunks of requests that failed meanwhile are not sent.
+    while (!write_queue_.empty() && write_queue_.front().chunk &&
+           !table_.Live(write_queue_.front().request_id)) {
+      write_queue_.pop_front();
+    }
+    if (write_queue_.empty() || lost_) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    const OutFrame& f = write_queue_.front();
+    asio::async_write(socket_,
+                      std::array<asio::const_buffer, 2>{asio::buffer(f.header),
+                                                        asio::const_buffer(f.payload, f.bytes)},
+                      [this](const boost::system::error_code& ec, size_t) {
+                        if (ec) return Lost(FromError(ec, "write"));
+                        write_queue_.pop_front();
+                        StartWrite();
+                      });
+  }
+
+  void ReadHeader() {
+    asio::async_read(
+        socket_, asio::buffer(read_header_), [this](const boost::system::error_code& ec, size_t) {
+          if (ec) return Lost(FromError(ec, "read"));
+          auto h = ParseHeader(read_header_);
+          if (!h.ok()) return Lost(h.status());
+          if (h->type != FrameType::kAck && h->type != FrameType::kCancel) {
+            return Lost(InvalidArgument(
+                fmt::format("KV peer sent an unexpected {} frame", FrameTypeName(h->type))));
+          }
+          read_payload_.resize(h->byte_count);
+          asio::async_read(socket_, asio::buffer(read_payload_),
+                           [this, h = *h](const boost::system::error_code& ec, size_t) {
+                             if (ec) return Lost(FromError(ec, "read"));
+                             OnControl(h);
+                             ReadHeader();
+                           });
+        });
+  }
+
+  void OnControl(const FrameHeader& h) {
+    Status s = h.status == StatusCode::kOk ? Status::Ok() : Status(h.status, read_payload_);
+    if (h.type == FrameType::kAck) {
+      table_.OnAck(h.request_id, h.layer, h.first_page, s);
+    } else {
+      if (s.ok()) s = Status(StatusCode::kCancelled, "cancelled by the KV receiver");
+      table_.FailFromPeer(h.request_id, s.WithContext("KV receiver"));
+    }
+  }
+
+  void Lost(const Status& why) {
+    if (lost_.exchange(true)) return;
+    spdlog::debug("KV transport to {}:{} lost: {}", options_.host, options_.port, why.ToString());
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+    write_queue_.clear();
+    writing_ = false;
+    table_.FailAll(why);
+  }
+
+  const KvLayout layout_;
+  const std::vector<const void*> bases_;
+  const TcpTransportOptions options_;
+  asio::io_context io_;
+  tcp::socket socket_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  std::unique_ptr<DevicePayloadSender> device_;
+  std::mutex push_mu_;
+  int64_t chunk_index_ = 0;  // guarded by push_mu_
+  // I/O thread only:
+  std::deque<OutFrame> write_queue_;
+  bool writing_ = false;
+  HeaderBytes read_header_{};
+  std::string read_payload_;
+  std::atomic<bool> lost_{false};
+  OutgoingTransfers table_;  // after the I/O members: its callback posts to io_
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const KvLayout& layout,
+                                                            std::vector<const void*> layer_bases,
+                                                            int num_pages,
+                                                            TcpTransportOptions options) {
+  if (options.port == 0) return InvalidArgument("KV connect: no port");
+  if (options.max_chunk_bytes == 0) return InvalidArgument("KV connect: max_chunk_bytes is 0");
+  auto impl = std::make_unique<Impl>(layout, std::move(layer_bases), num_pages, std::move(options));
+  PDSERVE_RETURN_IF_ERROR(impl->Connect());
+  return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(impl)));
+}
+
+TcpTransport::TcpTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpTransport::~TcpTransport() = default;
+
+const KvLayout& TcpTransport::layout() const { return impl_->layout(); }
+Status TcpTransport::Open(const OutgoingRequest& request) {
+  if (!impl_->connected()) return Unavailable("KV transport: the connection is lost");
+  return impl_->table().Open(request);
+}
+Status TcpTransport::PushLayer(uint64_t request_id, int layer) {
+  return impl_->PushLayer(request_id, layer);
+}
+Status TcpTransport::Wait(uint64_t request_id) { return impl_->table().Wait(request_id); }
+void TcpTransport::Cancel(uint64_t request_id, std::string_view reason) {
+  impl_->table().Cancel(request_id, Status(StatusCode::kCancelled, std::string(reason)));
+}
+std::optional<TransferState> TcpTransport::State(uint64_t request_id) const {
+  return impl_->table().State(request_id);
+}
+bool TcpTransport::connected() const { return impl_->connected(); }
+
+}  // namespace pdserve::kv_transfer

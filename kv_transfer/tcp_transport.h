@@ -1,0 +1,89 @@
+// The TCP side channel of the KV hand-over (ARCHITECTURE.md, "Wire protocols"), on Boost.Asio.
+// TcpTransport (prefill side) is one connection to one decode worker's TcpKvListener, shared by
+// many requests. Chunks are written with scatter-gather straight from the KV pool (no staging
+// copy); the listener reads them straight into the reserved pages, verifies the CRC32C on a
+// worker thread and only then acknowledges. With PayloadPath kNccl or kCudaIpc the same
+// connection carries only headers and acks, and the bytes move on the GPU (device_payload.h).
+// A lost connection fails every unfinished request on both sides.
+// TcpTransport: all methods safe from any thread (see transport.h); one I/O thread inside.
+// TcpKvListener: owns an I/O thread and a worker pool; its KvReceiver must outlive it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kv_transfer/kv_receiver.h"
+#include "kv_transfer/transport.h"
+#include "kv_transfer/wire.h"
+
+namespace pdserve::kv_transfer {
+
+struct TcpTransportOptions {
+  std::string host = "127.0.0.1";  // the decode worker's KV endpoint
+  uint16_t port = 0;               // required
+  // Connect and handshake must finish within this.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Runs longer than this are cut into several chunks (>= one page); each chunk is acked.
+  size_t max_chunk_bytes = 8u << 20;
+  PayloadPath path = PayloadPath::kTcp;
+  int device = 0;  // CUDA device of the KV pools (GPU paths only)
+  // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
+  // connection) on the wire, after its CRC was computed. -1: never.
+  int64_t flip_bit_in_chunk = -1;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Connects and shakes hands; refused (FailedPrecondition) when the receiver's layout hash
+  // differs. `layer_bases[l]`: layer l's pool of `num_pages` pages, read while sending.
+  static Result<std::unique_ptr<TcpTransport>> Connect(const KvLayout& layout,
+                                                       std::vector<const void*> layer_bases,
+                                                       int num_pages, TcpTransportOptions options);
+  ~TcpTransport() override;  // closes the connection; unfinished requests Fail (Unavailable)
+
+  const KvLayout& layout() const override;
+  Status Open(const OutgoingRequest& request) override;
+  Status PushLayer(uint64_t request_id, int layer) override;
+  Status Wait(uint64_t request_id) override;
+  void Cancel(uint64_t request_id, std::string_view reason) override;
+  std::optional<TransferState> State(uint64_t request_id) const override;
+  // False once the connection is lost.
+  bool connected() const;
+
+  class Impl;
+
+ private:
+  explicit TcpTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct TcpKvListenerOptions {
+  std::string bind_address = "127.0.0.1";  // "0.0.0.0" to accept other hosts
+  uint16_t port = 0;                       // 0: the OS picks; read it back with port()
+  int verify_threads = 2;                  // CRC checks and GPU receives
+  // A connection must send its hello within this.
+  std::chrono::milliseconds handshake_timeout{5000};
+  int device = 0;  // CUDA device of the receiver's pools (GPU paths only)
+};
+
+class TcpKvListener {
+ public:
+  static Result<std::unique_ptr<TcpKvListener>> Start(KvReceiver& receiver,
+                                                      TcpKvListenerOptions options);
+  ~TcpKvListener();  // closes every connection: their unfinished requests Fail
+
+  uint16_t port() const;
+  int connections() const;  // open connections
+
+  class Impl;
+
+ private:
+  explicit TcpKvListener(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pdserve::kv_transfer

@@ -1,0 +1,48 @@
+#include "kv_transfer/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace pdserve::kv_transfer {
+namespace {
+
+TEST(Crc32c, KnownVectors) {
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32cReference("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32c("", 0), 0u);
+  // RFC 3720 (iSCSI) B.4: 32 bytes of zeros, of 0xff, and an ascending sequence.
+  std::vector<unsigned char> b(32, 0);
+  EXPECT_EQ(Crc32c(b.data(), b.size()), 0x8A9136AAu);
+  std::fill(b.begin(), b.end(), 0xff);
+  EXPECT_EQ(Crc32c(b.data(), b.size()), 0x62A8AB43u);
+  for (int i = 0; i < 32; ++i) b[i] = static_cast<unsigned char>(i);
+  EXPECT_EQ(Crc32c(b.data(), b.size()), 0x46DD794Eu);
+}
+
+TEST(Crc32c, MatchesReferenceAtEveryAlignmentAndLength) {
+  std::mt19937_64 rng(7);
+  std::vector<unsigned char> buf(3 * 8192 * 2 + 1000);
+  for (auto& c : buf) c = static_cast<unsigned char>(rng());
+  for (size_t len : {1ul, 7ul, 8ul, 9ul, 255ul, 256ul, 767ul, 768ul, 769ul, 5000ul, 24575ul,
+                     24576ul, 24577ul, 40000ul}) {
+    for (size_t off = 0; off < 9; ++off) {
+      ASSERT_EQ(Crc32c(buf.data() + off, len), Crc32cReference(buf.data() + off, len))
+          << "len " << len << " offset " << off;
+    }
+  }
+}
+
+TEST(Crc32c, ContinuesAcrossPieces) {
+  std::string s = "The quick brown fox jumps over the lazy dog, many times over. ";
+  for (int i = 0; i < 10; ++i) s += s;
+  const uint32_t whole = Crc32c(s.data(), s.size());
+  for (size_t cut : {0ul, 1ul, 100ul, s.size() / 2, s.size() - 3}) {
+    EXPECT_EQ(Crc32c(s.data() + cut, s.size() - cut, Crc32c(s.data(), cut)), whole);
+  }
+}
+
+}  // namespace
+}  // namespace pdserve::kv_transfer

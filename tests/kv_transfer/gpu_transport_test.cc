@@ -1,0 +1,141 @@
+// The GPU payload paths between two real processes: CUDA IPC (both on device 0) and NCCL
+// (device 0 -> device 1). Skipped, with the reason, where the build has no CUDA or the machine
+// has no (or one) GPU. CUDA is never touched before fork: device counts come from a probe child.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "kv_transfer/device_payload.h"
+#include "kv_transfer/tcp_transport.h"
+#include "tests/kv_transfer/kv_test_util.h"
+
+#if PDSERVE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pdserve::kv_transfer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FillPage;
+using testing::PageMatches;
+using testing::WaitChild;
+using testing::WordPipe;
+
+// The number of CUDA devices, asked in a child so this process stays fork-safe.
+int ProbeDevices() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(std::min(CudaDeviceCount(), 100));
+  return pid < 0 ? 0 : std::max(0, WaitChild(pid, 60s));
+}
+
+#if PDSERVE_HAVE_CUDA
+constexpr int kPages = 512, kRequestPages = 300;
+
+// Layers 0..n-1 of `pages` KV pages each, in one device allocation.
+struct DevicePool {
+  DevicePool(const KvLayout& layout, int device, int pages) : layout(layout), device(device) {
+    cudaSetDevice(device);
+    cudaMalloc(&memory, layout.page_bytes() * pages * layout.n_layers);
+    for (int l = 0; l < layout.n_layers; ++l) {
+      bases.push_back(static_cast<unsigned char*>(memory) + layout.page_bytes() * pages * l);
+    }
+  }
+  ~DevicePool() { cudaFree(memory); }
+  void Fill(uint64_t request, const std::vector<int32_t>& page_ids) {
+    std::vector<unsigned char> host(layout.page_bytes());
+    for (int l = 0; l < layout.n_layers; ++l)
+      for (size_t i = 0; i < page_ids.size(); ++i) {
+        FillPage(host.data(), host.size(), request, l, i);
+        cudaMemcpy(static_cast<unsigned char*>(bases[l]) + page_ids[i] * layout.page_bytes(),
+                   host.data(), host.size(), cudaMemcpyHostToDevice);
+      }
+  }
+  bool Check(uint64_t request, const std::vector<int32_t>& page_ids) {
+    std::vector<unsigned char> host(layout.page_bytes());
+    for (int l = 0; l < layout.n_layers; ++l)
+      for (size_t i = 0; i < page_ids.size(); ++i) {
+        cudaMemcpy(host.data(),
+                   static_cast<unsigned char*>(bases[l]) + page_ids[i] * layout.page_bytes(),
+                   host.size(), cudaMemcpyDeviceToHost);
+        if (!PageMatches(host.data(), host.size(), request, l, i)) return false;
+      }
+    return true;
+  }
+  KvLayout layout;
+  int device;
+  void* memory = nullptr;
+  std::vector<void*> bases;
+};
+
+void RunPair(PayloadPath path, int send_device, int recv_device) {
+  const KvLayout layout = *KvLayout::Make("gpu-test", model::DType::kBF16, 4, 8, 128, 16);
+  WordPipe to_sender;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // receiver
+    DevicePool pool(layout, recv_device, kPages);
+    model::KvPagePool pages(kPages);
+    KvReceiver receiver(layout, pages, pool.bases);
+    TcpKvListenerOptions lo;
+    lo.device = recv_device;
+    auto listener = TcpKvListener::Start(receiver, lo);
+    if (!listener.ok()) _exit(2);
+    auto res = receiver.Reserve(5, kRequestPages, Clock::now() + 60s);
+    if (!res.ok()) _exit(3);
+    to_sender.Write((*listener)->port());
+    for (int32_t p : res->pages) to_sender.Write(static_cast<uint64_t>(p));
+    if (!receiver.Wait(5).ok()) _exit(4);
+    if (!pool.Check(5, res->pages)) _exit(5);
+    pages.Free(*receiver.TakePages(5));
+    _exit(pages.used_pages() == 0 ? 0 : 6);
+  }
+  uint64_t port = 0;
+  ASSERT_TRUE(to_sender.Read(&port, 60s));
+  std::vector<int32_t> dst(kRequestPages), src(kRequestPages);
+  for (int i = 0; i < kRequestPages; ++i) {
+    uint64_t w;
+    ASSERT_TRUE(to_sender.Read(&w));
+    dst[i] = static_cast<int32_t>(w);
+    src[i] = (i * 7) % kPages;  // scattered source pages: many one-page runs
+  }
+  DevicePool pool(layout, send_device, kPages);
+  pool.Fill(5, src);
+  TcpTransportOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.path = path;
+  o.device = send_device;
+  o.connect_timeout = 60s;
+  std::vector<const void*> bases(pool.bases.begin(), pool.bases.end());
+  auto t = TcpTransport::Connect(layout, bases, kPages, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_TRUE((*t)->Open({5, src, dst, Clock::now() + 60s}).ok());
+  for (int l = 0; l < layout.n_layers; ++l) ASSERT_TRUE((*t)->PushLayer(5, l).ok());
+  Status s = (*t)->Wait(5);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(WaitChild(child, 120s), 0) << "receiver: bytes wrong or pages not freed";
+}
+#endif
+
+TEST(GpuTransport, CudaIpcBetweenTwoProcessesOnOneGpu) {
+#if PDSERVE_HAVE_CUDA
+  const int devices = ProbeDevices();
+  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
+  RunPair(PayloadPath::kCudaIpc, 0, 0);
+#else
+  GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
+#endif
+}
+
+TEST(GpuTransport, NcclBetweenTwoGpus) {
+#if PDSERVE_HAVE_CUDA && PDSERVE_HAVE_NCCL
+  const int devices = ProbeDevices();
+  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
+  if (devices < 2) GTEST_SKIP() << "NCCL test needs 2 CUDA devices; found " << devices;
+  RunPair(PayloadPath::kNccl, 0, 1);
+#else
+  GTEST_SKIP() << "no CUDA device: this build has no NCCL";
+#endif
+}
+
+}  // namespace
+}  // namespace pdserve::kv_transfer

@@ -1,0 +1,199 @@
+// KvReceiver's state machine and validation, driven through FakeTransport and raw headers.
+#include "kv_transfer/kv_receiver.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kv_transfer/fake_transport.h"
+#include "tests/kv_transfer/kv_test_util.h"
+
+namespace pdserve::kv_transfer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FillPage;
+using testing::HostKvPool;
+using testing::PageMatches;
+using testing::SmallLayout;
+
+struct Pair {
+  explicit Pair(int layers = 3, int pages = 64)
+      : layout(SmallLayout(layers)),
+        send(layout, pages),
+        recv(layout, pages),
+        receiver(layout, recv.pool, recv.bases()),
+        transport(layout, send.const_bases(), pages, receiver) {}
+  // Reserves n pages for `id` on the receiver and opens the request on the sender.
+  Reservation Start(uint64_t id, int n, Clock::duration timeout = 10s) {
+    auto r = receiver.Reserve(id, n, Clock::now() + timeout);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    auto src = send.pool.Allocate(n);
+    EXPECT_TRUE(src.ok());
+    for (int l = 0; l < layout.n_layers; ++l) {
+      for (int i = 0; i < n; ++i) {
+        FillPage(send.page(l, (*src)[i]), layout.page_bytes(), id, l, i);
+      }
+    }
+    EXPECT_TRUE(transport.Open({id, *src, r->pages, Clock::now() + timeout}).ok());
+    return *r;
+  }
+  KvLayout layout;
+  HostKvPool send, recv;
+  KvReceiver receiver;
+  FakeTransport transport;
+};
+
+TEST(KvReceiver, MovesForwardToDoneAndHandsPagesOver) {
+  Pair p;
+  Reservation r = p.Start(1, 5);
+  EXPECT_EQ(p.receiver.State(1), TransferState::kReserved);
+  ASSERT_TRUE(p.transport.PushLayer(1, 0).ok());
+  EXPECT_EQ(p.receiver.State(1), TransferState::kReceiving);
+  ASSERT_TRUE(p.transport.PushLayer(1, 1).ok());
+  ASSERT_TRUE(p.transport.PushLayer(1, 2).ok());
+  ASSERT_TRUE(p.receiver.Wait(1).ok());
+  ASSERT_TRUE(p.transport.Wait(1).ok());
+  for (int l = 0; l < 3; ++l) {
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_TRUE(PageMatches(p.recv.page(l, r.pages[i]), p.layout.page_bytes(), 1, l, i));
+    }
+  }
+  EXPECT_FALSE(p.transport.PushLayer(1, 0).ok());  // forgotten after Wait
+  auto pages = p.receiver.TakePages(1);
+  ASSERT_TRUE(pages.ok());
+  EXPECT_EQ(*pages, r.pages);
+  p.recv.pool.Free(*pages);
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(KvReceiver, DeadlineFailsAndFreesPages) {
+  Pair p;
+  p.Start(2, 4, 200ms);
+  ASSERT_TRUE(p.transport.PushLayer(2, 0).ok());  // the other layers never come
+  const auto t0 = Clock::now();
+  Status s = p.receiver.Wait(2);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_EQ(p.receiver.State(2), TransferState::kFailed);
+  EXPECT_EQ(p.transport.Wait(2).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+  EXPECT_FALSE(p.receiver.TakePages(2).ok());
+}
+
+TEST(KvReceiver, CancelOnEitherSideFailsBoth) {
+  Pair p;
+  p.Start(3, 4);
+  p.Start(4, 4);
+  ASSERT_TRUE(p.transport.PushLayer(3, 0).ok());  // binds request 3 to the fake's connection
+  p.receiver.Cancel(3, "client went away");
+  EXPECT_EQ(p.transport.Wait(3).code(), StatusCode::kCancelled);
+  p.transport.Cancel(4, "prefill aborted");
+  EXPECT_EQ(p.receiver.Wait(4).code(), StatusCode::kCancelled);
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+  // Failed is final: later chunks are refused.
+  EXPECT_EQ(p.receiver.State(3), TransferState::kFailed);
+}
+
+TEST(KvReceiver, ConnectionLossFailsThatPeersRequests) {
+  Pair p;
+  p.Start(5, 4);
+  p.Start(6, 4);
+  ASSERT_TRUE(p.transport.PushLayer(5, 0).ok());
+  p.transport.DropConnection();
+  EXPECT_EQ(p.receiver.Wait(5).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(p.transport.Wait(5).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(p.transport.Wait(6).code(), StatusCode::kUnavailable);
+  // Request 6 was never bound to the peer: it fails at its deadline or on Cancel.
+  p.receiver.Cancel(6, "test over");
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(KvReceiver, CorruptChunkFailsTheRequest) {
+  Pair p;
+  p.Start(7, 4);
+  p.transport.FailChunksAfter(0);
+  ASSERT_TRUE(p.transport.PushLayer(7, 0).ok());
+  EXPECT_EQ(p.receiver.Wait(7).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(p.transport.Wait(7).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(KvReceiver, RefusesEveryBadHeaderField) {
+  Pair p;
+  Reservation r = p.Start(8, 4);
+  const auto peer = p.receiver.AddPeer({});
+  const auto other = p.receiver.AddPeer({});
+  auto chunk = [&](uint64_t id, uint32_t layer, int32_t first, uint32_t count) {
+    FrameHeader h;
+    h.type = FrameType::kChunk;
+    h.request_id = id;
+    h.layout_hash = p.layout.hash;
+    h.layer = layer;
+    h.first_page = first;
+    h.page_count = count;
+    h.byte_count = count * p.layout.page_bytes();
+    return h;
+  };
+  FrameHeader h = chunk(8, 0, r.pages[0], 1);
+  h.layout_hash ^= 1;
+  EXPECT_EQ(p.receiver.BeginChunk(peer, h).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(p.receiver.BeginChunk(peer, chunk(99, 0, r.pages[0], 1)).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 3, r.pages[0], 1)).ok());    // layer
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, -1, 1)).ok());            // negative
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, 63, 2)).ok());            // past pool
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, r.pages[0], 0)).ok());    // empty
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, r.pages[0], 100)).ok());  // too many
+  h = chunk(8, 0, r.pages[0], 1);
+  h.byte_count += 1;
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, h).ok());  // byte count
+  // A page of the pool that is not in this reservation.
+  int32_t foreign = 0;
+  while (std::find(r.pages.begin(), r.pages.end(), foreign) != r.pages.end()) ++foreign;
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, foreign, 1)).ok());
+  EXPECT_EQ(p.receiver.State(8), TransferState::kReserved);  // nothing above touched it
+  // A good chunk binds the request to `peer`; another peer's chunks are refused; no page twice.
+  auto t = p.receiver.BeginChunk(peer, chunk(8, 0, r.pages[0], 1));
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(p.receiver.BeginChunk(other, chunk(8, 1, r.pages[0], 1)).ok());
+  EXPECT_FALSE(p.receiver.BeginChunk(peer, chunk(8, 0, r.pages[0], 1)).ok());
+  // A failure while a chunk is being written defers freeing until the write ends.
+  p.receiver.Cancel(8, "test");
+  EXPECT_EQ(p.recv.pool.used_pages(), 4);
+  EXPECT_FALSE(p.receiver.EndChunk(peer, chunk(8, 0, r.pages[0], 1), Status::Ok()).ok());
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+  p.transport.Cancel(8, "test over");  // the fake's side never heard of the raw peer's chunk
+  EXPECT_EQ(p.transport.Wait(8).code(), StatusCode::kCancelled);
+}
+
+TEST(KvReceiver, ReserveRefusals) {
+  Pair p(1, 8);
+  EXPECT_FALSE(p.receiver.Reserve(1, 0, Clock::now() + 1s).ok());
+  EXPECT_FALSE(p.receiver.Reserve(1, 2, Clock::now() - 1s).ok());
+  ASSERT_TRUE(p.receiver.Reserve(1, 6, Clock::now() + 1s).ok());
+  EXPECT_EQ(p.receiver.Reserve(1, 1, Clock::now() + 1s).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(p.receiver.Reserve(2, 3, Clock::now() + 1s).status().code(),
+            StatusCode::kResourceExhausted);
+  p.receiver.Cancel(1, "test");
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(KvReceiver, LayoutMismatchRefusedBeforeAnyByte) {
+  KvLayout mine = SmallLayout(2);
+  KvLayout theirs = SmallLayout(2, model::DType::kF32, /*page_size=*/4);
+  HostKvPool recv(mine, 8), send(theirs, 8);
+  KvReceiver receiver(mine, recv.pool, recv.bases());
+  FakeTransport t(theirs, send.const_bases(), 8, receiver);
+  auto r = receiver.Reserve(1, 2, Clock::now() + 5s);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(t.Open({1, {0, 1}, r->pages, Clock::now() + 5s}).ok());
+  EXPECT_EQ(t.PushLayer(1, 0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(receiver.State(1), TransferState::kReserved);
+  receiver.Cancel(1, "test");
+  EXPECT_EQ(recv.pool.used_pages(), 0);
+}
+
+}  // namespace
+}  // namespace pdserve::kv_transfer
