@@ -326,15 +326,18 @@ Status PreTokenizer::Split(std::string_view text, std::vector<std::string>& piec
 
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   std::erase_if(tokens_, [](const AddedToken& t) { return t.content.empty(); });
-  by_first_byte_.resize(256);
+  lengths_by_first_byte_.resize(256);
+  by_content_.reserve(tokens_.size());
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
-    by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(i);
+    std::string_view content = tokens_[i].content;
+    // A later entry with the same content replaces an earlier one, as in Hugging Face.
+    by_content_.insert_or_assign(content, i);
+    auto& lengths = lengths_by_first_byte_[static_cast<uint8_t>(content[0])];
+    if (std::find(lengths.begin(), lengths.end(), content.size()) == lengths.end()) {
+      lengths.push_back(static_cast<uint32_t>(content.size()));
+    }
   }
-  for (auto& list : by_first_byte_) {
-    std::stable_sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) {
-      return tokens_[a].content.size() > tokens_[b].content.size();
-    });
-  }
+  for (auto& lengths : lengths_by_first_byte_) std::sort(lengths.rbegin(), lengths.rend());
 }
 
 void AddedTokenMatcher::Split(std::string_view text, std::vector<Segment>& segments) const {
@@ -346,10 +349,11 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<Segment>& segme
   size_t pos = 0;
   while (pos < text.size()) {
     const AddedToken* found = nullptr;
-    for (uint32_t index : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
-      const AddedToken& t = tokens_[index];
-      if (text.substr(pos).starts_with(t.content)) {
-        found = &t;
+    for (uint32_t length : lengths_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+      if (length > text.size() - pos) continue;
+      auto it = by_content_.find(text.substr(pos, length));
+      if (it != by_content_.end()) {
+        found = &tokens_[it->second];
         break;
       }
     }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -107,6 +108,9 @@ class AddedTokenMatcher {
 
   AddedTokenMatcher() = default;
   explicit AddedTokenMatcher(std::vector<AddedToken> tokens);
+  // by_content_ points into tokens_: no copies.
+  AddedTokenMatcher(const AddedTokenMatcher&) = delete;
+  AddedTokenMatcher& operator=(const AddedTokenMatcher&) = delete;
 
   bool empty() const { return tokens_.empty(); }
   // Splits `text` into plain-text and added-token segments covering all of it (a stripped
@@ -115,8 +119,12 @@ class AddedTokenMatcher {
 
  private:
   std::vector<AddedToken> tokens_;
-  // For each first byte, indices into tokens_ ordered longest content first.
-  std::vector<std::vector<uint32_t>> by_first_byte_;
+  // Index into tokens_ by content; views point into tokens_.
+  std::unordered_map<std::string_view, uint32_t> by_content_;
+  // For each first byte, the distinct content lengths of tokens starting with it, longest
+  // first: a position costs one hash lookup per length, however many tokens there are (a
+  // padded vocab can hold tens of thousands of <|reserved_special_token_N|>).
+  std::vector<std::vector<uint32_t>> lengths_by_first_byte_;
 };
 
 }  // namespace pdserve::model

@@ -266,6 +266,24 @@ TEST(TokenizerTest, WrittenTokenizerLoadsAndRoundTrips) {
   EXPECT_FALSE(WriteByteLevelTokenizer(dir.string(), 100).ok());
 }
 
+TEST(TokenizerTest, LargePaddedVocabStaysFast) {
+  fs::path dir = TempDir("padded");
+  ASSERT_TRUE(WriteByteLevelTokenizer(dir.string(), 32000).ok());
+  auto t = Tokenizer::Load(dir.string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->vocab_size(), 32000);
+  // 31227 reserved tokens all start with "<|": matching must not scan them one by one.
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "<|<a> ";
+  text += "<|reserved_special_token_100|>";
+  auto start = std::chrono::steady_clock::now();
+  auto ids = EncodeOrDie(**t, text, false);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.back(), kByteLevelMinVocabSize + 100);
+  EXPECT_EQ((*t)->Decode(ids, false), text);
+}
+
 TEST(TokenizerTest, MergesArrayFormEqualsStringForm) {
   json root = WrittenTokenizerJson();
   auto strings = Tokenizer::FromJsonText(root.dump(), "", "strings");
