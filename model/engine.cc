@@ -122,6 +122,7 @@ FinishReason Engine::CheckFinish(const Sequence& s, int32_t token, bool* is_stop
 
 Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   const auto start = std::chrono::steady_clock::now();
+  if (stats) *stats = StepStats{};
   for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
   cancelled_.clear();
   Admit();
@@ -171,7 +172,11 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     stats->prompt_tokens = prompt_tokens;
     stats->decode_tokens = decode_tokens;
     stats->seq_ids.clear();
-    for (Sequence* s : in_batch) stats->seq_ids.push_back(s->id);
+    stats->seq_tokens.clear();
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+      stats->seq_ids.push_back(in_batch[i]->id);
+      stats->seq_tokens.push_back(static_cast<int>(batch.chunks[i].tokens.size()));
+    }
   }
   for (const TokenEvent& e : *events) {
     if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled) continue;

@@ -49,6 +49,7 @@ struct StepStats {
   int prompt_tokens = 0;
   int decode_tokens = 0;
   std::vector<uint64_t> seq_ids;
+  std::vector<int> seq_tokens;  // tokens each of seq_ids ran in this step
 };
 
 class Engine {

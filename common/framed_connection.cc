@@ -1,0 +1,154 @@
+#include "common/framed_connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+namespace pdserve {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+std::shared_ptr<FramedConnection> FramedConnection::Create(tcp::socket socket, size_t max_frame,
+                                                           size_t max_queued) {
+  return std::shared_ptr<FramedConnection>(
+      new FramedConnection(std::move(socket), max_frame, max_queued));
+}
+
+FramedConnection::FramedConnection(tcp::socket socket, size_t max_frame, size_t max_queued)
+    : socket_(std::move(socket)),
+      strand_(asio::make_strand(socket_.get_executor())),
+      max_frame_(max_frame),
+      max_queued_(max_queued) {
+  boost::system::error_code ec;
+  auto endpoint = socket_.remote_endpoint(ec);
+  peer_ = ec ? "unknown" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  socket_.set_option(tcp::no_delay(true), ec);
+}
+
+void FramedConnection::Start(MessageHandler on_message, CloseHandler on_close) {
+  asio::dispatch(strand_, [self = shared_from_this(), on_message = std::move(on_message),
+                           on_close = std::move(on_close)]() mutable {
+    self->on_message_ = std::move(on_message);
+    self->on_close_ = std::move(on_close);
+    self->ReadHeader();
+  });
+}
+
+void FramedConnection::ReadHeader() {
+  asio::async_read(socket_, asio::buffer(header_),
+                   asio::bind_executor(
+                       strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                         if (self->closed_) return;
+                         if (ec) {
+                           return self->CloseOnStrand(Unavailable("connection to " + self->peer_ +
+                                                                  " closed: " + ec.message()));
+                         }
+                         const uint32_t length = (uint32_t{self->header_[0]} << 24) |
+                                                 (uint32_t{self->header_[1]} << 16) |
+                                                 (uint32_t{self->header_[2]} << 8) |
+                                                 uint32_t{self->header_[3]};
+                         if (length > self->max_frame_) {
+                           return self->CloseOnStrand(InvalidArgument(
+                               "frame of " + std::to_string(length) + " bytes from " + self->peer_ +
+                               " exceeds the limit of " + std::to_string(self->max_frame_)));
+                         }
+                         self->ReadBody(length);
+                       }));
+}
+
+void FramedConnection::ReadBody(uint32_t length) {
+  body_.resize(length);
+  asio::async_read(socket_, asio::buffer(body_),
+                   asio::bind_executor(
+                       strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                         if (self->closed_) return;
+                         if (ec) {
+                           return self->CloseOnStrand(Unavailable("connection to " + self->peer_ +
+                                                                  " closed: " + ec.message()));
+                         }
+                         proto::Envelope message;
+                         if (!message.ParseFromString(self->body_)) {
+                           return self->CloseOnStrand(
+                               InvalidArgument("unparseable control message from " + self->peer_));
+                         }
+                         self->on_message_(std::move(message));
+                         if (!self->closed_) self->ReadHeader();
+                       }));
+}
+
+void FramedConnection::Send(const proto::Envelope& message) {
+  std::string frame(4, '\0');
+  if (!message.AppendToString(&frame)) return;
+  const uint32_t length = static_cast<uint32_t>(frame.size() - 4);
+  frame[0] = static_cast<char>(length >> 24);
+  frame[1] = static_cast<char>(length >> 16);
+  frame[2] = static_cast<char>(length >> 8);
+  frame[3] = static_cast<char>(length);
+  asio::dispatch(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
+    if (self->closed_) return;
+    self->queued_bytes_ += frame.size();
+    if (self->queued_bytes_ > self->max_queued_) {
+      return self->CloseOnStrand(ResourceExhausted(
+          "peer " + self->peer_ + " is not reading: " + std::to_string(self->queued_bytes_) +
+          " bytes queued"));
+    }
+    self->queue_.push_back(std::move(frame));
+    if (self->queue_.size() == 1) self->WriteNext();
+  });
+}
+
+void FramedConnection::WriteNext() {
+  asio::async_write(socket_, asio::buffer(queue_.front()),
+                    asio::bind_executor(
+                        strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
+                          if (self->closed_) return;
+                          if (ec) {
+                            return self->CloseOnStrand(Unavailable("write to " + self->peer_ +
+                                                                   " failed: " + ec.message()));
+                          }
+                          self->queued_bytes_ -= self->queue_.front().size();
+                          self->queue_.pop_front();
+                          if (!self->queue_.empty()) self->WriteNext();
+                        }));
+}
+
+void FramedConnection::Close(const Status& why) {
+  asio::dispatch(strand_, [self = shared_from_this(), why] { self->CloseOnStrand(why); });
+}
+
+void FramedConnection::CloseOnStrand(const Status& why) {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  queue_.clear();
+  if (on_close_) {
+    auto handler = std::move(on_close_);
+    on_close_ = nullptr;
+    on_message_ = nullptr;
+    handler(why);
+  }
+}
+
+Result<tcp::socket> DialTcp(asio::io_context& io, const std::string& host, uint16_t port,
+                            std::chrono::milliseconds timeout) {
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(host, std::to_string(port), ec);
+  if (ec) return Unavailable("cannot resolve " + host + ": " + ec.message());
+  tcp::socket socket(io);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    asio::connect(socket, endpoints, ec);
+    if (!ec) return socket;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Unavailable("cannot connect to " + host + ":" + std::to_string(port) + ": " +
+                         ec.message());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace pdserve

@@ -1,0 +1,67 @@
+// FramedConnection: control messages (proto::Envelope) over one TCP socket, each frame a 4-byte
+// big-endian length and the serialized message (ARCHITECTURE.md, "Wire protocols"). Used by the
+// gateway for each worker and by each worker for its gateway.
+//
+// Threads: reads and writes run on the connection's strand. Send and Close may be called from
+// any thread. Handlers are called on the strand, never concurrently. The close handler runs
+// exactly once, after which no message handler runs. A frame over max_frame_bytes, bytes that
+// do not parse, or a peer that lets max_queued_bytes pile up unread closes the connection with
+// a Status that says so; nothing a peer sends can crash the process.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
+
+#include <boost/asio.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "proto/control.pb.h"
+
+namespace pdserve {
+
+class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
+ public:
+  using MessageHandler = std::function<void(proto::Envelope&&)>;
+  using CloseHandler = std::function<void(const Status&)>;
+
+  static std::shared_ptr<FramedConnection> Create(boost::asio::ip::tcp::socket socket,
+                                                  size_t max_frame_bytes = 64 << 20,
+                                                  size_t max_queued_bytes = 256 << 20);
+
+  // Starts reading. Call once.
+  void Start(MessageHandler on_message, CloseHandler on_close);
+  // Queues one message; dropped if the connection is closed.
+  void Send(const proto::Envelope& message);
+  void Close(const Status& why);
+  const std::string& peer() const { return peer_; }
+
+ private:
+  FramedConnection(boost::asio::ip::tcp::socket socket, size_t max_frame, size_t max_queued);
+  void ReadHeader();
+  void ReadBody(uint32_t length);
+  void WriteNext();
+  void CloseOnStrand(const Status& why);
+
+  boost::asio::ip::tcp::socket socket_;
+  boost::asio::strand<boost::asio::any_io_executor> strand_;
+  const size_t max_frame_;
+  const size_t max_queued_;
+  std::string peer_;
+  MessageHandler on_message_;
+  CloseHandler on_close_;
+  uint8_t header_[4] = {};
+  std::string body_;
+  std::deque<std::string> queue_;  // framed bytes waiting to be written; front is in flight
+  size_t queued_bytes_ = 0;
+  bool closed_ = false;
+};
+
+// Connects to host:port within `timeout`; runs `io` only through the returned future's owner.
+// Blocking helper for start-up paths (a worker dialling its gateway).
+Result<boost::asio::ip::tcp::socket> DialTcp(boost::asio::io_context& io, const std::string& host,
+                                             uint16_t port, std::chrono::milliseconds timeout);
+
+}  // namespace pdserve

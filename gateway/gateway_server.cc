@@ -1,0 +1,93 @@
+#include "gateway/gateway_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "gateway/http_session.h"
+#include "model/model_config.h"
+
+namespace pdserve::gateway {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions& o) {
+  auto server = std::unique_ptr<GatewayServer>(new GatewayServer());
+  auto shared = std::make_shared<Shared>();
+  PDSERVE_ASSIGN_OR_RETURN(shared->tokenizer, model::Tokenizer::Load(o.model_dir));
+  shared->max_context = o.max_context;
+  if (auto config = model::ModelConfig::Load(o.model_dir); config.ok()) {
+    shared->max_context = config->max_seq_len;
+    server->model_id_ = config->model_id;
+  }
+  if (!o.model_id.empty()) server->model_id_ = o.model_id;
+  if (server->model_id_.empty()) {
+    server->model_id_ = std::filesystem::path(o.model_dir).lexically_normal().filename().string();
+  }
+  shared->model_id = server->model_id_;
+  shared->max_body_bytes = o.max_body_bytes;
+  if (!o.api_keys_file.empty()) {
+    PDSERVE_ASSIGN_OR_RETURN(shared->keys, ApiKeys::Load(o.api_keys_file));
+  }
+  server->registry_ = std::make_shared<WorkerRegistry>(
+      server->io_,
+      RegistryOptions{o.cluster_token, server->model_id_, std::chrono::milliseconds(3000)});
+  shared->registry = server->registry_;
+  PDSERVE_RETURN_IF_ERROR(server->registry_->Listen(o.host, o.control_port));
+  server->shared_ = shared;
+
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(o.host, ec);
+  if (ec) return InvalidArgument("bad listen address '" + o.host + "'");
+  server->acceptor_ = std::make_unique<tcp::acceptor>(server->io_);
+  tcp::endpoint endpoint(address, o.http_port);
+  server->acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) server->acceptor_->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) server->acceptor_->bind(endpoint, ec);
+  if (!ec) server->acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Unavailable("cannot listen on " + o.host + ":" + std::to_string(o.http_port) + ": " +
+                       ec.message());
+  server->http_port_ = server->acceptor_->local_endpoint().port();
+  server->Accept();
+  for (int i = 0; i < std::max(1, o.io_threads); ++i) {
+    server->threads_.emplace_back([s = server.get()] { s->io_.run(); });
+  }
+  spdlog::info("serving model '{}' on http://{}:{} (workers dial port {})", server->model_id_,
+               o.host, server->http_port_, server->registry_->port());
+  return server;
+}
+
+void GatewayServer::Accept() {
+  acceptor_->async_accept(asio::make_strand(io_),
+                          [this](boost::system::error_code ec, tcp::socket socket) {
+                            if (ec == asio::error::operation_aborted || !acceptor_->is_open())
+                              return;
+                            if (!ec)
+                              std::make_shared<HttpSession>(std::move(socket), shared_)->Run();
+                            Accept();
+                          });
+}
+
+void GatewayServer::Stop() {
+  asio::post(io_, [this] {
+    boost::system::error_code ignored;
+    acceptor_->close(ignored);
+  });
+  registry_->Stop();
+  io_.stop();
+}
+
+void GatewayServer::Wait() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+GatewayServer::~GatewayServer() {
+  io_.stop();
+  Wait();
+}
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,67 @@
+// GatewayServer: the `pdserve gateway` process. An HTTP/1.1 front (Boost.Beast, keep-alive)
+// serving the OpenAI API (POST /v1/completions, POST /v1/chat/completions, GET /v1/models,
+// GET /health) and the worker control port (WorkerRegistry). Owns the tokenizer and the io
+// threads. Start() binds both ports (0: chosen by the OS); Stop() may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "gateway/api_keys.h"
+#include "gateway/worker_registry.h"
+#include "model/tokenizer.h"
+
+namespace pdserve::gateway {
+
+struct GatewayOptions {
+  std::string host = "127.0.0.1";
+  uint16_t http_port = 8000;  // 0: chosen by the OS
+  uint16_t control_port = 0;  // where workers dial; 0: chosen by the OS
+  std::string model_dir;      // the tokenizer and the served model id come from here
+  std::string model_id;       // empty: the model directory's name
+  int max_context = 4096;     // prompt + max_tokens limit (the model's context)
+  std::string cluster_token;
+  std::string api_keys_file;  // empty: no authentication
+  size_t max_body_bytes = 8 << 20;
+  int io_threads = 2;
+};
+
+class GatewayServer {
+ public:
+  static Result<std::unique_ptr<GatewayServer>> Start(const GatewayOptions& options);
+  ~GatewayServer();
+
+  uint16_t http_port() const { return http_port_; }
+  uint16_t control_port() const { return registry_->port(); }
+  const std::string& model_id() const { return model_id_; }
+  WorkerRegistry& registry() { return *registry_; }
+  void Stop();
+  void Wait();  // until Stop
+
+  // Per-request context the HTTP sessions read (immutable after Start).
+  struct Shared {
+    std::shared_ptr<const model::Tokenizer> tokenizer;
+    std::shared_ptr<WorkerRegistry> registry;
+    std::shared_ptr<const ApiKeys> keys;  // null: no authentication
+    std::string model_id;
+    int max_context;
+    size_t max_body_bytes;
+  };
+
+ private:
+  GatewayServer() = default;
+  void Accept();
+
+  boost::asio::io_context io_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::shared_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<const Shared> shared_;
+  std::string model_id_;
+  uint16_t http_port_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pdserve::gateway

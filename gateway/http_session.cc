@@ -1,0 +1,267 @@
+#include "gateway/http_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <random>
+
+namespace pdserve::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+constexpr auto kReadTimeout = std::chrono::seconds(60);
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
+
+std::string NewRequestId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+}  // namespace
+
+HttpSession::HttpSession(asio::ip::tcp::socket socket,
+                         std::shared_ptr<const GatewayServer::Shared> shared)
+    : stream_(std::move(socket)), shared_(std::move(shared)) {}
+
+void HttpSession::Run() {
+  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+}
+
+void HttpSession::Read() {
+  parser_.emplace();
+  parser_->body_limit(shared_->max_body_bytes);
+  parser_->header_limit(64 * 1024);
+  stream_.expires_after(kReadTimeout);
+  http::async_read(
+      stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (ec == http::error::body_limit) {
+          self->keep_alive_ = false;
+          return self->RespondError(
+              ApiError::TooLarge("The request body exceeds " +
+                                 std::to_string(self->shared_->max_body_bytes) + " bytes"));
+        }
+        if (ec) {  // closed, timed out or malformed: nothing more to say on this connection
+          beast::error_code ignored;
+          self->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+          return;
+        }
+        self->Handle(self->parser_->release());
+      });
+}
+
+void HttpSession::Handle(Request request) {
+  keep_alive_ = request.keep_alive();
+  version_ = request.version();
+  const std::string target(request.target());
+  const std::string path = target.substr(0, target.find('?'));
+  if (shared_->keys) {
+    const std::string auth(request[http::field::authorization]);
+    const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+    if (path != "/health" && (key.empty() || !shared_->keys->TenantFor(key))) {
+      return RespondError(
+          ApiError::Unauthorized(key.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
+                                             : "Incorrect API key provided"));
+    }
+  }
+  if (request.method() == http::verb::post && path == "/v1/completions") {
+    return HandleCompletion(request, Endpoint::kCompletions);
+  }
+  if (request.method() == http::verb::post && path == "/v1/chat/completions") {
+    return HandleCompletion(request, Endpoint::kChatCompletions);
+  }
+  if (request.method() == http::verb::get && path == "/v1/models") {
+    nlohmann::json model = {{"id", shared_->model_id},
+                            {"object", "model"},
+                            {"created", 0},
+                            {"owned_by", "pdserve"},
+                            {"max_model_len", shared_->max_context}};
+    return Respond(200, nlohmann::json{{"object", "list"}, {"data", {model}}}.dump());
+  }
+  if (request.method() == http::verb::get && path == "/health") {
+    return Respond(
+        200,
+        nlohmann::json{{"status", "ok"}, {"workers", shared_->registry->Workers().size()}}.dump());
+  }
+  RespondError(
+      ApiError::NotFound("No route for " + std::string(request.method_string()) + " " + path));
+}
+
+void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
+  auto parsed = ParseGenerationRequest(request.body(), endpoint);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return RespondError(*error);
+  GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
+  if (req.model != shared_->model_id) return RespondError(ApiError::ModelNotFound(req.model));
+
+  Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
+  const char* prompt_param = endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
+  if (endpoint == Endpoint::kChatCompletions) {
+    std::vector<model::ChatMessage> messages;
+    for (auto& m : req.messages)
+      messages.push_back({m.role == "developer" ? "system" : m.role, m.content});
+    auto text = shared_->tokenizer->chat_template().Apply(messages, /*add_generation_prompt=*/true);
+    if (!text.ok()) return RespondError(ApiError::BadRequest(text.status().message(), "messages"));
+    prompt = shared_->tokenizer->Encode(*text, /*add_special=*/false);
+  } else if (req.prompt_token_ids) {
+    for (int32_t id : *req.prompt_token_ids) {
+      if (id >= shared_->tokenizer->vocab_size()) {
+        return RespondError(ApiError::BadRequest(
+            "token id " + std::to_string(id) + " is outside the vocabulary", "prompt"));
+      }
+    }
+    prompt = *req.prompt_token_ids;
+  } else {
+    prompt = shared_->tokenizer->Encode(req.prompt, /*add_special=*/true);
+  }
+  if (!prompt.ok())
+    return RespondError(ApiError::BadRequest(prompt.status().message(), prompt_param));
+  const int prompt_len = static_cast<int>(prompt->size());
+  if (prompt_len == 0)
+    return RespondError(ApiError::BadRequest("The prompt is empty", prompt_param));
+  if (prompt_len >= shared_->max_context) {
+    ApiError e = ApiError::TooLarge("This model's maximum context length is " +
+                                        std::to_string(shared_->max_context) +
+                                        " tokens; the prompt has " + std::to_string(prompt_len),
+                                    prompt_param);
+    e.code = "context_length_exceeded";
+    return RespondError(e);
+  }
+  const int room = shared_->max_context - prompt_len;
+  if (req.max_tokens && *req.max_tokens > room) {
+    return RespondError(ApiError::BadRequest(
+        "This model's maximum context length is " + std::to_string(shared_->max_context) +
+            " tokens; the prompt has " + std::to_string(prompt_len) + " and max_tokens asks for " +
+            std::to_string(*req.max_tokens),
+        "max_tokens"));
+  }
+  const int max_tokens = req.max_tokens.value_or(room);
+  const bool stream = req.stream;
+
+  // The call keeps this session alive until it finishes; every end of the call resets call_,
+  // which breaks the cycle.
+  auto self = shared_from_this();
+  CallOutput output;
+  output.write_stream = [self](std::string data) { self->QueueChunk(std::move(data), false); };
+  output.finish = [self, stream](int status, std::string body, std::string timing, bool is_error) {
+    auto s = self;
+    if (stream && s->streaming_) return s->QueueChunk(std::move(body), true);
+    s->Respond(status, std::move(body), "application/json", timing, status == 503);
+  };
+  call_ = std::make_shared<CompletionCall>(
+      stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
+      std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output));
+  if (call_->Start() && stream) BeginStream();
+}
+
+void HttpSession::Respond(unsigned status, std::string body, const std::string& content_type,
+                          const std::string& server_timing, bool retry_after) {
+  auto response = std::make_shared<http::response<http::string_body>>(
+      static_cast<http::status>(status), version_);
+  response->set(http::field::server, "pdserve");
+  response->set(http::field::content_type, content_type);
+  if (!server_timing.empty()) response->set("server-timing", server_timing);
+  if (retry_after) response->set(http::field::retry_after, "1");
+  response->keep_alive(keep_alive_);
+  response->body() = std::move(body);
+  response->prepare_payload();
+  stream_.expires_after(kWriteTimeout);
+  http::async_write(stream_, *response,
+                    [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                      if (ec) return;
+                      self->AfterResponse();
+                    });
+}
+
+void HttpSession::RespondError(const ApiError& error) {
+  Respond(error.http_status, error.ToJson().dump(), "application/json", "",
+          error.http_status == 503);
+}
+
+void HttpSession::AfterResponse() {
+  call_.reset();
+  streaming_ = false;
+  if (!keep_alive_) {
+    beast::error_code ignored;
+    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    return;
+  }
+  Read();
+}
+
+void HttpSession::BeginStream() {
+  streaming_ = true;
+  auto header = std::make_shared<http::response<http::empty_body>>(http::status::ok, version_);
+  header->set(http::field::server, "pdserve");
+  header->set(http::field::content_type, "text/event-stream");
+  header->set(http::field::cache_control, "no-cache");
+  header->keep_alive(keep_alive_);
+  header->chunked(true);
+  auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*header);
+  writing_ = true;
+  stream_.expires_after(kWriteTimeout);
+  http::async_write_header(
+      stream_, *serializer,
+      [self = shared_from_this(), header, serializer](beast::error_code ec, size_t) {
+        self->writing_ = false;
+        if (ec) {
+          if (self->call_) self->call_->Cancel();
+          return;
+        }
+        self->WriteNextChunk();
+      });
+}
+
+void HttpSession::QueueChunk(std::string data, bool last) {
+  queued_bytes_ += data.size();
+  if (queued_bytes_ > kMaxQueuedStreamBytes) {  // the client is not reading: cut it off
+    if (call_) call_->Cancel();
+    call_.reset();
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+    return;
+  }
+  chunks_.emplace_back(std::move(data), last);
+  if (!writing_) WriteNextChunk();
+}
+
+void HttpSession::WriteNextChunk() {
+  if (chunks_.empty() || writing_) return;
+  writing_ = true;
+  auto data = std::make_shared<std::pair<std::string, bool>>(std::move(chunks_.front()));
+  chunks_.pop_front();
+  stream_.expires_after(kWriteTimeout);
+  auto done = [self = shared_from_this(), data](beast::error_code ec, size_t) {
+    self->writing_ = false;
+    self->queued_bytes_ -= data->first.size();
+    if (ec) {  // the client went away: stop its request on the worker
+      if (self->call_) self->call_->Cancel();
+      self->call_.reset();
+      return;
+    }
+    if (data->second) {
+      self->chunks_.clear();
+      return self->AfterResponse();
+    }
+    self->WriteNextChunk();
+  };
+  if (data->second) {
+    // The last SSE bytes and the terminating zero-length chunk in one write.
+    auto chunk = http::make_chunk(asio::buffer(data->first));
+    auto last = http::make_chunk_last();
+    asio::async_write(
+        stream_, chunk,
+        [self = shared_from_this(), data, done, last](beast::error_code ec, size_t n) {
+          if (ec) return done(ec, n);
+          asio::async_write(self->stream_, last,
+                            [done](beast::error_code ec2, size_t n2) { done(ec2, n2); });
+        });
+    return;
+  }
+  asio::async_write(stream_, http::make_chunk(asio::buffer(data->first)), done);
+}
+
+}  // namespace pdserve::gateway

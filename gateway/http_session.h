@@ -1,0 +1,54 @@
+// HttpSession: one client connection to the gateway. Reads requests with a fresh Beast parser
+// per message (body limit, 60 s read timeout), routes them, and writes responses; SSE streams
+// go out as HTTP/1.1 chunks with a bounded write queue (a client that stops reading is cut off
+// and its request cancelled). Keep-alive. Every async step holds shared_from_this() and runs on
+// the connection's strand.
+#pragma once
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "gateway/completion_call.h"
+#include "gateway/gateway_server.h"
+
+namespace pdserve::gateway {
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(boost::asio::ip::tcp::socket socket,
+              std::shared_ptr<const GatewayServer::Shared> shared);
+  void Run();
+
+ private:
+  using Request = boost::beast::http::request<boost::beast::http::string_body>;
+
+  void Read();
+  void Handle(Request request);
+  void HandleCompletion(const Request& request, Endpoint endpoint);
+  void Respond(unsigned status, std::string body,
+               const std::string& content_type = "application/json",
+               const std::string& server_timing = "", bool retry_after = false);
+  void RespondError(const ApiError& error);
+  void BeginStream();
+  void QueueChunk(std::string data, bool last);
+  void WriteNextChunk();
+  void AfterResponse();
+
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::shared_ptr<const GatewayServer::Shared> shared_;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+
+  std::shared_ptr<CompletionCall> call_;
+  bool streaming_ = false;
+  std::deque<std::pair<std::string, bool>> chunks_;  // (data, is last)
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,92 @@
+#include "common/framed_connection.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+namespace pdserve {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// A loopback pair: an accepted server socket and a connected client socket.
+struct Pair {
+  asio::io_context io;
+  tcp::socket server{io};
+  tcp::socket client{io};
+  Pair() {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    client.connect(acceptor.local_endpoint());
+    acceptor.accept(server);
+  }
+};
+
+TEST(FramedConnectionTest, MessagesArriveInOrderBothWays) {
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server));
+  auto b = FramedConnection::Create(std::move(p.client));
+  std::vector<uint64_t> got;
+  std::promise<void> done;
+  a->Start(
+      [&](proto::Envelope&& m) {
+        got.push_back(m.cancel().request_id());
+        if (got.size() == 100) {
+          proto::Envelope reply;
+          reply.mutable_register_reply()->set_accepted(true);
+          a->Send(reply);
+        }
+      },
+      [](const Status&) {});
+  b->Start(
+      [&](proto::Envelope&& m) {
+        EXPECT_TRUE(m.register_reply().accepted());
+        done.set_value();
+      },
+      [](const Status&) {});
+  for (uint64_t i = 0; i < 100; ++i) {
+    proto::Envelope m;
+    m.mutable_cancel()->set_request_id(i);
+    b->Send(m);
+  }
+  std::thread runner([&] { p.io.run_for(std::chrono::seconds(10)); });
+  ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  a->Close(Status::Ok());
+  b->Close(Status::Ok());
+  runner.join();
+  ASSERT_EQ(got.size(), 100u);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(got[i], i);
+}
+
+Status ServeBytes(const std::string& bytes, size_t max_frame) {
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server), max_frame);
+  std::promise<Status> closed;
+  bool got_message = false;
+  a->Start([&](proto::Envelope&&) { got_message = true; },
+           [&](const Status& s) { closed.set_value(s); });
+  asio::write(p.client, asio::buffer(bytes));
+  std::thread runner([&] { p.io.run_for(std::chrono::seconds(10)); });
+  auto f = closed.get_future();
+  EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  p.io.stop();
+  runner.join();
+  EXPECT_FALSE(got_message);
+  return f.get();
+}
+
+TEST(FramedConnectionTest, OversizedFrameClosesWithAClearReason) {
+  Status s = ServeBytes(std::string("\x7f\xff\xff\xff", 4), 1 << 20);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("exceeds the limit"), std::string::npos) << s.message();
+}
+
+TEST(FramedConnectionTest, GarbageClosesWithAClearReason) {
+  Status s = ServeBytes(std::string("\x00\x00\x00\x04\xff\xff\xff\xff", 8), 1 << 20);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("unparseable"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace pdserve

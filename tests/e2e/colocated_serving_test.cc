@@ -1,0 +1,172 @@
+// End to end: a gateway and colocated workers as real processes on loopback, driven over HTTP.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/e2e/process.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve {
+namespace {
+
+using model::testing::TempDir;
+using testing::Curl;
+using testing::Process;
+
+class ColocatedServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = dir_ / "tiny";
+    ASSERT_NE(testing::RunPdserve("make-model --preset tiny --out " + model_).find("wrote"),
+              std::string::npos);
+    gateway_ = std::make_unique<Process>(
+        std::vector<std::string>{"gateway", "--model", model_, "--port", "0", "--control-port", "0",
+                                 "--ready-file", dir_ / "ready.json"},
+        dir_ / "gateway.log");
+    auto ready = testing::WaitForJsonFile(dir_ / "ready.json", std::chrono::seconds(30));
+    ASSERT_FALSE(ready.is_null()) << "gateway did not start";
+    http_ = ready["http_port"];
+    control_ = ready["control_port"];
+  }
+
+  std::unique_ptr<Process> StartWorker() {
+    auto w = std::make_unique<Process>(
+        std::vector<std::string>{"decode", "--role", "both", "--model", model_, "--threads", "1",
+                                 "--gateway", "127.0.0.1:" + std::to_string(control_)},
+        dir_ / "worker.log");
+    return w;
+  }
+
+  void WaitForWorkers(size_t n) {
+    for (int i = 0; i < 300; ++i) {
+      auto h = Curl(http_, "/health");
+      if (h.status == 200 && nlohmann::json::parse(h.body)["workers"].get<size_t>() == n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "workers did not register";
+  }
+
+  TempDir dir_;
+  std::string model_;
+  std::unique_ptr<Process> gateway_;
+  int http_ = 0, control_ = 0;
+};
+
+std::string StreamedText(const std::string& sse, int* completion_tokens, bool* done) {
+  std::string text;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", pos);
+    const std::string payload = sse.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    auto j = nlohmann::json::parse(payload);
+    if (j.contains("usage") && !j["usage"].is_null())
+      *completion_tokens = j["usage"]["completion_tokens"];
+    if (!j["choices"].empty()) text += j["choices"][0].value("text", "");
+  }
+  return text;
+}
+
+TEST_F(ColocatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
+  auto worker = StartWorker();
+  WaitForWorkers(1);
+  for (int i = 0; i < 20; ++i) {
+    const std::string prompt =
+        "Prompt number " + std::to_string(i) + (i % 3 ? " about cats" : " ... and dogs");
+    auto reference = nlohmann::json::parse(
+        testing::RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
+                            model_ + " --prompt '" + prompt + "'"));
+    const nlohmann::json body = {{"model", "tiny"},
+                                 {"prompt", prompt},
+                                 {"max_tokens", 12},
+                                 {"temperature", 0},
+                                 {"ignore_eos", true}};
+    auto plain = Curl(http_, "/v1/completions", body.dump());
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    auto j = nlohmann::json::parse(plain.body);
+    EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
+    EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
+
+    nlohmann::json streamed_body = body;
+    streamed_body["stream"] = true;
+    streamed_body["stream_options"] = {{"include_usage", true}};
+    auto streamed = Curl(http_, "/v1/completions", streamed_body.dump());
+    int tokens = 0;
+    bool done = false;
+    EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;
+    EXPECT_EQ(tokens, 12);
+    EXPECT_TRUE(done);
+  }
+}
+
+TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
+  auto none = Curl(http_, "/v1/completions", R"({"model":"tiny","prompt":"x"})");
+  EXPECT_EQ(none.status, 503) << none.body;  // no worker yet
+  auto worker = StartWorker();
+  WaitForWorkers(1);
+  auto unknown = Curl(http_, "/v1/completions", R"({"model":"gpt-9","prompt":"x"})");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(unknown.body)["error"]["code"], "model_not_found");
+  auto bad = Curl(http_, "/v1/chat/completions", R"({"model":"tiny","messages":"hi"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(nlohmann::json::parse(bad.body)["error"]["param"], "messages");
+  auto garbage = Curl(http_, "/v1/chat/completions", "{{{");
+  EXPECT_EQ(garbage.status, 400);
+  std::string long_prompt(20000, 'a');
+  auto too_long = Curl(http_, "/v1/completions",
+                       nlohmann::json{{"model", "tiny"}, {"prompt", long_prompt}}.dump());
+  EXPECT_EQ(too_long.status, 413) << too_long.body;
+  auto path = Curl(http_, "/v2/nothing");
+  EXPECT_EQ(path.status, 404);
+  auto ok = Curl(http_, "/v1/chat/completions",
+                 R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+TEST_F(ColocatedServingTest, KilledWorkerEndsTheStreamWithAnErrorAndTheNextRequestGoesElsewhere) {
+  auto a = StartWorker();
+  WaitForWorkers(1);
+  // A long generation on worker a; kill -9 it once the stream has started.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    a->Kill(SIGKILL);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto streamed = Curl(
+      http_, "/v1/completions",
+      R"({"model":"tiny","prompt":"go","max_tokens":3000,"ignore_eos":true,"stream":true})", 30);
+  killer.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 1.5 + 5.0) << "the client waited too long for the error";
+  EXPECT_NE(streamed.body.find("\"error\""), std::string::npos) << streamed.body.substr(0, 300);
+  EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
+
+  auto b = StartWorker();
+  WaitForWorkers(1);
+  auto next = Curl(http_, "/v1/completions", R"({"model":"tiny","prompt":"again","max_tokens":4})");
+  EXPECT_EQ(next.status, 200) << next.body;
+}
+
+TEST_F(ColocatedServingTest, SigtermDrainsAWorkerWithoutFailingItsRequests) {
+  auto a = StartWorker();
+  WaitForWorkers(1);
+  std::thread drainer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    a->Signal(SIGTERM);
+  });
+  auto r = Curl(http_, "/v1/completions",
+                R"({"model":"tiny","prompt":"x","max_tokens":200,"ignore_eos":true})");
+  drainer.join();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["usage"]["completion_tokens"], 200);
+  EXPECT_EQ(a->Wait(std::chrono::seconds(20)), 0);
+}
+
+}  // namespace
+}  // namespace pdserve
