@@ -19,7 +19,7 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
                                std::shared_ptr<const model::Tokenizer> tokenizer,
                                GenerationRequest request, std::vector<int32_t> prompt,
                                int max_tokens, std::string request_id, std::string model_id,
-                               CallOutput output)
+                               CallOutput output, std::shared_ptr<GatewayMetrics> metrics)
     : strand_(std::move(strand)),
       registry_(std::move(registry)),
       tokenizer_(tokenizer),
@@ -32,6 +32,7 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       output_(std::move(output)),
+      metrics_(std::move(metrics)),
       detok_(tokenizer),
       stops_(request_.stop),
       arrival_(std::chrono::steady_clock::now()) {}
@@ -57,6 +58,10 @@ bool CompletionCall::Start() {
   auto worker = registry_->Dispatch(g, shared_from_this(), failed_workers_);
   if (!worker.ok()) {
     done_ = true;
+    if (attempts_ > 1) {  // a retry found no worker: the request was counted as running
+      metrics_->running().Decrement();
+      metrics_->RecordFailed();
+    }
     const ApiError e = ApiError::Unavailable(worker.status().message());
     if (request_.stream && attempts_ > 1) {
       output_.finish(e.http_status, SseError(e) + SseDone(), "", true);
@@ -67,12 +72,16 @@ bool CompletionCall::Start() {
   }
   worker_ = *worker;
   dispatched_ = std::chrono::steady_clock::now();
+  if (attempts_ == 1) metrics_->running().Increment();
   return true;
 }
 
 void CompletionCall::Cancel() {
   if (done_) return;
   done_ = true;
+  metrics_->running().Decrement();
+  metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
+                           static_cast<int>(prompt_.size()), completion_tokens_);
   registry_->Cancel(numeric_id_);
 }
 
@@ -92,6 +101,15 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
   decode_seconds_ = batch.decode_seconds();
   std::string piece;
   const int n = batch.tokens_size();
+  const auto now = std::chrono::steady_clock::now();
+  if (n > 0) {
+    if (completion_tokens_ == 0) {
+      metrics_->RecordFirstToken(Seconds(now - arrival_));
+    } else {
+      metrics_->RecordInterToken(Seconds(now - last_token_) / n);
+    }
+    last_token_ = now;
+  }
   for (int i = 0; i < n; ++i) {
     if (completion_tokens_ == 0 && first_token_ == std::chrono::steady_clock::time_point{}) {
       first_token_ = std::chrono::steady_clock::now();
@@ -125,6 +143,8 @@ void CompletionCall::HandleFailure(const std::string& message, bool retryable) {
     return;
   }
   done_ = true;
+  metrics_->running().Decrement();
+  metrics_->RecordFailed();
   ApiError e = ApiError::Internal("request failed: " + message);
   e.http_status = 502;
   e.code = "worker_failed";
@@ -148,6 +168,9 @@ std::string CompletionCall::ServerTiming() const {
 
 void CompletionCall::Complete(const std::string& finish_reason) {
   done_ = true;
+  metrics_->running().Decrement();
+  metrics_->RecordFinished(finish_reason, Seconds(std::chrono::steady_clock::now() - arrival_),
+                           static_cast<int>(prompt_.size()), completion_tokens_);
   const Usage usage{static_cast<int>(prompt_.size()), completion_tokens_};
   if (request_.stream) {
     std::string tail = SseEvent(builder_.Finish(finish_reason));

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "gateway/gateway_metrics.h"
 #include "gateway/openai_response.h"
 #include "gateway/worker_registry.h"
 #include "model/detokenizer.h"
@@ -34,7 +35,7 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   CompletionCall(boost::asio::any_io_executor strand, std::shared_ptr<WorkerRegistry> registry,
                  std::shared_ptr<const model::Tokenizer> tokenizer, GenerationRequest request,
                  std::vector<int32_t> prompt, int max_tokens, std::string request_id,
-                 std::string model_id, CallOutput output);
+                 std::string model_id, CallOutput output, std::shared_ptr<GatewayMetrics> metrics);
 
   // Sends the request to a worker. False (and `finish` already called) when none is available.
   bool Start();
@@ -59,6 +60,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   uint64_t numeric_id_;
   ResponseBuilder builder_;
   CallOutput output_;
+  std::shared_ptr<GatewayMetrics> metrics_;
+  std::chrono::steady_clock::time_point last_token_;
 
   model::IncrementalDetokenizer detok_;
   model::StopStringMatcher stops_;

@@ -27,6 +27,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   }
   shared->model_id = server->model_id_;
   shared->max_body_bytes = o.max_body_bytes;
+  shared->metrics = std::make_shared<GatewayMetrics>();
   if (!o.api_keys_file.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(shared->keys, ApiKeys::Load(o.api_keys_file));
   }

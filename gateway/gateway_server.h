@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "gateway/api_keys.h"
+#include "gateway/gateway_metrics.h"
 #include "gateway/worker_registry.h"
 #include "model/tokenizer.h"
 
@@ -46,6 +47,7 @@ class GatewayServer {
     std::shared_ptr<const model::Tokenizer> tokenizer;
     std::shared_ptr<WorkerRegistry> registry;
     std::shared_ptr<const ApiKeys> keys;  // null: no authentication
+    std::shared_ptr<GatewayMetrics> metrics;
     std::string model_id;
     int max_context;
     size_t max_body_bytes;

@@ -62,7 +62,8 @@ void HttpSession::Handle(Request request) {
   if (shared_->keys) {
     const std::string auth(request[http::field::authorization]);
     const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
-    if (path != "/health" && (key.empty() || !shared_->keys->TenantFor(key))) {
+    if (path != "/health" && path != "/metrics" &&
+        (key.empty() || !shared_->keys->TenantFor(key))) {
       return RespondError(
           ApiError::Unauthorized(key.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
                                              : "Incorrect API key provided"));
@@ -81,6 +82,9 @@ void HttpSession::Handle(Request request) {
                             {"owned_by", "pdserve"},
                             {"max_model_len", shared_->max_context}};
     return Respond(200, nlohmann::json{{"object", "list"}, {"data", {model}}}.dump());
+  }
+  if (request.method() == http::verb::get && path == "/metrics") {
+    return Respond(200, shared_->metrics->Scrape(*shared_->registry), "text/plain; version=0.0.4");
   }
   if (request.method() == http::verb::get && path == "/health") {
     return Respond(
@@ -151,9 +155,10 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
     if (stream && s->streaming_) return s->QueueChunk(std::move(body), true);
     s->Respond(status, std::move(body), "application/json", timing, status == 503);
   };
-  call_ = std::make_shared<CompletionCall>(
-      stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
-      std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output));
+  call_ = std::make_shared<CompletionCall>(stream_.get_executor(), shared_->registry,
+                                           shared_->tokenizer, std::move(req),
+                                           std::move(prompt).value(), max_tokens, NewRequestId(),
+                                           shared_->model_id, std::move(output), shared_->metrics);
   if (call_->Start() && stream) BeginStream();
 }
 

@@ -170,3 +170,28 @@ TEST_F(ColocatedServingTest, SigtermDrainsAWorkerWithoutFailingItsRequests) {
 
 }  // namespace
 }  // namespace pdserve
+
+namespace pdserve {
+namespace {
+
+TEST_F(ColocatedServingTest, MetricsUseVllmNamesAndCountWhatWasServed) {
+  auto worker = StartWorker();
+  WaitForWorkers(1);
+  for (int i = 0; i < 3; ++i) {
+    auto r = Curl(http_, "/v1/completions",
+                  R"({"model":"tiny","prompt":"count me","max_tokens":5,"ignore_eos":true})");
+    ASSERT_EQ(r.status, 200);
+  }
+  auto m = Curl(http_, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  for (const char* name :
+       {"pdserve_time_to_first_token_seconds_bucket", "pdserve_inter_token_latency_seconds_count",
+        "pdserve_e2e_request_latency_seconds_count 3", "pdserve_generation_tokens_total 15",
+        "pdserve_request_success_total{finished_reason=\"length\"} 3",
+        "pdserve_num_requests_running 0", "pdserve_workers{class=\"reserved\",pool=\"both\"} 1"}) {
+    EXPECT_NE(m.body.find(name), std::string::npos) << name << "\n" << m.body.substr(0, 2000);
+  }
+}
+
+}  // namespace
+}  // namespace pdserve

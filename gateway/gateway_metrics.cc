@@ -1,0 +1,91 @@
+#include "gateway/gateway_metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <map>
+
+#include "gateway/worker_registry.h"
+
+namespace pdserve::gateway {
+
+namespace pm = prometheus;
+
+namespace {
+// vLLM's buckets (vllm/engine/metrics.py).
+const pm::Histogram::BucketBoundaries kTtftBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const pm::Histogram::BucketBoundaries kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                                     0.3,  0.4,   0.5,  0.75,  1.0, 2.5,  5.0,
+                                                     7.5,  10.0,  20.0, 40.0,  80.0};
+const pm::Histogram::BucketBoundaries kE2eBuckets = {
+    0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}  // namespace
+
+GatewayMetrics::GatewayMetrics()
+    : registry_(std::make_shared<pm::Registry>()),
+      ttft_(pm::BuildHistogram()
+                .Name("pdserve_time_to_first_token_seconds")
+                .Help("Histogram of time to first token in seconds.")
+                .Register(*registry_)
+                .Add({}, kTtftBuckets)),
+      itl_(pm::BuildHistogram()
+               .Name("pdserve_inter_token_latency_seconds")
+               .Help("Histogram of inter-token latency in seconds.")
+               .Register(*registry_)
+               .Add({}, kItlBuckets)),
+      e2e_(pm::BuildHistogram()
+               .Name("pdserve_e2e_request_latency_seconds")
+               .Help("Histogram of end to end request latency in seconds.")
+               .Register(*registry_)
+               .Add({}, kE2eBuckets)),
+      prompt_tokens_(pm::BuildCounter()
+                         .Name("pdserve_prompt_tokens_total")
+                         .Help("Number of prefill tokens processed.")
+                         .Register(*registry_)
+                         .Add({})),
+      generation_tokens_(pm::BuildCounter()
+                             .Name("pdserve_generation_tokens_total")
+                             .Help("Number of generation tokens processed.")
+                             .Register(*registry_)
+                             .Add({})),
+      success_(pm::BuildCounter()
+                   .Name("pdserve_request_success_total")
+                   .Help("Count of successfully processed requests.")
+                   .Register(*registry_)),
+      failed_(pm::BuildCounter()
+                  .Name("pdserve_request_failure_total")
+                  .Help("Count of requests that ended in an error after they were accepted.")
+                  .Register(*registry_)
+                  .Add({})),
+      running_(pm::BuildGauge()
+                   .Name("pdserve_num_requests_running")
+                   .Help("Number of requests the gateway is serving now.")
+                   .Register(*registry_)
+                   .Add({})),
+      workers_(pm::BuildGauge()
+                   .Name("pdserve_workers")
+                   .Help("Live workers by pool and capacity class.")
+                   .Register(*registry_)) {}
+
+void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
+                                    int prompt_tokens, int generation_tokens) {
+  success_.Add({{"finished_reason", finished_reason}}).Increment();
+  e2e_.Observe(e2e_seconds);
+  prompt_tokens_.Increment(prompt_tokens);
+  generation_tokens_.Increment(generation_tokens);
+}
+
+std::string GatewayMetrics::Scrape(const WorkerRegistry& workers) {
+  std::map<std::pair<std::string, std::string>, int> counts;
+  for (const auto& w : workers.Workers()) ++counts[{w.role, w.capacity_class}];
+  for (const auto& pool : {"prefill", "decode", "both"}) {
+    for (const auto& cls : {"reserved", "burst"}) {
+      workers_.Add({{"pool", pool}, {"class", cls}}).Set(counts[{pool, cls}]);
+    }
+  }
+  return pm::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,45 @@
+// GatewayMetrics: the gateway's Prometheus metrics, with vLLM's names (prefixed pdserve_),
+// meanings and bucket choices (ARCHITECTURE.md, "Metrics"), served as text at GET /metrics.
+// prometheus-cpp's metrics are thread-safe: record from any thread.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace pdserve::gateway {
+
+class WorkerRegistry;
+
+class GatewayMetrics {
+ public:
+  GatewayMetrics();
+
+  void RecordFirstToken(double seconds) { ttft_.Observe(seconds); }
+  void RecordInterToken(double seconds) { itl_.Observe(seconds); }
+  void RecordFinished(const std::string& finished_reason, double e2e_seconds, int prompt_tokens,
+                      int generation_tokens);
+  void RecordFailed() { failed_.Increment(); }
+  prometheus::Gauge& running() { return running_; }
+
+  // The exposition text, with the worker gauges refreshed from `workers`.
+  std::string Scrape(const WorkerRegistry& workers);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& itl_;
+  prometheus::Histogram& e2e_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& generation_tokens_;
+  prometheus::Family<prometheus::Counter>& success_;
+  prometheus::Counter& failed_;
+  prometheus::Gauge& running_;
+  prometheus::Family<prometheus::Gauge>& workers_;
+};
+
+}  // namespace pdserve::gateway
