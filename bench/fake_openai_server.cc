@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -25,8 +26,10 @@ using error_code = boost::system::error_code;
 using nlohmann::json;
 
 struct FakeOpenAiServer::State {
-  explicit State(FakeServerOptions o) : options(std::move(o)), acceptor(io) {}
+  explicit State(FakeServerOptions o)
+      : options(std::move(o)), tls(net::ssl::context::tls_server), acceptor(io) {}
   FakeServerOptions options;
+  net::ssl::context tls;  // used only when options carry a certificate
   net::io_context io;
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
@@ -60,18 +63,45 @@ std::chrono::steady_clock::duration Delay(double seconds) {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, State* state)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), state_(state) {}
+      : stream_(std::move(socket), state->tls),
+        timer_(stream_.get_executor()),
+        state_(state),
+        tls_(!state->options.tls_cert_pem.empty()) {}
+
+  void Start() {
+    if (!tls_) return Read();
+    stream_.async_handshake(net::ssl::stream_base::server,
+                            [self = shared_from_this()](error_code ec) {
+                              if (ec) return self->Close();
+                              self->Read();
+                            });
+  }
+
+ private:
+  tcp::socket& socket() { return stream_.next_layer(); }
+
+  // Calls f with the connection's byte stream: TLS or the plain socket.
+  template <typename F>
+  void WithStream(F&& f) {
+    if (tls_) {
+      f(stream_);
+    } else {
+      f(socket());
+    }
+  }
 
   void Read() {
     parser_.emplace();
     parser_->body_limit(1 << 20);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, size_t) { self->OnRequest(ec); });
+    WithStream([this](auto& stream) {
+      http::async_read(stream, buffer_, *parser_,
+                       [self = shared_from_this()](error_code ec, size_t) { self->OnRequest(ec); });
+    });
   }
 
- private:
   void OnRequest(error_code ec) {
     if (ec) return Close();
+    received_ = std::chrono::steady_clock::now();
     int64_t n = state_->requests.fetch_add(1);
     const auto& faults = state_->options.faults;
     fault_ = faults.empty() ? FakeFault::kNone : faults[static_cast<size_t>(n) % faults.size()];
@@ -185,9 +215,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Write(std::shared_ptr<http::response<http::string_body>> res) {
-    http::async_write(socket_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
-      if (ec || !res->keep_alive()) return self->Close();
-      self->Read();
+    WithStream([&](auto& stream) {
+      http::async_write(stream, *res, [self = shared_from_this(), res](error_code ec, size_t) {
+        if (ec || !res->keep_alive()) return self->Close();
+        self->Read();
+      });
     });
   }
 
@@ -200,15 +232,20 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.keep_alive(keep_alive_);
     head_.chunked(true);
     serializer_.emplace(head_);
-    http::async_write_header(socket_, *serializer_,
-                             [self = shared_from_this()](error_code ec, size_t) {
-                               if (ec) return self->Close();
-                               self->After(self->state_->options.ttft_s, 0);
-                             });
+    WithStream([this](auto& stream) {
+      http::async_write_header(stream, *serializer_,
+                               [self = shared_from_this()](error_code ec, size_t) {
+                                 if (ec) return self->Close();
+                                 self->SendAtSchedule(0);
+                               });
+    });
   }
 
-  void After(double seconds, int64_t token) {
-    timer_.expires_after(Delay(seconds));
+  // Token i leaves at received + ttft + i * itl: deadlines are absolute, so a late timer under
+  // load delays one token, not every token after it.
+  void SendAtSchedule(int64_t token) {
+    const FakeServerOptions& o = state_->options;
+    timer_.expires_at(received_ + Delay(o.ttft_s + static_cast<double>(token) * o.itl_s));
     timer_.async_wait([self = shared_from_this(), token](error_code ec) {
       if (ec) return self->Close();
       self->SendToken(token);
@@ -219,37 +256,44 @@ class Session : public std::enable_shared_from_this<Session> {
     if (fault_ == FakeFault::kCloseMidStream && i == 2) return Close();
     out_ = TokenChunk(i);
     if (fault_ == FakeFault::kBadJson && i == 1) out_ = "data: {\"choices\": [ not json\n\n";
-    net::async_write(socket_, http::make_chunk(net::buffer(out_)),
-                     [self = shared_from_this(), i](error_code ec, size_t) {
-                       if (ec) return self->Close();
-                       if (i + 1 < self->tokens_)
-                         return self->After(self->state_->options.itl_s, i + 1);
-                       self->SendTail();
-                     });
+    WithStream([this, i](auto& stream) {
+      net::async_write(stream, http::make_chunk(net::buffer(out_)),
+                       [self = shared_from_this(), i](error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         if (i + 1 < self->tokens_) {
+                           return self->SendAtSchedule(i + 1);
+                         }
+                         self->SendTail();
+                       });
+    });
   }
 
+  // The usage chunk and [DONE], then the last (empty) HTTP chunk.
   void SendTail() {
     out_ = Tail();
-    net::async_write(socket_, http::make_chunk(net::buffer(out_)),
-                     [self = shared_from_this()](error_code ec, size_t) {
-                       if (ec) return self->Close();
-                       net::async_write(self->socket_, http::make_chunk_last(),
-                                        [self](error_code ec, size_t) {
-                                          if (ec || !self->keep_alive_) return self->Close();
-                                          self->Read();
-                                        });
-                     });
+    WithStream([this](auto& stream) {
+      net::async_write(stream, http::make_chunk(net::buffer(out_)),
+                       [self = shared_from_this(), &stream](error_code ec, size_t) {
+                         if (ec) return self->Close();
+                         net::async_write(stream, http::make_chunk_last(),
+                                          [self](error_code ec, size_t) {
+                                            if (ec || !self->keep_alive_) return self->Close();
+                                            self->Read();
+                                          });
+                       });
+    });
   }
 
   void Close() {
     error_code ignored;
     timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket().close(ignored);
   }
 
-  tcp::socket socket_;
+  net::ssl::stream<tcp::socket> stream_;
   net::steady_timer timer_;
+  std::chrono::steady_clock::time_point received_;
   State* state_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -263,6 +307,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool chat_ = false;
   bool include_usage_ = false;
   bool keep_alive_ = true;
+  bool tls_ = false;
 };
 
 void Accept(State* state) {
@@ -272,7 +317,7 @@ void Accept(State* state) {
                                  if (!ec) {
                                    error_code ignored;
                                    socket.set_option(tcp::no_delay(true), ignored);
-                                   std::make_shared<Session>(std::move(socket), state)->Read();
+                                   std::make_shared<Session>(std::move(socket), state)->Start();
                                  }
                                  if (state->acceptor.is_open()) Accept(state);
                                });
@@ -285,6 +330,13 @@ Result<std::unique_ptr<FakeOpenAiServer>> FakeOpenAiServer::Start(
   if (options.threads < 1) return InvalidArgument("fake server needs at least one thread");
   auto state = std::make_shared<State>(options);
   error_code ec;
+  if (!options.tls_cert_pem.empty()) {
+    state->tls.use_certificate_chain(net::buffer(options.tls_cert_pem), ec);
+    if (!ec) {
+      state->tls.use_private_key(net::buffer(options.tls_key_pem), net::ssl::context::pem, ec);
+    }
+    if (ec) return InvalidArgument("fake server: bad TLS certificate or key: " + ec.message());
+  }
   auto address = net::ip::make_address(options.address, ec);
   if (ec) return InvalidArgument(fmt::format("bad listen address '{}'", options.address));
   tcp::endpoint endpoint(address, options.port);

@@ -33,6 +33,8 @@ struct FakeServerOptions {
   int64_t default_tokens = 16;        // when the request sets no max_tokens
   int threads = 1;                    // io threads
   std::vector<FakeFault> faults;      // request i gets faults[i % size]; empty: none
+  std::string tls_cert_pem;           // PEM; with tls_key_pem, serve https
+  std::string tls_key_pem;            // PEM
 };
 
 class FakeOpenAiServer {

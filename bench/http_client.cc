@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
@@ -24,19 +25,19 @@ using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
 Result<HttpTarget> ParseBaseUrl(std::string_view url) {
-  constexpr std::string_view kHttp = "http://";
-  if (url.substr(0, 8) == "https://") {
-    return Unimplemented(fmt::format(
-        "'{}': https is not supported by pdserve bench yet; use http:// (or a local TLS proxy)",
-        url));
+  HttpTarget target;
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") {
+    rest = url.substr(7);
+  } else if (url.substr(0, 8) == "https://") {
+    rest = url.substr(8);
+    target.tls = true;
+    target.port = "443";
+  } else {
+    return InvalidArgument(fmt::format("base URL '{}' must start with http:// or https://", url));
   }
-  if (url.substr(0, kHttp.size()) != kHttp) {
-    return InvalidArgument(fmt::format("base URL '{}' must start with http://", url));
-  }
-  std::string_view rest = url.substr(kHttp.size());
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
-  HttpTarget target;
   if (slash != std::string_view::npos) target.path_prefix = std::string(rest.substr(slash));
   while (!target.path_prefix.empty() && target.path_prefix.back() == '/') {
     target.path_prefix.pop_back();
@@ -59,20 +60,27 @@ Result<HttpTarget> ParseBaseUrl(std::string_view url) {
   return target;
 }
 
+// A TLS stream is built for every connection; plain http uses only its TCP socket.
 struct Connection {
-  explicit Connection(net::io_context& io) : socket(io) {}
-  tcp::socket socket;
+  Connection(net::io_context& io, net::ssl::context& tls) : stream(io, tls) {}
+  tcp::socket& socket() { return stream.next_layer(); }
+  net::ssl::stream<tcp::socket> stream;
   beast::flat_buffer buffer;
 };
 
 struct StreamingHttpClient::Pool {
   Pool(net::io_context& io, HttpTarget target, StreamingClientOptions options,
        Clock::time_point epoch)
-      : io(io), target(std::move(target)), options(std::move(options)), epoch(epoch) {}
+      : io(io),
+        target(std::move(target)),
+        options(std::move(options)),
+        epoch(epoch),
+        tls(net::ssl::context::tls_client) {}
   net::io_context& io;
   HttpTarget target;
   StreamingClientOptions options;
   Clock::time_point epoch;
+  net::ssl::context tls;
   std::string host_header;
   std::string authorization;
   tcp::resolver::results_type endpoints;
@@ -117,7 +125,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       if (ec || self->finished_) return;
       self->timed_out_ = true;
       error_code ignored;
-      self->conn_->socket.close(ignored);  // completes the pending operation with an error
+      self->conn_->socket().close(ignored);  // completes the pending operation with an error
     });
     if (!pool_->idle.empty()) {
       conn_ = std::move(pool_->idle.back());
@@ -131,10 +139,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
  private:
   void Connect() {
-    conn_ = std::make_unique<Connection>(pool_->io);
+    conn_ = std::make_unique<Connection>(pool_->io, pool_->tls);
     reused_ = false;
     ++pool_->opened;
-    net::async_connect(conn_->socket, pool_->endpoints,
+    net::async_connect(conn_->socket(), pool_->endpoints,
                        [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
                          if (self->finished_) return;
                          if (self->timed_out_) return self->FailTimeout();
@@ -145,7 +153,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
                                            self->pool_->target.port, ec.message()));
                          }
                          error_code ignored;
-                         self->conn_->socket.set_option(tcp::no_delay(true), ignored);
+                         self->conn_->socket().set_option(tcp::no_delay(true), ignored);
+                         if (self->pool_->target.tls) return self->Handshake();
                          self->Write();
                        });
   }
@@ -153,16 +162,55 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   // A pooled connection the server already closed fails on first use; dial again once.
   bool RetryOnFreshConnection(error_code ec) {
     bool stale = ec == net::error::eof || ec == net::error::connection_reset ||
-                 ec == net::error::broken_pipe || ec == http::error::end_of_stream;
+                 ec == net::ssl::error::stream_truncated || ec == net::error::broken_pipe ||
+                 ec == http::error::end_of_stream;
     if (!reused_ || !stale || timed_out_) return false;
     error_code ignored;
-    conn_->socket.close(ignored);
+    conn_->socket().close(ignored);
     Connect();
     return true;
   }
 
+  // Calls f with the connection's byte stream: TLS or the plain socket.
+  template <typename F>
+  void WithStream(F&& f) {
+    if (pool_->target.tls) {
+      f(conn_->stream);
+    } else {
+      f(conn_->socket());
+    }
+  }
+
+  void Handshake() {
+    const std::string& host = pool_->target.host;
+    if (!SSL_set_tlsext_host_name(conn_->stream.native_handle(), host.c_str())) {
+      return Fail(FailureKind::kConnect, "TLS: cannot set the server name " + host);
+    }
+    if (pool_->options.tls_verify) {
+      conn_->stream.set_verify_mode(net::ssl::verify_peer);
+      conn_->stream.set_verify_callback(net::ssl::host_name_verification(host));
+    } else {
+      conn_->stream.set_verify_mode(net::ssl::verify_none);
+    }
+    conn_->stream.async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](
+                                                                     error_code ec) {
+      if (self->finished_) return;
+      if (self->timed_out_) return self->FailTimeout();
+      if (ec) {
+        return self->Fail(FailureKind::kConnect,
+                          "TLS handshake with " + self->pool_->target.host + ": " + ec.message());
+      }
+      self->Write();
+    });
+  }
+
   void Write() {
-    http::async_write(conn_->socket, request_, [self = shared_from_this()](error_code ec, size_t) {
+    WithStream([this](auto& stream) { Write(stream); });
+  }
+
+  template <typename Stream>
+  void Write(Stream& stream) {
+    http::async_write(stream, request_, [self = shared_from_this()](error_code ec, size_t) {
       if (self->finished_) return;
       if (self->timed_out_) return self->FailTimeout();
       if (ec) {
@@ -174,13 +222,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void ReadHeader() {
+    WithStream([this](auto& stream) { ReadHeader(stream); });
+  }
+
+  template <typename Stream>
+  void ReadHeader(Stream& stream) {
     parser_.emplace();
     // Streams are as long as the server makes them. Not boost::none: Boost 1.74 compares a
     // Content-Length against an empty optional as "over the limit".
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     conn_->buffer.clear();
     http::async_read_header(
-        conn_->socket, conn_->buffer, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+        stream, conn_->buffer, *parser_, [self = shared_from_this()](error_code ec, size_t) {
           if (self->finished_) return;
           if (self->timed_out_) return self->FailTimeout();
           if (ec) {
@@ -194,10 +247,15 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void ReadBody() {
+    WithStream([this](auto& stream) { ReadBody(stream); });
+  }
+
+  template <typename Stream>
+  void ReadBody(Stream& stream) {
     auto& body = parser_->get().body();
     body.data = buffer_.data();
     body.size = buffer_.size();
-    http::async_read_some(conn_->socket, conn_->buffer, *parser_,
+    http::async_read_some(stream, conn_->buffer, *parser_,
                           [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
   }
 
@@ -285,7 +343,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       record_.prompt_tokens = *usage_prompt_;
       record_.server_reported_prompt_tokens = true;
     }
-    bool reusable = parser_->keep_alive() && conn_->socket.is_open() &&
+    bool reusable = parser_->keep_alive() && conn_->socket().is_open() &&
                     pool_->idle.size() < pool_->options.max_idle_connections;
     Finish(reusable);
   }
@@ -294,7 +352,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     FailureKind kind = FailureKind::kIo;
     std::string what = ec.message();
     if (ec == http::error::partial_message || ec == http::error::end_of_stream ||
-        ec == net::error::eof || ec == net::error::connection_reset) {
+        ec == net::error::eof || ec == net::error::connection_reset ||
+        ec == net::ssl::error::stream_truncated) {
       kind = FailureKind::kClosedMidStream;
       what = record_.chunks > 0
                  ? fmt::format("server closed the connection after {} chunks", record_.chunks)
@@ -329,8 +388,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
         pool_->idle.push_back(std::move(conn_));
       } else {
         error_code ignored;
-        conn_->socket.shutdown(tcp::socket::shutdown_both, ignored);
-        conn_->socket.close(ignored);
+        conn_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+        conn_->socket().close(ignored);
       }
     }
     auto done = std::move(done_);
@@ -362,17 +421,29 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 StreamingHttpClient::StreamingHttpClient(net::io_context& io, HttpTarget target,
                                          StreamingClientOptions options, Clock::time_point epoch)
     : pool_(std::make_shared<Pool>(io, std::move(target), std::move(options), epoch)) {
-  bool default_port = pool_->target.port == "80";
-  pool_->host_header =
-      default_port ? pool_->target.host : pool_->target.host + ":" + pool_->target.port;
+  const HttpTarget& t = pool_->target;
+  bool default_port = t.port == (t.tls ? "443" : "80");
+  std::string host = t.host.find(':') == std::string::npos ? t.host : "[" + t.host + "]";
+  pool_->host_header = default_port ? host : host + ":" + t.port;
   if (!pool_->options.api_key.empty()) pool_->authorization = "Bearer " + pool_->options.api_key;
 }
 
 StreamingHttpClient::~StreamingHttpClient() { CloseIdle(); }
 
 Status StreamingHttpClient::Resolve() {
-  tcp::resolver resolver(pool_->io);
   error_code ec;
+  if (pool_->target.tls && pool_->options.tls_verify) {
+    if (pool_->options.tls_ca_file.empty()) {
+      pool_->tls.set_default_verify_paths(ec);
+    } else {
+      pool_->tls.load_verify_file(pool_->options.tls_ca_file, ec);
+    }
+    if (ec) {
+      return InvalidArgument(fmt::format("TLS: cannot load CA certificates {}: {}",
+                                         pool_->options.tls_ca_file, ec.message()));
+    }
+  }
+  tcp::resolver resolver(pool_->io);
   pool_->endpoints = resolver.resolve(pool_->target.host, pool_->target.port, ec);
   if (ec) {
     return Unavailable(fmt::format("cannot resolve {}:{}: {}", pool_->target.host,
@@ -389,7 +460,7 @@ void StreamingHttpClient::Send(const StreamRequest& request,
 void StreamingHttpClient::CloseIdle() {
   for (auto& conn : pool_->idle) {
     error_code ignored;
-    conn->socket.close(ignored);
+    conn->socket().close(ignored);
   }
   pool_->idle.clear();
 }

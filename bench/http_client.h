@@ -26,16 +26,19 @@ namespace pdserve::bench {
 // Where requests go: parsed from a base URL such as "http://127.0.0.1:8000".
 struct HttpTarget {
   std::string host;
-  std::string port = "80";
+  std::string port = "80";  // 443 for https
   std::string path_prefix;  // "/openai" in "http://host/openai"; prepended to each endpoint
+  bool tls = false;         // https
 };
 
-// Accepts http://host[:port][/prefix]; https is refused with a clear error (no TLS yet).
+// Accepts http[s]://host[:port][/prefix].
 Result<HttpTarget> ParseBaseUrl(std::string_view url);
 
 struct StreamingClientOptions {
   double request_timeout_s = 600;          // whole request, connect to last byte; > 0
   std::string api_key;                     // sent as "Authorization: Bearer ..." when set
+  bool tls_verify = true;                  // https: check the certificate and the host name
+  std::string tls_ca_file;                 // https: CA bundle (PEM); "" = the system's
   size_t max_idle_connections = 4096;      // idle keep-alive connections kept for reuse
   size_t max_error_body_bytes = 64 << 10;  // of a non-200 body, kept for the error message
 };
@@ -58,7 +61,8 @@ class StreamingHttpClient {
   StreamingHttpClient(const StreamingHttpClient&) = delete;
   StreamingHttpClient& operator=(const StreamingHttpClient&) = delete;
 
-  // Resolves the host once (blocking). Must succeed before Send.
+  // Loads CA certificates (https) and resolves the host once (blocking). Must succeed before
+  // Send.
   Status Resolve();
   // Starts one request; `done` runs once, on the io_context thread, with its record.
   void Send(const StreamRequest& request, std::function<void(RequestRecord)> done);

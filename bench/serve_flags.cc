@@ -7,7 +7,7 @@
 namespace pdserve::bench {
 
 void AddServeFlags(CLI::App& cmd, ServeConfig& c, ServeOutputs& out) {
-  cmd.add_option("--base-url", c.base_url, "Server to load, http://HOST:PORT[/PREFIX]")
+  cmd.add_option("--base-url", c.base_url, "Server to load, http[s]://HOST[:PORT][/PREFIX]")
       ->capture_default_str();
   cmd.add_option("--endpoint", c.endpoint, "/v1/completions or /v1/chat/completions")
       ->capture_default_str();
@@ -16,6 +16,8 @@ void AddServeFlags(CLI::App& cmd, ServeConfig& c, ServeOutputs& out) {
                  "Environment variable holding the API key (sent as a Bearer token if set)")
       ->capture_default_str();
   cmd.add_option("--label", c.label, "Free text carried into the results");
+  cmd.add_option("--ca-cert", c.tls_ca_file, "https: CA bundle (PEM) instead of the system's");
+  cmd.add_flag("--insecure", out.insecure, "https: skip certificate and host name checks");
 
   cmd.add_option("--dataset-name", c.dataset_name, "random, sharegpt or jsonl")
       ->check(CLI::IsMember({"random", "sharegpt", "jsonl"}))
@@ -79,6 +81,7 @@ void AddServeFlags(CLI::App& cmd, ServeConfig& c, ServeOutputs& out) {
 }
 
 void FinishServeFlags(ServeConfig& config, const ServeOutputs& outputs) {
+  config.tls_verify = !outputs.insecure;
   config.progress = outputs.progress == "on" || (outputs.progress == "auto" && isatty(2) == 1);
 }
 

@@ -17,6 +17,7 @@ struct ServeOutputs {
   std::string result_csv;
   std::string result_html;
   std::string progress = "auto";  // auto (when stderr is a terminal), on, off
+  bool insecure = false;          // https without certificate checks
 };
 
 void AddServeFlags(CLI::App& command, ServeConfig& config, ServeOutputs& outputs);

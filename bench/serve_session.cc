@@ -122,6 +122,8 @@ Result<ServeSession> RunServeSession(const ServeConfig& config, const TokenCount
   load.max_concurrency = config.max_concurrency;
   load.seed = config.seed;
   load.client.request_timeout_s = config.request_timeout_s;
+  load.client.tls_verify = config.tls_verify;
+  load.client.tls_ca_file = config.tls_ca_file;
   if (const char* key = std::getenv(config.api_key_env.c_str()); key != nullptr) {
     load.client.api_key = key;
   }

@@ -23,6 +23,8 @@ struct ServeConfig {
   std::string model;                           // "model" in each body; required
   std::string api_key_env = "OPENAI_API_KEY";  // environment variable holding the key, if set
   std::string label;                           // free text carried into the results
+  bool tls_verify = true;                      // https: check certificate and host name
+  std::string tls_ca_file;                     // https: CA bundle (PEM); "" = the system's
   // Data.
   std::string dataset_name = "random";  // random, sharegpt or jsonl
   std::string dataset_path;             // for sharegpt and jsonl

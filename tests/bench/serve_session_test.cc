@@ -71,8 +71,8 @@ TEST(ServeSession, RejectsBadConfigurations) {
   c.model = "";
   EXPECT_FALSE(RunServeSession(c, nullptr).ok());
   c = SmallConfig(1);
-  c.base_url = "https://api.example.com";
-  EXPECT_EQ(RunServeSession(c, nullptr).status().code(), StatusCode::kUnimplemented);
+  c.base_url = "ftp://127.0.0.1";
+  EXPECT_EQ(RunServeSession(c, nullptr).status().code(), StatusCode::kInvalidArgument);
   c = SmallConfig(1);
   c.dataset_name = "sharegpt";
   EXPECT_FALSE(RunServeSession(c, nullptr).ok());  // no --dataset-path
