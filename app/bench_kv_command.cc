@@ -47,6 +47,7 @@ struct BenchKvOptions {
   int listen = -1;   // control port to serve on
   std::string json_path;
   int device = 0;
+  size_t chunk_bytes = kvt::TcpTransportOptions{}.max_chunk_bytes;
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -267,6 +268,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.port = hello.value("kv_port", uint16_t{0});
   to.path = PathOf(o.transport);
   to.device = o.device;
+  to.max_chunk_bytes = o.chunk_bytes;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
@@ -394,6 +396,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["date"] = UtcNow();
   doc["transport"] = o.transport;
   doc["iters"] = o.iters;
+  doc["chunk_bytes"] = o.chunk_bytes;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
   doc["cuda_version"] = kvt::CudaRuntimeVersion();
@@ -446,6 +449,8 @@ void AddBenchKvCommand(CLI::App& bench) {
       ->check(CLI::Range(0, 65535))
       ->excludes(peer);
   cmd->add_option("--device", o->device, "CUDA device (nccl, ipc)");
+  cmd->add_option("--chunk-bytes", o->chunk_bytes, "Largest KV chunk (one header, one ack)")
+      ->check(CLI::Range(size_t{1} << 16, size_t{1} << 30));
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->callback([o] { RunBenchKv(*o); });
 }

@@ -31,6 +31,10 @@ struct OutFrame {
   std::vector<unsigned char> owned;
   uint64_t request_id = 0;
   bool chunk = false;
+  // TCP chunks: the header is finished (CRC, encoding) by the I/O thread just before the write,
+  // so the CRC pass leaves the payload in cache for the socket's copy.
+  bool needs_crc = false;
+  FrameHeader pending;
 };
 
 // Runs `io` until `*done` or the deadline; on timeout cancels the socket's operations.
@@ -155,6 +159,7 @@ class TcpTransport::Impl {
     PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
+    std::vector<OutFrame> batch;          // TCP: one hand-over to the I/O thread per layer
     for (const PageRun& c : chunks) {
       OutFrame f;
       f.chunk = true;
@@ -171,14 +176,12 @@ class TcpTransport::Impl {
       h.page_count = static_cast<uint32_t>(c.count);
       if (options_.path == PayloadPath::kTcp) {
         h.byte_count = bytes;
-        h.payload_crc = Crc32c(src, bytes);
         f.payload = src;
         f.bytes = bytes;
-        if (chunk_index_++ == options_.flip_bit_in_chunk) {
-          f.owned.assign(src, src + bytes);
-          f.owned[bytes / 2] ^= 0x10;
-          f.payload = f.owned.data();
-        }
+        f.needs_crc = true;
+        f.pending = h;
+        batch.push_back(std::move(f));
+        continue;
       } else if (device_->SendsBeforeHeader()) {
         Status s =
             device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
@@ -191,6 +194,11 @@ class TcpTransport::Impl {
             device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
         if (!s.ok()) return FailAndTell(id, s);
       }
+    }
+    if (!batch.empty()) {
+      asio::post(io_, [this, batch = std::move(batch)]() mutable {
+        for (OutFrame& f : batch) Enqueue(std::move(f));
+      });
     }
     return Status::Ok();
   }
@@ -238,12 +246,24 @@ class TcpTransport::Impl {
       return;
     }
     writing_ = true;
-    const OutFrame& f = write_queue_.front();
+    OutFrame& f = write_queue_.front();
+    if (f.needs_crc) {
+      f.needs_crc = false;
+      f.pending.payload_crc = Crc32c(f.payload, f.bytes);
+      if (chunk_index_++ == options_.flip_bit_in_chunk) {  // tests: damage it on the wire
+        const auto* src = static_cast<const unsigned char*>(f.payload);
+        f.owned.assign(src, src + f.bytes);
+        f.owned[f.bytes / 2] ^= 0x10;
+        f.payload = f.owned.data();
+      }
+      f.header = EncodeHeader(f.pending);
+    }
     asio::async_write(socket_,
                       std::array<asio::const_buffer, 2>{asio::buffer(f.header),
                                                         asio::const_buffer(f.payload, f.bytes)},
                       [this](const boost::system::error_code& ec, size_t) {
                         if (ec) return Lost(FromError(ec, "write"));
+                        if (lost_) return;  // Lost emptied the queue
                         write_queue_.pop_front();
                         StartWrite();
                       });
@@ -297,9 +317,9 @@ class TcpTransport::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
   std::unique_ptr<DevicePayloadSender> device_;
   std::mutex push_mu_;
-  int64_t chunk_index_ = 0;  // guarded by push_mu_
   // I/O thread only:
   std::deque<OutFrame> write_queue_;
+  int64_t chunk_index_ = 0;  // TCP chunks written
   bool writing_ = false;
   HeaderBytes read_header_{};
   std::string read_payload_;

@@ -1,8 +1,8 @@
 // The TCP side channel of the KV hand-over (ARCHITECTURE.md, "Wire protocols"), on Boost.Asio.
 // TcpTransport (prefill side) is one connection to one decode worker's TcpKvListener, shared by
 // many requests. Chunks are written with scatter-gather straight from the KV pool (no staging
-// copy); the listener reads them straight into the reserved pages, verifies the CRC32C on a
-// worker thread and only then acknowledges. With PayloadPath kNccl or kCudaIpc the same
+// copy); the listener reads them straight into the reserved pages, verifies the CRC32C while
+// they are still in cache and only then acknowledges. With PayloadPath kNccl or kCudaIpc the same
 // connection carries only headers and acks, and the bytes move on the GPU (device_payload.h).
 // A lost connection fails every unfinished request on both sides.
 // TcpTransport: all methods safe from any thread (see transport.h); one I/O thread inside.
@@ -28,7 +28,7 @@ struct TcpTransportOptions {
   // Connect and handshake must finish within this.
   std::chrono::milliseconds connect_timeout{5000};
   // Runs longer than this are cut into several chunks (>= one page); each chunk is acked.
-  size_t max_chunk_bytes = 8u << 20;
+  size_t max_chunk_bytes = 4u << 20;
   PayloadPath path = PayloadPath::kTcp;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
@@ -64,7 +64,7 @@ class TcpTransport final : public Transport {
 struct TcpKvListenerOptions {
   std::string bind_address = "127.0.0.1";  // "0.0.0.0" to accept other hosts
   uint16_t port = 0;                       // 0: the OS picks; read it back with port()
-  int verify_threads = 2;                  // CRC checks and GPU receives
+  int verify_threads = 2;                  // GPU receives
   // A connection must send its hello within this.
   std::chrono::milliseconds handshake_timeout{5000};
   int device = 0;  // CUDA device of the receiver's pools (GPU paths only)
