@@ -178,10 +178,11 @@ void Worker::EngineLoop() {
         auto it = by_seq_.find(stats.seq_ids[i]);
         if (it == by_seq_.end() || total == 0) continue;
         const double share = stats.seconds * stats.seq_tokens[i] / total;
-        (stats.seq_tokens[i] > 1 ||
-                 it->second.decode_seconds == 0 && it->second.prefill_seconds == 0
-             ? it->second.prefill_seconds
-             : it->second.decode_seconds) += share;
+        Active& a = it->second;
+        // Until a sequence has run one step it is in its prompt; a chunk of several tokens is too.
+        const bool prompt =
+            stats.seq_tokens[i] > 1 || (a.prefill_seconds == 0 && a.decode_seconds == 0);
+        (prompt ? a.prefill_seconds : a.decode_seconds) += share;
       }
       std::unordered_map<uint64_t, proto::Envelope> batches;
       for (const auto& e : events) {
