@@ -39,8 +39,10 @@ void DeadlineWatchdog::Run() {
       continue;
     }
     auto first = by_time_.begin();
-    if (Clock::now() < first->first) {
-      cv_.wait_until(lock, first->first);
+    // A copy: the node may be erased while the wait has the lock released.
+    const Clock::time_point when = first->first;
+    if (Clock::now() < when) {
+      cv_.wait_until(lock, when);
       continue;
     }
     const uint64_t id = first->second;
