@@ -17,7 +17,9 @@ Result<std::vector<int32_t>> KvPagePool::Allocate(int n) {
                              std::to_string(free_list_.size()) + " of " +
                              std::to_string(num_pages_) + " free");
   }
-  std::vector<int32_t> pages(free_list_.end() - n, free_list_.end());
+  // Taken from the top of the stack, lowest id first: a fresh pool hands out 0, 1, 2, ... so a
+  // request's pages form runs that KV transfer can coalesce.
+  std::vector<int32_t> pages(free_list_.rbegin(), free_list_.rbegin() + n);
   free_list_.resize(free_list_.size() - n);
   for (int32_t p : pages) in_use_[p] = 1;
   used_.fetch_add(n, std::memory_order_relaxed);

@@ -12,6 +12,7 @@ TEST(KvPagePoolTest, AllocatesAllOrNothingAndCountsUsedPages) {
   KvPagePool pool(10);
   auto a = pool.Allocate(4);
   ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::vector<int32_t>{0, 1, 2, 3}));  // ascending: contiguous runs
   EXPECT_EQ(pool.used_pages(), 4);
   auto b = pool.Allocate(7);
   EXPECT_EQ(b.status().code(), StatusCode::kResourceExhausted);
