@@ -1,0 +1,42 @@
+#include "gateway/openai_response.h"
+
+#include <gtest/gtest.h>
+
+namespace pdserve::gateway {
+namespace {
+
+TEST(OpenAiResponseTest, ChatResponseAndChunksHaveOpenAiShapes) {
+  ResponseBuilder b(Endpoint::kChatCompletions, "abc", "tiny", 1700000000);
+  EXPECT_EQ(b.id(), "chatcmpl-abc");
+  auto full = b.Full("hello", "stop", {5, 2});
+  EXPECT_EQ(full["object"], "chat.completion");
+  EXPECT_EQ(full["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(full["choices"][0]["message"]["content"], "hello");
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(full["usage"]["total_tokens"], 7);
+
+  auto first = b.Delta("he");
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  auto second = b.Delta("llo");
+  EXPECT_FALSE(second["choices"][0]["delta"].contains("role"));
+  EXPECT_EQ(b.Finish("length")["choices"][0]["finish_reason"], "length");
+  auto usage = b.UsageChunk({5, 2}, {{"cost_usd", 0.5}});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(usage["usage"]["cost_usd"], 0.5);
+}
+
+TEST(OpenAiResponseTest, CompletionShapesAndSseFraming) {
+  ResponseBuilder b(Endpoint::kCompletions, "x1", "tiny", 1);
+  EXPECT_EQ(b.Full("t", "length", {1, 1})["object"], "text_completion");
+  EXPECT_EQ(b.Delta("t")["choices"][0]["text"], "t");
+  EXPECT_EQ(SseEvent({{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
+  EXPECT_EQ(SseComment("timing"), ": timing\n\n");
+  EXPECT_NE(SseError(ApiError::Unavailable("gone")).find("\"no_capacity\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pdserve::gateway
