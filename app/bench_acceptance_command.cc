@@ -3,9 +3,13 @@
 // status and, given results at 1 and N workers, the scaling efficiency; written as one dated JSON
 // and one HTML page. See bench/acceptance.h for the definition of scaling efficiency.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -26,7 +30,52 @@ struct AcceptanceFlags {
   std::vector<std::string> scaling_from;  // ONE_WORKER.json N_WORKERS.json
   int64_t scaling_workers = 0;            // N
   bool scaling_only = false;
+  std::string kv_transport = "tcp";  // none: skip the KV bandwidth test
+  std::string kv_peer;               // HOST:PORT of a `bench kv --listen` on another node
+  int64_t kv_max_bytes = 64 << 20;
 };
+
+// Runs `pdserve bench kv` as a child process (it forks its own receiver) and reads its JSON.
+void RunKvBench(const AcceptanceFlags& flags, nlohmann::json* kv, std::string* reason) {
+  const std::string out = flags.output_dir + "/.kv-bench-" + std::to_string(::getpid()) + ".json";
+  std::vector<std::string> args = {"pdserve",
+                                   "bench",
+                                   "kv",
+                                   "--transport",
+                                   flags.kv_transport,
+                                   "--max-bytes",
+                                   std::to_string(flags.kv_max_bytes),
+                                   "--iters",
+                                   "3",
+                                   "--json",
+                                   out};
+  if (!flags.kv_peer.empty()) {
+    args.push_back("--peer");
+    args.push_back(flags.kv_peer);
+  }
+  std::printf("running the KV bandwidth test: pdserve bench kv --transport %s\n",
+              flags.kv_transport.c_str());
+  std::fflush(stdout);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(out);
+  nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  std::filesystem::remove(out);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object()) {
+    *reason = "pdserve bench kv --transport " + flags.kv_transport + " failed (exit status " +
+              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+    return;
+  }
+  *kv = std::move(j);
+}
 
 [[noreturn]] void Fail(const Status& status) {
   spdlog::error("{}", status.ToString());
@@ -80,11 +129,15 @@ void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
       std::fputs(bench::SummaryTable(*session, run).c_str(), stdout);
     }
   }
+  nlohmann::json kv = nullptr;
+  std::string kv_reason = bench::kKvBandwidthNotRunReason;
+  if (flags.kv_transport != "none") RunKvBench(flags, &kv, &kv_reason);
   std::string stamp = env.date;  // 2026-11-29T18:00:00Z -> 20261129T180000Z
   std::erase(stamp, '-');
   std::erase(stamp, ':');
   std::string base = flags.output_dir + "/acceptance-" + stamp;
-  nlohmann::json doc = bench::AcceptanceJson(env, session ? &*session : nullptr, scaling);
+  nlohmann::json doc =
+      bench::AcceptanceJson(env, session ? &*session : nullptr, scaling, kv, kv_reason);
   Status s = bench::WriteTextFile(base + ".json", doc.dump(2) + "\n");
   if (!s.ok()) Fail(s);
   bench::ServeSession empty;
@@ -104,8 +157,13 @@ void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
                 static_cast<long long>(scaling->many.workers), scaling->efficiency,
                 scaling->efficiency_request_throughput);
   }
-  std::printf("KV bandwidth: not run (%s)\nwrote %s.json and %s.html\n",
-              bench::kKvBandwidthNotRunReason, base.c_str(), base.c_str());
+  if (kv.is_object()) {
+    std::printf("KV bandwidth (%s): %zu message sizes, see kv_bandwidth in the report\n",
+                flags.kv_transport.c_str(), kv.value("results", nlohmann::json::array()).size());
+  } else {
+    std::printf("KV bandwidth: not run (%s)\n", kv_reason.c_str());
+  }
+  std::printf("wrote %s.json and %s.html\n", base.c_str(), base.c_str());
 }
 
 }  // namespace
@@ -129,6 +187,14 @@ void AddBenchAcceptanceCommand(CLI::App& bench) {
                   "Two result JSONs (bench serve or acceptance): at 1 worker and at N workers")
       ->expected(2);
   cmd->add_option("--scaling-workers", flags->scaling_workers, "N, the workers of the second file");
+  cmd->add_option("--kv-transport", flags->kv_transport,
+                  "KV bandwidth test to run first with `pdserve bench kv`: tcp, ipc, nccl or none")
+      ->check(CLI::IsMember({"tcp", "ipc", "nccl", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-peer", flags->kv_peer,
+                  "HOST:PORT of a `pdserve bench kv --listen` on another node (default: loopback)");
+  cmd->add_option("--kv-max-bytes", flags->kv_max_bytes, "Largest KV message")
+      ->capture_default_str();
   cmd->add_flag("--scaling-only", flags->scaling_only,
                 "Skip the serving sweep; report the environment and scaling only");
   cmd->callback([config, outputs, flags] { Run(*config, *outputs, *flags); });

@@ -24,9 +24,7 @@ const char kScalingDefinition[] =
     "efficiency = T_1 / (T_N x N) = X_N / (N x X_1). 1.0 is linear scaling; below 1 is the share "
     "of the added workers lost to routing, KV transfer and contention.";
 
-const char kKvBandwidthNotRunReason[] =
-    "not wired into the acceptance report yet: run `pdserve bench kv` (kv_transfer) on the "
-    "cluster and keep its output beside this report";
+const char kKvBandwidthNotRunReason[] = "skipped (--kv-transport none)";
 
 namespace {
 
@@ -202,7 +200,8 @@ Result<ScalingReport> ComputeScaling(const ScalingPoint& one, const ScalingPoint
 }
 
 json AcceptanceJson(const EnvironmentInfo& env, const ServeSession* session,
-                    const std::optional<ScalingReport>& scaling) {
+                    const std::optional<ScalingReport>& scaling, const json& kv_bandwidth,
+                    const std::string& kv_not_run_reason) {
   json j = {{"kind", "pdserve_acceptance"},
             {"date", env.date},
             {"provider", env.provider},
@@ -213,7 +212,11 @@ json AcceptanceJson(const EnvironmentInfo& env, const ServeSession* session,
             {"cuda_version", env.cuda_version},
             {"nccl_version", env.nccl_version},
             {"pdserve_version", env.pdserve_version},
-            {"kv_bandwidth", {{"status", "not_run"}, {"reason", kKvBandwidthNotRunReason}}}};
+            {"kv_bandwidth", {{"status", "not_run"}, {"reason", kv_not_run_reason}}}};
+  if (kv_bandwidth.is_object()) {
+    j["kv_bandwidth"] = kv_bandwidth;
+    j["kv_bandwidth"]["status"] = "ok";
+  }
   j["serve"] = session ? SessionResultJson(*session) : json(nullptr);
   if (session && session->runs.size() == 1) {
     j["serve"] = {{"runs", json::array({j["serve"]})}};  // always a list of runs

@@ -68,8 +68,14 @@ struct ScalingReport {
 Result<ScalingReport> ComputeScaling(const ScalingPoint& one, const ScalingPoint& many);
 
 // The one dated JSON of an acceptance run. `session` may be null (scaling only).
+extern const char kKvBandwidthNotRunReason[];
+
+// kv_bandwidth: the JSON `pdserve bench kv --json` wrote, or null when it was not run (then
+// kv_not_run_reason says why).
 nlohmann::json AcceptanceJson(const EnvironmentInfo& env, const ServeSession* session,
-                              const std::optional<ScalingReport>& scaling);
+                              const std::optional<ScalingReport>& scaling,
+                              const nlohmann::json& kv_bandwidth = nullptr,
+                              const std::string& kv_not_run_reason = kKvBandwidthNotRunReason);
 // Environment, KV bandwidth and scaling as sections for HtmlReport.
 std::vector<HtmlSection> AcceptanceSections(const EnvironmentInfo& env,
                                             const std::optional<ScalingReport>& scaling);
@@ -77,6 +83,5 @@ std::vector<HtmlSection> AcceptanceSections(const EnvironmentInfo& env,
 // What the scaling efficiency means, word for word in the JSON and HTML.
 extern const char kScalingDefinition[];
 // Why the KV bandwidth test is recorded as not run.
-extern const char kKvBandwidthNotRunReason[];
 
 }  // namespace pdserve::bench

@@ -106,11 +106,13 @@ TEST(ServeCommand, WritesJsonCsvHtmlAndAcceptanceReport) {
   EXPECT_NE(Slurp(dir + "/r.html").find("<svg"), std::string::npos);
   EXPECT_NE(Slurp(dir + "/out.txt").find("Serving Benchmark Result"), std::string::npos);
 
-  std::string acceptance = std::string(PDSERVE_BINARY) + " bench acceptance --base-url " + url +
-                           " --model fake --num-prompts 20 --sweep 50 --provider test --region "
-                           "local --output-dir " +
-                           dir + " --scaling-from " + dir + "/r.json " + dir +
-                           "/r.json --scaling-workers 2 > " + dir + "/acc.txt 2>&1";
+  std::string acceptance =
+      std::string(PDSERVE_BINARY) + " bench acceptance --base-url " + url +
+      " --model fake --num-prompts 20 --sweep 50 --provider test --region "
+      "local --output-dir " +
+      dir + " --scaling-from " + dir + "/r.json " + dir +
+      "/r.json --scaling-workers 2 --kv-transport tcp --kv-max-bytes 1048576 > " + dir +
+      "/acc.txt 2>&1";
   ASSERT_EQ(std::system(acceptance.c_str()), 0) << Slurp(dir + "/acc.txt");
   std::string json_path;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
@@ -122,7 +124,9 @@ TEST(ServeCommand, WritesJsonCsvHtmlAndAcceptanceReport) {
   ASSERT_FALSE(json_path.empty());
   auto acc = nlohmann::json::parse(Slurp(json_path));
   EXPECT_EQ(acc["provider"], "test");
-  EXPECT_EQ(acc["kv_bandwidth"]["status"], "not_run");
+  EXPECT_EQ(acc["kv_bandwidth"]["status"], "ok");  // ran `pdserve bench kv` on loopback
+  EXPECT_FALSE(acc["kv_bandwidth"]["results"].empty());
+  EXPECT_GT(acc["kv_bandwidth"]["results"][0]["gbps"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(acc["scaling"]["efficiency"].get<double>(), 0.5);  // same file: X_N = X_1
   EXPECT_EQ(acc["serve"]["runs"][0]["completed"], 20);
   std::string html_path = json_path.substr(0, json_path.size() - 5) + ".html";
