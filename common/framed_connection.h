@@ -59,8 +59,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   bool closed_ = false;
 };
 
-// Connects to host:port within `timeout`; runs `io` only through the returned future's owner.
-// Blocking helper for start-up paths (a worker dialling its gateway).
+// Connects to host:port, retrying until `timeout` passes. Blocking: for start-up paths (a worker
+// dialling its gateway), before `io` runs.
 Result<boost::asio::ip::tcp::socket> DialTcp(boost::asio::io_context& io, const std::string& host,
                                              uint16_t port, std::chrono::milliseconds timeout);
 
