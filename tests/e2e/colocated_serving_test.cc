@@ -156,8 +156,15 @@ TEST_F(ColocatedServingTest, KilledWorkerEndsTheStreamWithAnErrorAndTheNextReque
 TEST_F(ColocatedServingTest, SigtermDrainsAWorkerWithoutFailingItsRequests) {
   auto a = StartWorker();
   WaitForWorkers(1);
+  // SIGTERM once the request is running on the worker (its first token reached the gateway).
   std::thread drainer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (int i = 0; i < 2000; ++i) {
+      if (Curl(http_, "/metrics").body.find("pdserve_time_to_first_token_seconds_count 1") !=
+          std::string::npos) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     a->Signal(SIGTERM);
   });
   auto r = Curl(http_, "/v1/completions",
