@@ -117,6 +117,14 @@ void FramedConnection::Close(const Status& why) {
   asio::dispatch(strand_, [self = shared_from_this(), why] { self->CloseOnStrand(why); });
 }
 
+void FramedConnection::CloseAfterFlush(const Status& why) {
+  asio::dispatch(strand_, [self = shared_from_this(), why] {
+    if (self->queue_.empty()) return self->CloseOnStrand(why);
+    self->close_after_flush_ = true;
+    self->flush_close_status_ = why;
+  });
+}
+
 void FramedConnection::CloseOnStrand(const Status& why) {
   if (closed_) return;
   closed_ = true;

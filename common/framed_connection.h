@@ -36,6 +36,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // Queues one message; dropped if the connection is closed.
   void Send(const proto::Envelope& message);
   void Close(const Status& why);
+  // Closes once every queued message has been written (a worker's last tokens on drain).
+  void CloseAfterFlush(const Status& why);
   const std::string& peer() const { return peer_; }
 
  private:
@@ -57,6 +59,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::deque<std::string> queue_;  // framed bytes waiting to be written; front is in flight
   size_t queued_bytes_ = 0;
   bool closed_ = false;
+  bool close_after_flush_ = false;
+  Status flush_close_status_;
 };
 
 // Connects to host:port, retrying until `timeout` passes. Blocking: for start-up paths (a worker

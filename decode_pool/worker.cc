@@ -70,7 +70,12 @@ Status Worker::Run() {
     io_.run();
   });
   EngineLoop();
-  gateway_->Close(Status::Ok());
+  // Let the last TokenBatch messages reach the gateway before the connection goes.
+  gateway_->CloseAfterFlush(Status::Ok());
+  {
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, std::chrono::seconds(10), [&] { return connection_lost_; });
+  }
   io_.stop();
   network.join();
   std::lock_guard lock(mu_);
