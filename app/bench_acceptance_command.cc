@@ -15,10 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "app/commands.h"
+#include "app/token_counter.h"
 #include "bench/acceptance.h"
 #include "bench/report.h"
 #include "bench/serve_flags.h"
-#include "model/tokenizer.h"
 
 namespace pdserve::app {
 namespace {
@@ -80,16 +80,6 @@ void RunKvBench(const AcceptanceFlags& flags, nlohmann::json* kv, std::string* r
 [[noreturn]] void Fail(const Status& status) {
   spdlog::error("{}", status.ToString());
   throw CLI::RuntimeError(1);
-}
-
-// Token counts from a tokenizer.json (as in bench serve).
-Result<bench::TokenCounter> LoadTokenCounter(const std::string& path) {
-  if (path.empty()) return bench::TokenCounter();
-  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::Load(path));
-  return bench::TokenCounter([tokenizer](std::string_view text) -> int64_t {
-    auto ids = tokenizer->Encode(text, /*add_special=*/false, /*parse_special=*/false);
-    return ids.ok() ? static_cast<int64_t>(ids->size()) : bench::EstimateTokens(text);
-  });
 }
 
 std::optional<bench::ScalingReport> Scaling(const AcceptanceFlags& flags) {

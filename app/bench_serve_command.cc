@@ -9,24 +9,13 @@
 #include <spdlog/spdlog.h>
 
 #include "app/commands.h"
+#include "app/token_counter.h"
 #include "bench/fake_openai_server.h"
 #include "bench/report.h"
 #include "bench/serve_flags.h"
-#include "model/tokenizer.h"
 
 namespace pdserve::app {
 namespace {
-
-// Token counts from a tokenizer.json; text that does not encode (invalid UTF-8) falls back to
-// the bytes / 4 estimate rather than failing the run.
-Result<bench::TokenCounter> LoadTokenCounter(const std::string& path) {
-  if (path.empty()) return bench::TokenCounter();
-  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, model::Tokenizer::Load(path));
-  return bench::TokenCounter([tokenizer](std::string_view text) -> int64_t {
-    auto ids = tokenizer->Encode(text, /*add_special=*/false, /*parse_special=*/false);
-    return ids.ok() ? static_cast<int64_t>(ids->size()) : bench::EstimateTokens(text);
-  });
-}
 
 // Each request in flight holds a socket: allow as many as the hard limit does.
 void RaiseOpenFileLimit() {

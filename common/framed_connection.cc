@@ -40,10 +40,7 @@ void FramedConnection::ReadHeader() {
                    asio::bind_executor(
                        strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                          if (self->closed_) return;
-                         if (ec) {
-                           return self->CloseOnStrand(Unavailable("connection to " + self->peer_ +
-                                                                  " closed: " + ec.message()));
-                         }
+                         if (ec) return self->CloseOnReadError(ec);
                          const uint32_t length = (uint32_t{self->header_[0]} << 24) |
                                                  (uint32_t{self->header_[1]} << 16) |
                                                  (uint32_t{self->header_[2]} << 8) |
@@ -63,10 +60,7 @@ void FramedConnection::ReadBody(uint32_t length) {
                    asio::bind_executor(
                        strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                          if (self->closed_) return;
-                         if (ec) {
-                           return self->CloseOnStrand(Unavailable("connection to " + self->peer_ +
-                                                                  " closed: " + ec.message()));
-                         }
+                         if (ec) return self->CloseOnReadError(ec);
                          proto::Envelope message;
                          if (!message.ParseFromString(self->body_)) {
                            return self->CloseOnStrand(
@@ -115,6 +109,10 @@ void FramedConnection::WriteNext() {
 
 void FramedConnection::Close(const Status& why) {
   asio::dispatch(strand_, [self = shared_from_this(), why] { self->CloseOnStrand(why); });
+}
+
+void FramedConnection::CloseOnReadError(const boost::system::error_code& ec) {
+  CloseOnStrand(Unavailable("connection to " + peer_ + " closed: " + ec.message()));
 }
 
 void FramedConnection::CloseAfterFlush(const Status& why) {

@@ -46,6 +46,7 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   void ReadBody(uint32_t length);
   void WriteNext();
   void CloseOnStrand(const Status& why);
+  void CloseOnReadError(const boost::system::error_code& ec);
 
   boost::asio::ip::tcp::socket socket_;
   boost::asio::strand<boost::asio::any_io_executor> strand_;
