@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,6 +30,10 @@ struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
   // Logits of every token instead of each chunk's last (tests and scoring).
   bool all_logits = false;
+  // Called on the engine's thread as soon as layer `layer`'s KV of every chunk is in the cache
+  // (before the rest of the layer runs), so a prefill worker can push it while later layers
+  // compute. Optional.
+  std::function<void(int layer)> after_layer_kv;
 
   int num_tokens() const;
   int num_logit_rows() const;

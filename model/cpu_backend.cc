@@ -265,6 +265,7 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
       ApplyRope(k, c.n_kv_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
     }
     WriteKv(l);
+    if (batch.after_layer_kv) batch.after_layer_kv(l);
     Attention(l);
     MatMul(att_.data(), t, c.q_dim(), w.wo, tmp_.data(), c.dim);
     for (size_t i = 0; i < static_cast<size_t>(t) * c.dim; ++i) x_[i] += tmp_[i];

@@ -58,8 +58,7 @@ int Engine::ReservedTokens(const Sequence& s) const {
   return std::min(config().max_seq_len, s.prompt_len + s.params.max_tokens);
 }
 
-Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params) {
-  PDSERVE_RETURN_IF_ERROR(params.Validate());
+Status Engine::CheckPrompt(std::span<const int32_t> prompt) const {
   if (prompt.empty()) return InvalidArgument("the prompt has no tokens");
   const int max_len = config().max_seq_len;
   if (static_cast<int>(prompt.size()) >= max_len) {
@@ -72,8 +71,15 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
       return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
     }
   }
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params,
+                             bool keep_pages) {
+  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
   auto seq = std::make_unique<Sequence>(
-      Sequence{next_id_++, std::move(prompt), 0, 0, {}, params, Sampler(params), 0});
+      Sequence{next_id_++, std::move(prompt), 0, 0, {}, params, Sampler(params), 0, keep_pages});
   seq->prompt_len = static_cast<int>(seq->tokens.size());
   const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
   if (pages > pool_.num_pages()) {
@@ -83,6 +89,44 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
   const uint64_t id = seq->id;
   waiting_.push_back(std::move(seq));
   return id;
+}
+
+Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
+                                      std::vector<int32_t> pages, const SamplingParams& params) {
+  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
+  if (first_token < 0 || first_token >= config().vocab_size) {
+    return InvalidArgument("first token id " + std::to_string(first_token) +
+                           " is outside the vocabulary");
+  }
+  const int prompt_len = static_cast<int>(prompt.size());
+  auto seq =
+      std::make_unique<Sequence>(Sequence{next_id_++, std::move(prompt), prompt_len, prompt_len,
+                                          std::move(pages), params, Sampler(params), 1, false});
+  const int needed = PagesForTokens(ReservedTokens(*seq), options_.page_size);
+  if (static_cast<int>(seq->pages.size()) < needed) {
+    return InvalidArgument("a prefilled sequence needs " + std::to_string(needed) +
+                           " pages for its prompt and max_tokens, got " +
+                           std::to_string(seq->pages.size()));
+  }
+  for (int32_t p : seq->pages) {
+    if (p < 0 || p >= pool_.num_pages()) {
+      return InvalidArgument("page id " + std::to_string(p) + " is outside the KV pool");
+    }
+  }
+  seq->tokens.push_back(first_token);
+  seq->sampler.SkipSample();  // the first token used one draw of the seeded stream
+  const uint64_t id = seq->id;
+  waiting_.push_back(std::move(seq));
+  return id;
+}
+
+std::vector<int32_t> Engine::TakeKeptPages(uint64_t seq_id) {
+  auto it = kept_pages_.find(seq_id);
+  if (it == kept_pages_.end()) return {};
+  std::vector<int32_t> pages = std::move(it->second);
+  kept_pages_.erase(it);
+  return pages;
 }
 
 void Engine::Cancel(uint64_t seq_id) {
@@ -95,6 +139,7 @@ void Engine::Cancel(uint64_t seq_id) {
   auto it = std::find_if(waiting_.begin(), waiting_.end(),
                          [&](const auto& s) { return s->id == seq_id; });
   if (it != waiting_.end()) {
+    pool_.Free((*it)->pages);  // a prefilled sequence came with its pages
     waiting_.erase(it);
     cancelled_.push_back(seq_id);
   }
@@ -152,6 +197,19 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   }
   if (batch.chunks.empty()) return Status::Ok();
 
+  std::vector<PromptDone> prompts_done;
+  if (layer_hook_) {
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+      const Sequence& s = *in_batch[i];
+      const int end = s.computed + static_cast<int>(batch.chunks[i].tokens.size());
+      if (s.generated == 0 && end == s.prompt_len) {
+        prompts_done.push_back({s.id, s.pages, s.prompt_len});
+      }
+    }
+    if (!prompts_done.empty()) {
+      batch.after_layer_kv = [&](int layer) { layer_hook_(layer, prompts_done); };
+    }
+  }
   PDSERVE_RETURN_IF_ERROR(backend_->Forward(batch, &logits_));
 
   const int vocab = config().vocab_size;
@@ -173,15 +231,21 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     stats->decode_tokens = decode_tokens;
     stats->seq_ids.clear();
     stats->seq_tokens.clear();
+    stats->seq_prompt.clear();
     for (size_t i = 0; i < in_batch.size(); ++i) {
       stats->seq_ids.push_back(in_batch[i]->id);
       stats->seq_tokens.push_back(static_cast<int>(batch.chunks[i].tokens.size()));
+      stats->seq_prompt.push_back(i >= static_cast<size_t>(decode_tokens));
     }
   }
   for (const TokenEvent& e : *events) {
     if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled) continue;
     auto it = running_.find(e.seq_id);
-    pool_.Free(it->second->pages);
+    if (it->second->keep_pages) {
+      kept_pages_[e.seq_id] = std::move(it->second->pages);
+    } else {
+      pool_.Free(it->second->pages);
+    }
     running_.erase(it);
   }
   if (stats)

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,8 +51,18 @@ struct StepStats {
   int prompt_tokens = 0;
   int decode_tokens = 0;
   std::vector<uint64_t> seq_ids;
-  std::vector<int> seq_tokens;  // tokens each of seq_ids ran in this step
+  std::vector<int> seq_tokens;   // tokens each of seq_ids ran in this step
+  std::vector<bool> seq_prompt;  // whether that was prompt work (a prefill chunk)
 };
+
+// A sequence whose prompt's KV is complete once the current step's layers have run: what a
+// prefill worker needs to push that KV layer by layer (Engine::set_layer_hook).
+struct PromptDone {
+  uint64_t seq_id = 0;
+  std::span<const int32_t> pages;  // its block table (covers at least prompt_len tokens)
+  int prompt_len = 0;
+};
+using LayerHook = std::function<void(int layer, std::span<const PromptDone> done)>;
 
 class Engine {
  public:
@@ -59,8 +71,21 @@ class Engine {
   Engine(std::unique_ptr<Backend> backend, const EngineOptions& options);
 
   // Queues a prompt. Refuses empty prompts, prompts that leave no room to generate within
-  // the context, and requests whose pages could never fit the pool.
-  Result<uint64_t> Add(std::vector<int32_t> prompt, const SamplingParams& params);
+  // the context, and requests whose pages could never fit the pool. With keep_pages the pages
+  // outlive the sequence's end until TakeKeptPages (a prefill worker still sends them).
+  Result<uint64_t> Add(std::vector<int32_t> prompt, const SamplingParams& params,
+                       bool keep_pages = false);
+  // Queues a sequence whose prompt's KV is already in `pages` (written by a KV transfer) and
+  // whose first token was sampled elsewhere: it joins the batch decoding `first_token`. The
+  // pages must cover prompt plus max_tokens; they are the engine's from now on (freed at the end).
+  Result<uint64_t> AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
+                                std::vector<int32_t> pages, const SamplingParams& params);
+  // The pages of a finished keep_pages sequence; the caller frees them (pages().Free, any
+  // thread). Empty for an unknown sequence.
+  std::vector<int32_t> TakeKeptPages(uint64_t seq_id);
+  // Called during Step after each layer's KV write, for the sequences whose prompt completes in
+  // that step. Only a prefill worker sets it.
+  void set_layer_hook(LayerHook hook) { layer_hook_ = std::move(hook); }
   // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
   void Cancel(uint64_t seq_id);
   // Runs one batch; appends one event per sequence that produced a token or ended.
@@ -85,9 +110,11 @@ class Engine {
     SamplingParams params;
     Sampler sampler;
     int generated = 0;
+    bool keep_pages = false;
   };
 
   int ReservedTokens(const Sequence& s) const;
+  Status CheckPrompt(std::span<const int32_t> prompt) const;
   void Admit();
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 
@@ -99,6 +126,8 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::map<uint64_t, std::unique_ptr<Sequence>> running_;
   std::vector<uint64_t> cancelled_;
+  std::map<uint64_t, std::vector<int32_t>> kept_pages_;
+  LayerHook layer_hook_;
   std::vector<float> logits_;
 };
 

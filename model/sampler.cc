@@ -25,6 +25,11 @@ Status SamplingParams::Validate() const {
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
 
+void Sampler::SkipSample() {
+  if (params_.greedy()) return;  // greedy draws nothing
+  (void)std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
 int32_t Sampler::Sample(std::span<const float> logits) {
   const int vocab = static_cast<int>(logits.size());
   if (params_.greedy()) {

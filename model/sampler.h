@@ -36,6 +36,9 @@ class Sampler {
 
   // Picks a token from logits[vocab]. Greedy picks the lowest id among equal maxima.
   int32_t Sample(std::span<const float> logits);
+  // Advances the random stream past one Sample, for a sequence whose first token was sampled
+  // by another process (a prefill worker) with the same seed, so the rest of its stream matches.
+  void SkipSample();
 
  private:
   SamplingParams params_;

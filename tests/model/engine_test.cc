@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -169,6 +170,110 @@ TEST_F(EngineTest, ContextEndStopsWithLength) {
   while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events.back().finish, FinishReason::kLength);
+}
+
+// Prefill in one engine, copy the KV pages into another engine's pages (what the KV transfer
+// does), decode there: the tokens are those of one engine doing both, greedy and seeded.
+TEST_F(EngineTest, PrefillInOneEngineDecodeInAnotherMatchesOneEngine) {
+  for (const float temperature : {0.0f, 0.8f}) {
+    for (int i = 0; i < 4; ++i) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.seed = 7 + i;
+      p.max_tokens = 10;
+      p.ignore_eos = true;
+      auto whole = MakeEngine();
+      ASSERT_TRUE(whole->Add(Prompt(i), p).ok());
+      std::vector<TokenEvent> events;
+      while (whole->HasWork()) ASSERT_TRUE(whole->Step(&events).ok());
+      std::vector<int32_t> expected;
+      for (const auto& ev : events) expected.push_back(ev.token);
+
+      // Prefill engine: one token, pages kept; the layer hook sees every layer once.
+      auto prefill = MakeEngine(/*max_batch_tokens=*/5);  // several chunks for longer prompts
+      std::vector<int> layers_seen;
+      std::vector<int32_t> hooked_pages;
+      prefill->set_layer_hook([&](int layer, std::span<const PromptDone> done) {
+        ASSERT_EQ(done.size(), 1u);
+        EXPECT_EQ(done[0].prompt_len, static_cast<int>(Prompt(i).size()));
+        layers_seen.push_back(layer);
+        hooked_pages.assign(done[0].pages.begin(), done[0].pages.end());
+      });
+      SamplingParams first = p;
+      first.max_tokens = 1;
+      auto seq = prefill->Add(Prompt(i), first, /*keep_pages=*/true);
+      ASSERT_TRUE(seq.ok());
+      events.clear();
+      while (prefill->HasWork()) ASSERT_TRUE(prefill->Step(&events).ok());
+      ASSERT_EQ(events.size(), 1u);
+      const int32_t first_token = events[0].token;
+      ASSERT_EQ(first_token, expected[0]);
+      const int n_layers = prefill->config().n_layers;
+      ASSERT_EQ(static_cast<int>(layers_seen.size()), n_layers);
+      for (int l = 0; l < n_layers; ++l) EXPECT_EQ(layers_seen[l], l);
+      std::vector<int32_t> src = prefill->TakeKeptPages(*seq);
+      EXPECT_EQ(src, hooked_pages);
+      EXPECT_TRUE(prefill->TakeKeptPages(*seq).empty());
+
+      // Decode engine: pages reserved up front, KV copied page by page into them.
+      auto decode = MakeEngine();
+      const int page = 4;
+      const int prompt_len = static_cast<int>(Prompt(i).size());
+      auto dst = decode->pages().Allocate(PagesForTokens(prompt_len + p.max_tokens, page));
+      ASSERT_TRUE(dst.ok());
+      const KvCacheShape& shape = prefill->backend().kv_shape();
+      const size_t page_bytes = shape.page_elems() * sizeof(float);
+      for (int l = 0; l < n_layers; ++l) {
+        auto* from = static_cast<char*>(prefill->backend().KvLayerData(l));
+        auto* to = static_cast<char*>(decode->backend().KvLayerData(l));
+        for (int k = 0; k < PagesForTokens(prompt_len, page); ++k) {
+          std::memcpy(to + (*dst)[k] * page_bytes, from + src[k] * page_bytes, page_bytes);
+        }
+      }
+      prefill->pages().Free(src);
+      EXPECT_EQ(prefill->pages().free_pages(), prefill->pages().num_pages());
+      ASSERT_TRUE(decode->AddPrefilled(Prompt(i), first_token, *dst, p).ok());
+      std::vector<int32_t> got = {first_token};
+      events.clear();
+      while (decode->HasWork()) ASSERT_TRUE(decode->Step(&events).ok());
+      for (const auto& ev : events) got.push_back(ev.token);
+      EXPECT_EQ(got, expected) << "prompt " << i << " temperature " << temperature;
+      EXPECT_EQ(decode->pages().free_pages(), decode->pages().num_pages());
+    }
+  }
+}
+
+TEST_F(EngineTest, PrefilledSequenceNeedsPagesForItsWholeReservation) {
+  auto e = MakeEngine();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 20;
+  auto pages = e->pages().Allocate(2);  // 8 tokens: far too few for 5 + 20
+  ASSERT_TRUE(pages.ok());
+  auto r = e->AddPrefilled({1, 2, 3, 4, 5}, 7, *pages, p);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("needs 7 pages"), std::string::npos) << r.status().ToString();
+  e->pages().Free(*pages);
+}
+
+TEST_F(EngineTest, CancellingAWaitingPrefilledSequenceFreesItsPages) {
+  auto e = MakeEngine(2048, 256, /*max_running=*/1);
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 4;
+  auto busy = e->Add(Prompt(1), p);
+  ASSERT_TRUE(busy.ok());
+  std::vector<TokenEvent> events;
+  ASSERT_TRUE(e->Step(&events).ok());  // the first sequence holds the only running slot
+  auto pages = e->pages().Allocate(PagesForTokens(5 + 4, 4));
+  ASSERT_TRUE(pages.ok());
+  auto seq = e->AddPrefilled({1, 2, 3, 4, 5}, 7, *pages, p);
+  ASSERT_TRUE(seq.ok());
+  e->Cancel(*seq);
+  e->Cancel(*busy);
+  events.clear();
+  while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
+  EXPECT_EQ(e->pages().free_pages(), e->pages().num_pages());
 }
 
 }  // namespace
