@@ -4,6 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "gateway/ledger.h"
 
 namespace pdserve::app {
 
@@ -18,5 +23,21 @@ void AddBenchEngineCommand(CLI::App& bench);
 void AddBenchServeCommand(CLI::App& bench);
 void AddBenchAcceptanceCommand(CLI::App& bench);
 void AddBenchKvCommand(CLI::App& bench);
+// `pdserve ledger export` and `pdserve ledger forget` (app/ledger_commands.cc).
+void AddLedgerCommands(CLI::App& app);
+// `pdserve report`: the cost report (app/report_command.cc).
+void AddReportCommand(CLI::App& app);
+
+// Flags that select ledger rows, shared by `pdserve report` and `pdserve ledger export`
+// (defined in app/ledger_commands.cc).
+struct LedgerFilterFlags {
+  std::string tenant, from, to;   // empty: unset; times are unix seconds or ISO-8601 UTC
+  std::vector<std::string> tags;  // "k=v" (or "k=v,k2=v2"), every one must match
+};
+void AddLedgerFilterFlags(CLI::App& cmd, LedgerFilterFlags& flags);
+Result<gateway::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags);
+// Writes `text` to stdout when `path` is empty, else to `path` through a temporary file renamed
+// into place, so a failed run never leaves a partial file.
+Status WriteOutput(const std::string& path, const std::string& text);
 
 }  // namespace pdserve::app

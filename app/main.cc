@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   pdserve::app::AddTokenizeCommand(app);
   pdserve::app::AddServeCommands(app);
   pdserve::app::AddBenchCommands(app);
+  pdserve::app::AddReportCommand(app);
+  pdserve::app::AddLedgerCommands(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -1,0 +1,77 @@
+// `pdserve report`: reads a ledger and a price sheet and writes the cost report (table, CSV,
+// JSON or HTML; gateway/cost_report.h has the definitions). Every input is checked before
+// anything is written, so a bad price sheet or ledger leaves no --out file behind.
+#include <iostream>
+#include <memory>
+
+#include "app/commands.h"
+#include "gateway/cost_report.h"
+#include "gateway/cost_report_html.h"
+#include "gateway/price_sheet.h"
+
+namespace pdserve::app {
+namespace {
+
+struct ReportFlags {
+  std::string ledger, prices, format = "table", out, group_by_tag;
+  std::vector<std::string> apis;
+  LedgerFilterFlags filter;
+  int buckets = 24;
+};
+
+Result<std::string> RenderReport(const ReportFlags& f) {
+  PDSERVE_ASSIGN_OR_RETURN(gateway::LedgerFilter filter, ParseLedgerFilterFlags(f.filter));
+  PDSERVE_ASSIGN_OR_RETURN(gateway::PriceSheet sheet, gateway::PriceSheet::Load(f.prices));
+  PDSERVE_ASSIGN_OR_RETURN(std::vector<gateway::ApiPrice> apis, sheet.Select(f.apis));
+  PDSERVE_ASSIGN_OR_RETURN(auto ledger, gateway::Ledger::OpenReadOnly(f.ledger));
+  // The fleet's figures need every row in the window; tenant and tags narrow the sections.
+  gateway::LedgerFilter window;
+  window.from_unix = filter.from_unix;
+  window.to_unix = filter.to_unix;
+  PDSERVE_ASSIGN_OR_RETURN(auto rows, ledger->Rows(window));
+  PDSERVE_ASSIGN_OR_RETURN(auto periods, ledger->Periods(filter.from_unix, filter.to_unix));
+
+  gateway::ReportOptions options;
+  options.from_unix = filter.from_unix;
+  options.to_unix = filter.to_unix;
+  options.tenant = filter.tenant;
+  options.tags = filter.tags;
+  if (!f.group_by_tag.empty()) options.group_by_tag = f.group_by_tag;
+  options.utilisation_buckets = f.buckets;
+  const gateway::CostReport report = gateway::BuildCostReport(rows, periods, apis, options);
+  if (f.format == "json") return gateway::CostReportJson(report).dump(2) + "\n";
+  if (f.format == "csv") return gateway::CostReportCsv(report);
+  if (f.format == "html") return gateway::CostReportHtml(report);
+  return gateway::CostReportTable(report);
+}
+
+}  // namespace
+
+void AddReportCommand(CLI::App& app) {
+  auto f = std::make_shared<ReportFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Cost report from a ledger: reserved vs burst vs external APIs per 1M tokens");
+  cmd->add_option("--ledger", f->ledger, "the ledger file the gateway wrote (SQLite)")->required();
+  cmd->add_option("--prices", f->prices,
+                  "price sheet in LiteLLM's model_prices_and_context_window.json format")
+      ->required();
+  cmd->add_option("--api", f->apis,
+                  "compare with this entry of the price sheet (repeatable; default: all)");
+  cmd->add_option("--format", f->format, "table, csv, json or html")
+      ->check(CLI::IsMember({"table", "csv", "json", "html"}));
+  cmd->add_option("--out", f->out, "write here instead of stdout");
+  cmd->add_option("--group-by-tag", f->group_by_tag, "also a section per value of this tag");
+  cmd->add_option("--buckets", f->buckets, "points of the utilisation-over-time series")
+      ->check(CLI::Range(1, 10000));
+  AddLedgerFilterFlags(*cmd, f->filter);
+  cmd->callback([f] {
+    auto text = RenderReport(*f);
+    Status s = text.ok() ? WriteOutput(f->out, *text) : text.status();
+    if (!s.ok()) {
+      std::cerr << "pdserve report: " << s.ToString() << "\n";
+      throw CLI::RuntimeError(1);
+    }
+  });
+}
+
+}  // namespace pdserve::app
