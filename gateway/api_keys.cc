@@ -2,10 +2,45 @@
 
 #include <openssl/evp.h>
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace pdserve::gateway {
+
+namespace {
+
+// Reads `rpm=N` and `tpm=N` options into `limits`; `where` prefixes the error.
+Status ParseLimits(const std::vector<std::string>& options, const std::string& where,
+                   TenantLimits* limits, bool* any) {
+  bool seen_rpm = false, seen_tpm = false;
+  for (const std::string& option : options) {
+    const auto eq = option.find('=');
+    const std::string name = option.substr(0, eq);
+    const bool rpm = name == "rpm", tpm = name == "tpm";
+    if (eq == std::string::npos || (!rpm && !tpm)) {
+      return InvalidArgument(where + ": unknown option '" + option + "' (expected rpm=N or tpm=N)");
+    }
+    if ((rpm && seen_rpm) || (tpm && seen_tpm)) {
+      return InvalidArgument(where + ": '" + name + "' given twice");
+    }
+    int64_t value = -1;
+    const char* begin = option.data() + eq + 1;
+    const char* end = option.data() + option.size();
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end || begin == end || value < 0) {
+      return InvalidArgument(where + ": '" + name + "' takes a whole number >= 0, not '" +
+                             option.substr(eq + 1) + "'");
+    }
+    (rpm ? limits->requests_per_minute : limits->tokens_per_minute) = value;
+    (rpm ? seen_rpm : seen_tpm) = true;
+    *any = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 std::string ApiKeys::Sha256Hex(const std::string& text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -24,16 +59,28 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Load(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound(path + ": cannot open the API keys file");
   auto keys = std::make_shared<ApiKeys>();
+  bool seen_default = false;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream fields(line);
-    std::string key, tenant, extra;
-    fields >> key >> tenant >> extra;
+    std::vector<std::string> words;
+    for (std::string word; fields >> word;) words.push_back(word);
     const std::string where = path + ":" + std::to_string(n);
-    if (key.empty()) continue;
-    if (tenant.empty() || !extra.empty())
-      return InvalidArgument(where + ": expected '<sha256:HEX|key:KEY> <tenant>'");
+    if (words.empty()) continue;
+    if (words[0] == "default") {
+      if (seen_default) return InvalidArgument(where + ": a second 'default' line");
+      seen_default = true;
+      bool any = false;
+      const std::vector<std::string> options(words.begin() + 1, words.end());
+      PDSERVE_RETURN_IF_ERROR(ParseLimits(options, where, &keys->default_limits_, &any));
+      continue;
+    }
+    const std::string& key = words[0];
+    if (words.size() < 2 || words[1].find('=') != std::string::npos) {
+      return InvalidArgument(where + ": expected '<sha256:HEX|key:KEY> <tenant> [rpm=N] [tpm=N]'");
+    }
+    const std::string& tenant = words[1];
     std::string hash;
     if (key.rfind("sha256:", 0) == 0) {
       hash = key.substr(7);
@@ -44,6 +91,17 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Load(const std::string& path) {
       hash = Sha256Hex(key.substr(4));
     } else {
       return InvalidArgument(where + ": a key starts with 'sha256:' or 'key:'");
+    }
+    TenantLimits limits;
+    bool any = false;
+    const std::vector<std::string> options(words.begin() + 2, words.end());
+    PDSERVE_RETURN_IF_ERROR(ParseLimits(options, where, &limits, &any));
+    if (any) {
+      auto [it, inserted] = keys->limits_.try_emplace(tenant, limits);
+      if (!inserted && !(it->second == limits)) {
+        return InvalidArgument(where + ": tenant '" + tenant +
+                               "' was given other limits on an earlier line");
+      }
     }
     keys->tenants_[hash] = tenant;
   }

@@ -30,6 +30,13 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   shared->metrics = std::make_shared<GatewayMetrics>();
   if (!o.api_keys_file.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(shared->keys, ApiKeys::Load(o.api_keys_file));
+    if (!shared->keys->limits().empty() || !shared->keys->default_limits().unlimited()) {
+      shared->quota =
+          std::make_shared<TenantQuota>(shared->keys->limits(), shared->keys->default_limits());
+      const TenantLimits& d = shared->keys->default_limits();
+      spdlog::info("rate limits for {} tenant(s); others: rpm={} tpm={} (0: none)",
+                   shared->keys->limits().size(), d.requests_per_minute, d.tokens_per_minute);
+    }
   }
   server->registry_ = std::make_shared<WorkerRegistry>(
       server->io_,

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
+#include "gateway/tenant_quota.h"
 #include "gateway/worker_registry.h"
 #include "model/tokenizer.h"
 
@@ -25,7 +26,7 @@ struct GatewayOptions {
   std::string model_id;       // empty: the model directory's name
   int max_context = 4096;     // prompt + max_tokens limit (the model's context)
   std::string cluster_token;
-  std::string api_keys_file;  // empty: no authentication
+  std::string api_keys_file;  // empty: no authentication; tenants' rate limits come from it too
   size_t max_body_bytes = 8 << 20;
   int io_threads = 2;
 };
@@ -47,6 +48,7 @@ class GatewayServer {
     std::shared_ptr<const model::Tokenizer> tokenizer;
     std::shared_ptr<WorkerRegistry> registry;
     std::shared_ptr<const ApiKeys> keys;  // null: no authentication
+    std::shared_ptr<TenantQuota> quota;   // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
     std::string model_id;
     int max_context;

@@ -1,7 +1,9 @@
 #include "gateway/http_session.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <random>
 
@@ -59,15 +61,17 @@ void HttpSession::Handle(Request request) {
   version_ = request.version();
   const std::string target(request.target());
   const std::string path = target.substr(0, target.find('?'));
+  tenant_.clear();
   if (shared_->keys) {
     const std::string auth(request[http::field::authorization]);
     const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
-    if (path != "/health" && path != "/metrics" &&
-        (key.empty() || !shared_->keys->TenantFor(key))) {
+    const auto tenant = key.empty() ? std::nullopt : shared_->keys->TenantFor(key);
+    if (path != "/health" && path != "/metrics" && !tenant) {
       return RespondError(
           ApiError::Unauthorized(key.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
                                              : "Incorrect API key provided"));
     }
+    if (tenant) tenant_ = *tenant;
   }
   if (request.method() == http::verb::post && path == "/v1/completions") {
     return HandleCompletion(request, Endpoint::kCompletions);
@@ -87,9 +91,22 @@ void HttpSession::Handle(Request request) {
     return Respond(200, shared_->metrics->Scrape(*shared_->registry), "text/plain; version=0.0.4");
   }
   if (request.method() == http::verb::get && path == "/health") {
+    // Each worker's latest load report too: tests and operators see what the workers run.
+    const auto workers = shared_->registry->Workers();
+    nlohmann::json load = nlohmann::json::array();
+    for (const WorkerSummary& w : workers) {
+      load.push_back({{"id", w.id},
+                      {"name", w.name},
+                      {"role", w.role},
+                      {"class", w.capacity_class},
+                      {"running", w.running},
+                      {"inflight", w.inflight},
+                      {"free_pages", w.free_pages},
+                      {"draining", w.draining}});
+    }
     return Respond(
-        200,
-        nlohmann::json{{"status", "ok"}, {"workers", shared_->registry->Workers().size()}}.dump());
+        200, nlohmann::json{{"status", "ok"}, {"workers", workers.size()}, {"worker_load", load}}
+                 .dump());
   }
   RespondError(
       ApiError::NotFound("No route for " + std::string(request.method_string()) + " " + path));
@@ -144,6 +161,14 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   }
   const int max_tokens = req.max_tokens.value_or(room);
   const bool stream = req.stream;
+  if (shared_->quota && !tenant_.empty()) {
+    const QuotaDecision quota = shared_->quota->Admit(tenant_, int64_t{prompt_len} + max_tokens);
+    if (!quota.admitted) {
+      ApiError e = ApiError::RateLimited(quota.message);
+      e.type = quota.limit;  // as OpenAI: "requests" or "tokens"
+      return RespondError(e, quota.retry_after_s);
+    }
+  }
 
   // The call keeps this session alive until it finishes; every end of the call resets call_,
   // which breaks the cycle.
@@ -153,23 +178,63 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   output.finish = [self, stream](int status, std::string body, std::string timing, bool is_error) {
     auto s = self;
     if (stream && s->streaming_) return s->QueueChunk(std::move(body), true);
-    s->Respond(status, std::move(body), "application/json", timing, status == 503);
+    s->StopWatchingForClose();
+    s->Respond(status, std::move(body), "application/json", timing, status == 503 ? 1 : 0);
   };
   call_ = std::make_shared<CompletionCall>(stream_.get_executor(), shared_->registry,
                                            shared_->tokenizer, std::move(req),
                                            std::move(prompt).value(), max_tokens, NewRequestId(),
                                            shared_->model_id, std::move(output), shared_->metrics);
-  if (call_->Start() && stream) BeginStream();
+  if (!call_->Start()) return;
+  if (stream) {
+    BeginStream();
+  } else {
+    WatchForClose();
+  }
+}
+
+void HttpSession::WatchForClose() {
+  watching_ = true;
+  const uint64_t generation = ++watch_generation_;
+  stream_.socket().async_wait(
+      asio::socket_base::wait_read, [self = shared_from_this(), generation](beast::error_code ec) {
+        if (!self->watching_ || generation != self->watch_generation_) return;
+        self->watching_ = false;
+        if (ec == asio::error::operation_aborted) return;
+        // The reactor may wake a wait for readiness that an earlier read already consumed: peek
+        // without blocking to learn what is really there.
+        char byte;
+        const ssize_t n =
+            ::recv(self->stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (!ec && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+          return self->WatchForClose();  // nothing yet: keep watching
+        }
+        if (!ec && n > 0) return;  // a pipelined request, which the parser reads next
+        // End of file or an error: the client is gone.
+        spdlog::debug("client closed its connection during a request; cancelling it");
+        if (self->call_) self->call_->Cancel();
+        self->call_.reset();
+        beast::error_code ignored;
+        self->stream_.socket().close(ignored);
+      });
+}
+
+void HttpSession::StopWatchingForClose() {
+  if (!watching_) return;
+  watching_ = false;
+  ++watch_generation_;
+  beast::error_code ignored;
+  stream_.socket().cancel(ignored);  // no write is pending yet: only the wait is cancelled
 }
 
 void HttpSession::Respond(unsigned status, std::string body, const std::string& content_type,
-                          const std::string& server_timing, bool retry_after) {
+                          const std::string& server_timing, int retry_after_s) {
   auto response = std::make_shared<http::response<http::string_body>>(
       static_cast<http::status>(status), version_);
   response->set(http::field::server, "pdserve");
   response->set(http::field::content_type, content_type);
   if (!server_timing.empty()) response->set("server-timing", server_timing);
-  if (retry_after) response->set(http::field::retry_after, "1");
+  if (retry_after_s > 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
   response->keep_alive(keep_alive_);
   response->body() = std::move(body);
   response->prepare_payload();
@@ -181,9 +246,9 @@ void HttpSession::Respond(unsigned status, std::string body, const std::string& 
                     });
 }
 
-void HttpSession::RespondError(const ApiError& error) {
-  Respond(error.http_status, error.ToJson().dump(), "application/json", "",
-          error.http_status == 503);
+void HttpSession::RespondError(const ApiError& error, int retry_after_s) {
+  if (retry_after_s <= 0 && error.http_status == 503) retry_after_s = 1;
+  Respond(error.http_status, error.ToJson().dump(), "application/json", "", retry_after_s);
 }
 
 void HttpSession::AfterResponse() {

@@ -1,8 +1,11 @@
 // HttpSession: one client connection to the gateway. Reads requests with a fresh Beast parser
 // per message (body limit, 60 s read timeout), routes them, and writes responses; SSE streams
 // go out as HTTP/1.1 chunks with a bounded write queue (a client that stops reading is cut off
-// and its request cancelled). Keep-alive. Every async step holds shared_from_this() and runs on
-// the connection's strand.
+// and its request cancelled). While a non-streaming request runs, the session waits for the
+// socket to turn readable: end of file there (the client closed, or half-closed, its side)
+// cancels the request on its worker. A client that pipelines its next request is not watched
+// further. Tenants over their quota get 429 with Retry-After. Keep-alive. Every async step holds
+// shared_from_this() and runs on the connection's strand.
 #pragma once
 
 #include <boost/beast/core.hpp>
@@ -28,10 +31,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Read();
   void Handle(Request request);
   void HandleCompletion(const Request& request, Endpoint endpoint);
+  // retry_after_s > 0: a Retry-After header with that many seconds.
   void Respond(unsigned status, std::string body,
                const std::string& content_type = "application/json",
-               const std::string& server_timing = "", bool retry_after = false);
-  void RespondError(const ApiError& error);
+               const std::string& server_timing = "", int retry_after_s = 0);
+  void RespondError(const ApiError& error, int retry_after_s = 0);
+  void WatchForClose();
+  void StopWatchingForClose();
   void BeginStream();
   void QueueChunk(std::string data, bool last);
   void WriteNextChunk();
@@ -43,12 +49,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::shared_ptr<const GatewayServer::Shared> shared_;
   bool keep_alive_ = true;
   unsigned version_ = 11;
+  std::string tenant_;  // of the current request's API key; empty without authentication
 
   std::shared_ptr<CompletionCall> call_;
   bool streaming_ = false;
   std::deque<std::pair<std::string, bool>> chunks_;  // (data, is last)
   size_t queued_bytes_ = 0;
   bool writing_ = false;
+  bool watching_ = false;          // a wait for the client closing is pending (non-streaming only)
+  uint64_t watch_generation_ = 0;  // tells a cancelled wait's late completion from the current
 };
 
 }  // namespace pdserve::gateway

@@ -1,0 +1,72 @@
+// TenantQuota: per-tenant rate limits checked at admission, before a request reaches a worker.
+// Each tenant may have a requests-per-minute and a tokens-per-minute limit; a request costs one
+// request and its prompt tokens plus its max_tokens (what it may use, counted when admitted: the
+// output is not known yet, and a request that stops early is not refunded).
+//
+// Algorithm: one token bucket per tenant and limit. A bucket holds at most one minute's limit,
+// starts full and refills continuously at limit/60 per second, so a tenant may burst up to its
+// whole minute at once and then goes at the steady rate. A request is admitted only when both
+// buckets hold enough; a refused request takes nothing. A refusal says which limit and how long
+// until the request would fit (Retry-After, whole seconds, at least 1). A request larger than a
+// whole minute's token limit can never fit: it is refused with the minute as its wait.
+//
+// Thread-safety: Admit may be called from any thread (one mutex guards the buckets). The clock is
+// injectable for tests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace pdserve::gateway {
+
+struct TenantLimits {
+  int64_t requests_per_minute = 0;  // 0: no limit
+  int64_t tokens_per_minute = 0;    // 0: no limit; prompt + max_tokens per request
+  bool unlimited() const { return requests_per_minute <= 0 && tokens_per_minute <= 0; }
+  bool operator==(const TenantLimits&) const = default;
+};
+
+struct QuotaDecision {
+  bool admitted = true;
+  // When refused: which limit ("requests" or "tokens", OpenAI's error type for each), the
+  // seconds until the request would fit, and a message naming the tenant and the limit.
+  std::string limit;
+  int retry_after_s = 0;
+  std::string message;
+};
+
+class TenantQuota {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  // `limits`: per tenant; a tenant not listed gets `default_limits`.
+  explicit TenantQuota(std::map<std::string, TenantLimits> limits, TenantLimits default_limits = {},
+                       Clock clock = &std::chrono::steady_clock::now);
+
+  // Admits (and charges) a request of `tokens` tokens for `tenant`, or says why not.
+  QuotaDecision Admit(const std::string& tenant, int64_t tokens);
+
+  TenantLimits LimitsFor(const std::string& tenant) const;
+
+ private:
+  struct Bucket {
+    double level = 0;  // what is left now; the capacity is the per-minute limit
+    std::chrono::steady_clock::time_point updated;
+  };
+  struct Buckets {
+    Bucket requests, tokens;
+  };
+
+  const std::map<std::string, TenantLimits> limits_;
+  const TenantLimits default_limits_;
+  const Clock clock_;
+
+  std::mutex mu_;
+  std::map<std::string, Buckets> buckets_;  // by tenant; guarded by mu_
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,137 @@
+// End to end with API keys and tenant quotas: the official `openai` npm SDK (installed in
+// tests/tools by `scripts/setup --test`) calls completions and chat, streamed and not, and sees
+// our errors as its APIError subclasses with our messages (tests/tools/openai_sdk_check.mjs);
+// and a tenant over its quota gets 429, an OpenAI error object and Retry-After.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include "tests/e2e/process.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve {
+namespace {
+
+using model::testing::TempDir;
+using testing::HttpConnection;
+using testing::HttpResponse;
+using testing::Process;
+using Clock = std::chrono::steady_clock;
+
+class AuthenticatedGatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::MakeTinyModel(dir_.path());
+    ASSERT_FALSE(model_.empty()) << "pdserve make-model failed";
+    // One unlimited tenant, one allowed 3 requests a minute, one allowed 100 tokens a minute.
+    std::ofstream(dir_ / "keys") << "# tenants for the e2e tests\n"
+                                 << "key:sk-good acme\n"
+                                 << "key:sk-limited tiny-tenant rpm=3\n"
+                                 << "key:sk-tokens token-tenant tpm=100\n";
+    gateway_ = testing::StartGateway(dir_.path(), model_, {"--api-keys", dir_ / "keys"});
+    ASSERT_TRUE(gateway_.process) << "gateway did not start";
+    http_ = gateway_.http_port;
+    worker_ = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "worker.log");
+    ASSERT_TRUE(testing::WaitForWorkerLoad(http_, 1, std::chrono::seconds(30)))
+        << "the worker did not register";
+  }
+
+  HttpResponse Post(const std::string& key, const std::string& body) {
+    HttpConnection c(http_);
+    HttpResponse r;
+    std::string error;
+    EXPECT_TRUE(c.Send(testing::HttpRequestText("POST", "/v1/completions", body,
+                                                {"Authorization: Bearer " + key})));
+    EXPECT_TRUE(c.ReadResponse(&r, Clock::now() + std::chrono::seconds(30), &error)) << error;
+    return r;
+  }
+
+  TempDir dir_;
+  std::string model_;
+  testing::StartedGateway gateway_;
+  std::unique_ptr<Process> worker_;
+  int http_ = 0;
+};
+
+TEST_F(AuthenticatedGatewayTest, TenantOverItsRequestQuotaGets429WithRetryAfter) {
+  const std::string body = R"({"model":"tiny","prompt":"hi","max_tokens":2})";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Post("sk-limited", body).status, 200) << i;
+  HttpResponse refused = Post("sk-limited", body);
+  ASSERT_EQ(refused.status, 429) << refused.body;
+  auto error = nlohmann::json::parse(refused.body)["error"];
+  EXPECT_EQ(error["type"], "requests");
+  EXPECT_EQ(error["code"], "rate_limit_exceeded");
+  const std::string message = error["message"];
+  EXPECT_NE(message.find("tenant 'tiny-tenant'"), std::string::npos) << message;
+  EXPECT_NE(message.find("requests per min (RPM): Limit 3"), std::string::npos) << message;
+  // 3 a minute: one more every 20 s.
+  const int retry_after = std::atoi(refused.headers["retry-after"].c_str());
+  EXPECT_GE(retry_after, 19) << refused.headers["retry-after"];
+  EXPECT_LE(retry_after, 20);
+  // Other tenants are not held back.
+  EXPECT_EQ(Post("sk-good", body).status, 200);
+}
+
+TEST_F(AuthenticatedGatewayTest, TokenQuotaCountsPromptAndMaxTokens) {
+  // The prompt is a few tokens; max_tokens 60 fits once in 100 tokens a minute, not twice.
+  const std::string body = R"({"model":"tiny","prompt":"hi","max_tokens":60,"ignore_eos":true})";
+  EXPECT_EQ(Post("sk-tokens", body).status, 200);
+  HttpResponse refused = Post("sk-tokens", body);
+  ASSERT_EQ(refused.status, 429) << refused.body;
+  auto error = nlohmann::json::parse(refused.body)["error"];
+  EXPECT_EQ(error["type"], "tokens");
+  EXPECT_NE(error["message"].get<std::string>().find("tokens per min (TPM): Limit 100"),
+            std::string::npos)
+      << error["message"];
+  EXPECT_GE(std::atoi(refused.headers["retry-after"].c_str()), 1);
+  // More than a whole minute's tokens can never fit: refused at once, and says so.
+  HttpResponse too_large = Post("sk-tokens", R"({"model":"tiny","prompt":"hi","max_tokens":500})");
+  ASSERT_EQ(too_large.status, 429);
+  EXPECT_NE(too_large.body.find("Request too large for tenant 'token-tenant'"), std::string::npos)
+      << too_large.body;
+}
+
+TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
+  const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
+  ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
+      << "node is not installed: run scripts/setup --test";
+  ASSERT_TRUE(std::filesystem::exists(tools + "/node_modules/openai/package.json"))
+      << "the openai npm package is missing in tests/tools: run scripts/setup --test";
+  const std::string command =
+      "timeout 120 node " + tools +
+      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_) +
+      "/v1 --model tiny --api-key sk-good --limited-key sk-limited "
+      "--limited-tenant tiny-tenant 2>&1";
+  FILE* p = ::popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+
+  auto report = nlohmann::json::parse(
+      out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1), nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << "exit " << exit_code << ", no JSON report:\n" << out;
+  std::printf("openai SDK %s\n", report.value("sdk_version", "?").c_str());
+  std::set<std::string> names;
+  for (const auto& r : report["results"]) {
+    names.insert(r["name"].get<std::string>());
+    EXPECT_TRUE(r["ok"].get<bool>()) << r["name"] << ": " << r.value("error", "");
+    if (r["ok"].get<bool>() && r.contains("detail") && r["detail"].contains("class")) {
+      std::printf("  %s -> %s: %s\n", r["name"].get<std::string>().c_str(),
+                  r["detail"]["class"].get<std::string>().c_str(),
+                  r["detail"]["message"].get<std::string>().c_str());
+    }
+  }
+  for (const char* name :
+       {"completions", "completions stream", "chat.completions", "chat.completions stream",
+        "400 bad field", "404 unknown model", "401 bad key", "429 over quota"}) {
+    EXPECT_TRUE(names.count(name)) << name << " was not checked";
+  }
+  EXPECT_EQ(exit_code, 0) << out;
+}
+
+}  // namespace
+}  // namespace pdserve

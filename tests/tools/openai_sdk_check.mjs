@@ -1,0 +1,241 @@
+// Drives a pdserve gateway with the official `openai` npm SDK (tests/e2e/openai_sdk_test.cc runs
+// it): completions and chat, streamed and not, and our errors as the SDK's APIError subclasses
+// carrying our messages. Prints one JSON object {ok, sdk_version, results: [...]} on stdout and
+// exits 1 on any mismatch (2 on bad arguments).
+//
+// Usage: node openai_sdk_check.mjs --base-url http://127.0.0.1:PORT/v1 --model tiny
+//          --api-key KEY [--limited-key KEY --limited-tenant NAME]
+// --limited-key: a key whose tenant has a small requests-per-minute limit; the check spends it
+// until the gateway answers 429 and expects a RateLimitError.
+import OpenAI from 'openai';
+import { readFileSync } from 'node:fs';
+
+function parseArgs(argv) {
+  const args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith('--') || i + 1 >= argv.length) {
+      console.error(`bad argument '${argv[i]}'`);
+      process.exit(2);
+    }
+    args[argv[i].slice(2)] = argv[i + 1];
+  }
+  for (const required of ['base-url', 'model', 'api-key']) {
+    if (!args[required]) {
+      console.error(`--${required} is required`);
+      process.exit(2);
+    }
+  }
+  return args;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const model = args.model;
+// No retries: a 429 or 5xx must reach the check as it was sent, not be retried away.
+const options = { baseURL: args['base-url'], maxRetries: 0, timeout: 60_000 };
+const client = new OpenAI({ ...options, apiKey: args['api-key'] });
+const results = [];
+
+function expect(condition, what) {
+  if (!condition) throw new Error(what);
+}
+
+async function check(name, fn) {
+  try {
+    results.push({ name, ok: true, detail: await fn() });
+  } catch (e) {
+    results.push({ name, ok: false, error: String(e?.stack ?? e) });
+  }
+}
+
+// Runs `fn`, which must throw `errorClass` with HTTP `status` and a message containing `says`.
+async function checkApiError(name, errorClass, status, says, fn) {
+  await check(name, async () => {
+    let error;
+    try {
+      await fn();
+    } catch (e) {
+      error = e;
+    }
+    expect(error !== undefined, 'no error was thrown');
+    expect(
+      error instanceof errorClass,
+      `expected ${errorClass.name}, got ${error?.constructor?.name}: ${error?.message}`,
+    );
+    expect(error instanceof OpenAI.APIError, 'not an OpenAI.APIError');
+    expect(error.status === status, `status ${error.status}, expected ${status}`);
+    const ours = error.error?.message;
+    expect(typeof ours === 'string', `no error.message in the body: ${JSON.stringify(error.error)}`);
+    expect(ours.includes(says), `message '${ours}' does not contain '${says}'`);
+    expect(error.message.includes(ours), `the SDK's message '${error.message}' lost ours`);
+    return {
+      class: error.constructor.name,
+      status: error.status,
+      type: error.type,
+      code: error.code,
+      param: error.param,
+      message: ours,
+      retry_after: error.headers?.get?.('retry-after') ?? null,
+    };
+  });
+}
+
+await check('models.list', async () => {
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  expect(ids.includes(model), `model '${model}' not in ${JSON.stringify(ids)}`);
+  return { ids };
+});
+
+await check('completions', async () => {
+  const r = await client.completions.create({
+    model,
+    prompt: 'The capital of France is',
+    max_tokens: 8,
+    temperature: 0,
+  });
+  expect(r.object === 'text_completion', `object '${r.object}'`);
+  expect(typeof r.choices?.[0]?.text === 'string', 'no choices[0].text');
+  expect(r.usage?.completion_tokens > 0, `usage ${JSON.stringify(r.usage)}`);
+  expect(r.usage.prompt_tokens > 0, `usage ${JSON.stringify(r.usage)}`);
+  return { text: r.choices[0].text, finish_reason: r.choices[0].finish_reason, usage: r.usage };
+});
+
+await check('completions stream', async () => {
+  const stream = await client.completions.create({
+    model,
+    prompt: 'Once upon a time',
+    max_tokens: 8,
+    temperature: 0,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = '';
+  let chunks = 0;
+  let usage = null;
+  let finish = null;
+  for await (const chunk of stream) {
+    ++chunks;
+    if (chunk.usage) usage = chunk.usage;
+    const choice = chunk.choices?.[0];
+    if (choice) {
+      text += choice.text ?? '';
+      finish = choice.finish_reason ?? finish;
+    }
+  }
+  expect(chunks > 1, `${chunks} chunks`);
+  expect(finish !== null, 'no finish_reason');
+  expect(usage?.completion_tokens > 0, `usage ${JSON.stringify(usage)}`);
+  return { text, chunks, finish_reason: finish, usage };
+});
+
+await check('chat.completions', async () => {
+  const r = await client.chat.completions.create({
+    model,
+    messages: [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Say hi.' },
+    ],
+    max_tokens: 8,
+    temperature: 0,
+  });
+  expect(r.object === 'chat.completion', `object '${r.object}'`);
+  const message = r.choices?.[0]?.message;
+  expect(message?.role === 'assistant', `message ${JSON.stringify(message)}`);
+  expect(typeof message.content === 'string', 'no message.content');
+  expect(r.usage?.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, 'usage sum');
+  return { content: message.content, finish_reason: r.choices[0].finish_reason, usage: r.usage };
+});
+
+await check('chat.completions stream', async () => {
+  const stream = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    max_tokens: 8,
+    temperature: 0,
+    stream: true,
+  });
+  let content = '';
+  let chunks = 0;
+  let finish = null;
+  for await (const chunk of stream) {
+    ++chunks;
+    const choice = chunk.choices?.[0];
+    expect(chunk.object === 'chat.completion.chunk', `object '${chunk.object}'`);
+    if (choice) {
+      content += choice.delta?.content ?? '';
+      finish = choice.finish_reason ?? finish;
+    }
+  }
+  expect(chunks > 1, `${chunks} chunks`);
+  expect(finish !== null, 'no finish_reason');
+  return { content, chunks, finish_reason: finish };
+});
+
+await checkApiError(
+  '400 bad field',
+  OpenAI.BadRequestError,
+  400,
+  "'temperature' must be between",
+  () => client.completions.create({ model, prompt: 'x', max_tokens: 2, temperature: 5 }),
+);
+
+await checkApiError(
+  '400 bad field (chat, stream)',
+  OpenAI.BadRequestError,
+  400,
+  "'messages[0].role' must be one of",
+  () =>
+    client.chat.completions.create({
+      model,
+      messages: [{ role: 'robot', content: 'hi' }],
+      stream: true,
+    }),
+);
+
+await checkApiError(
+  '404 unknown model',
+  OpenAI.NotFoundError,
+  404,
+  "The model 'gpt-9-does-not-exist' does not exist",
+  () =>
+    client.chat.completions.create({
+      model: 'gpt-9-does-not-exist',
+      messages: [{ role: 'user', content: 'hi' }],
+    }),
+);
+
+await checkApiError('401 bad key', OpenAI.AuthenticationError, 401, 'Incorrect API key', () =>
+  new OpenAI({ ...options, apiKey: 'sk-not-a-key' }).completions.create({
+    model,
+    prompt: 'x',
+    max_tokens: 2,
+  }),
+);
+
+if (args['limited-key']) {
+  const limited = new OpenAI({ ...options, apiKey: args['limited-key'] });
+  const tenant = args['limited-tenant'] ?? '';
+  await checkApiError(
+    '429 over quota',
+    OpenAI.RateLimitError,
+    429,
+    `Rate limit reached for tenant '${tenant}'`,
+    async () => {
+      // Spend the tenant's requests; the gateway must refuse one within a few.
+      for (let i = 0; i < 20; ++i) {
+        await limited.completions.create({ model, prompt: 'x', max_tokens: 1 });
+      }
+    },
+  );
+  const last = results[results.length - 1];
+  if (last.ok && !(Number(last.detail.retry_after) >= 1)) {
+    last.ok = false;
+    last.error = `Retry-After is '${last.detail.retry_after}', expected whole seconds >= 1`;
+  }
+}
+
+const sdkPackage = new URL('./node_modules/openai/package.json', import.meta.url);
+const sdkVersion = JSON.parse(readFileSync(sdkPackage, 'utf8')).version;
+const ok = results.every((r) => r.ok);
+console.log(JSON.stringify({ ok, sdk_version: sdkVersion, results }));
+process.exit(ok ? 0 : 1);
