@@ -1,5 +1,6 @@
-// `pdserve gateway`, `pdserve decode` (colocated: --role both) and `pdserve up`: the serving
-// processes. `up` runs a gateway and workers as child processes of its own on localhost.
+// `pdserve gateway`, `pdserve prefill`, `pdserve decode` (--role both: colocated) and
+// `pdserve up`: the serving processes. `up` runs a gateway and workers as child processes of its
+// own on localhost.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,11 +14,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "app/commands.h"
 #include "common/logging.h"
 #include "decode_pool/worker.h"
 #include "gateway/gateway_server.h"
 #include "model/model_maker.h"
+#include "prefill_pool/prefill_worker.h"
 
 namespace pdserve::app {
 namespace {
@@ -57,11 +61,17 @@ void RunGateway(gateway::GatewayOptions o, const std::string& ready_file) {
   t.join();
 }
 
-void RunWorker(decode_pool::WorkerOptions o) {
-  InitLogging("worker", "info");
-  o.model_dir = ModelOrBuiltin("decode", o.model_dir);
-  auto worker = decode_pool::Worker::Create(o);
-  if (!worker.ok()) Fail("decode", worker.status());
+// Runs a worker (decode_pool::Worker or prefill_pool::PrefillWorker) until it drains (SIGINT,
+// SIGTERM) or loses its gateway.
+template <typename W, typename Options>
+void RunWorker(const char* command, Options o) {
+  InitLogging(command, "info");
+  o.model_dir = ModelOrBuiltin(command, o.model_dir);
+  auto worker = W::Create(o);
+  if (!worker.ok()) Fail(command, worker.status());
+  if ((*worker)->metrics_port()) {
+    spdlog::info("metrics on http://127.0.0.1:{}/metrics", (*worker)->metrics_port());
+  }
   boost::asio::io_context signals_io;
   boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM);
   signals.async_wait([&](auto, int) { (*worker)->Drain(); });
@@ -69,13 +79,26 @@ void RunWorker(decode_pool::WorkerOptions o) {
   Status s = (*worker)->Run();
   signals_io.stop();
   t.join();
-  if (!s.ok()) Fail("decode", s);
+  if (!s.ok()) Fail(command, s);
+}
+
+// Splits --gateway host:port.
+void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
+                         uint16_t* port) {
+  const auto colon = address.rfind(':');
+  const int p = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
+  if (p <= 0 || p > 65535) Fail(command, InvalidArgument("--gateway must be host:port"));
+  *host = address.substr(0, colon);
+  *port = static_cast<uint16_t>(p);
 }
 
 struct UpFlags {
   std::string model_dir;
   uint16_t port = 8000;
-  int workers = 1;
+  int prefill = 1;
+  int decode = 1;
+  int colocated = 0;
+  int threads = 0;  // per worker; 0: the machine's cores shared among the workers
   std::string ledger;
   bool no_auth = true;
 };
@@ -138,16 +161,28 @@ void RunUp(const UpFlags& f) {
     std::cerr << "pdserve up: the gateway did not start within 30 s\n";
     stop_all(1);
   }
-  const std::string control = std::to_string(ports["control_port"].get<int>());
-  for (int i = 0; i < f.workers; ++i) {
-    spawn({"pdserve", "decode", "--role", "both", "--model", model_dir, "--gateway",
-           "127.0.0.1:" + control});
+  const std::string control = "127.0.0.1:" + std::to_string(ports["control_port"].get<int>());
+  const int workers = f.prefill + f.decode + f.colocated;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string threads =
+      std::to_string(f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, workers)));
+  for (int i = 0; i < f.prefill; ++i) {
+    spawn({"pdserve", "prefill", "--model", model_dir, "--gateway", control, "--threads", threads});
+  }
+  for (int i = 0; i < f.decode; ++i) {
+    spawn({"pdserve", "decode", "--role", "decode", "--model", model_dir, "--gateway", control,
+           "--threads", threads});
+  }
+  for (int i = 0; i < f.colocated; ++i) {
+    spawn({"pdserve", "decode", "--role", "both", "--model", model_dir, "--gateway", control,
+           "--threads", threads});
   }
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
   std::cout
       << "pdserve is up: http://127.0.0.1:" << http << "/v1 serving '" << model << "' with "
-      << f.workers << " colocated worker(s). Ctrl-C stops it.\n"
+      << f.prefill << " prefill, " << f.decode << " decode and " << f.colocated
+      << " colocated worker(s). Ctrl-C stops it.\n"
       << "  curl http://127.0.0.1:" << http
       << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"" << model
       << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
@@ -193,40 +228,78 @@ void AddServeCommands(CLI::App& app) {
     RunGateway(*g, *ready);
   });
 
+  // Flags every worker kind shares.
+  auto common_flags = [](CLI::App* cmd, auto* o, std::string* gateway_address) {
+    cmd->add_option("--model", o->model_dir, "Model directory (default: built-in tiny)");
+    cmd->add_option("--gateway", *gateway_address, "The gateway's control address host:port")
+        ->required();
+    cmd->add_option("--capacity-class", o->identity.capacity_class, "reserved or burst")
+        ->check(CLI::IsMember({"reserved", "burst"}));
+    cmd->add_option("--price-per-gpu-hour", o->identity.price_per_gpu_hour, "USD per GPU-hour")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--gpus", o->identity.gpu_count, "GPUs this worker counts as")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--zone", o->identity.zone, "Zone (KV crossing zones is charged egress)");
+    cmd->add_option("--cluster-token", o->identity.cluster_token, "Token the gateway expects");
+    cmd->add_option("--device", o->engine.device, "cpu");
+    cmd->add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    cmd->add_option("--page-size", o->engine.page_size, "Tokens per KV page")
+        ->check(CLI::Range(1, 1024));
+    cmd->add_option("--kv-memory-mb", o->engine.kv_memory_mb, "KV pool size");
+    cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--max-running", o->engine.max_running, "Sequences in a batch at once")
+        ->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--metrics-port", o->metrics_port,
+                    "Prometheus /metrics port (0: any free port, -1: off)");
+  };
+
   auto w = std::make_shared<decode_pool::WorkerOptions>();
-  auto gateway_address = std::make_shared<std::string>();
-  CLI::App* dec =
-      app.add_subcommand("decode", "A worker that dials the gateway (use --role both: colocated)");
-  dec->add_option("--model", w->model_dir, "Model directory (default: built-in tiny)");
-  dec->add_option("--gateway", *gateway_address, "The gateway's control address host:port")
-      ->required();
-  dec->add_option("--role", w->role, "both (prefill and decode in this process)");
-  dec->add_option("--capacity-class", w->capacity_class, "reserved or burst")
-      ->check(CLI::IsMember({"reserved", "burst"}));
-  dec->add_option("--price-per-gpu-hour", w->price_per_gpu_hour, "USD per GPU-hour");
-  dec->add_option("--gpus", w->gpu_count, "GPUs this worker counts as");
-  dec->add_option("--cluster-token", w->cluster_token, "Token the gateway expects");
-  dec->add_option("--device", w->engine.device, "cpu");
-  dec->add_option("--threads", w->engine.threads, "CPU threads (0: all)");
-  dec->add_option("--kv-memory-mb", w->engine.kv_memory_mb, "KV pool size");
-  dec->add_option("--max-running", w->engine.max_running, "Sequences decoding at once");
-  dec->callback([w, gateway_address] {
-    const auto colon = gateway_address->rfind(':');
-    if (colon == std::string::npos) Fail("decode", InvalidArgument("--gateway must be host:port"));
-    w->gateway_host = gateway_address->substr(0, colon);
-    w->gateway_port = static_cast<uint16_t>(std::stoi(gateway_address->substr(colon + 1)));
-    RunWorker(*w);
+  w->role = "decode";
+  auto decode_gateway = std::make_shared<std::string>();
+  CLI::App* dec = app.add_subcommand(
+      "decode", "A decode worker (or, with --role both, a colocated one) that dials the gateway");
+  common_flags(dec, w.get(), decode_gateway.get());
+  dec->add_option("--role", w->role, "decode, or both (prefill and decode in this process)")
+      ->check(CLI::IsMember({"decode", "both"}));
+  dec->add_option("--kv-bind", w->kv_bind_address, "Address the KV listener binds");
+  dec->add_option("--kv-host", w->kv_advertise_host, "Address prefill workers dial for KV");
+  dec->add_option("--kv-port", w->kv_port, "KV listener port (0: any free port)");
+  dec->callback([w, decode_gateway] {
+    ParseGatewayAddress("decode", *decode_gateway, &w->gateway.host, &w->gateway.port);
+    RunWorker<decode_pool::Worker>("decode", *w);
+  });
+
+  auto pw = std::make_shared<prefill_pool::PrefillWorkerOptions>();
+  auto prefill_gateway = std::make_shared<std::string>();
+  CLI::App* pre = app.add_subcommand(
+      "prefill", "A prefill worker: prompts in, KV pushed to decode workers, first token out");
+  common_flags(pre, pw.get(), prefill_gateway.get());
+  pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
+                  "Tests only: pause after pushing each layer's KV")
+      ->group("");  // hidden
+  pre->callback([pw, prefill_gateway] {
+    ParseGatewayAddress("prefill", *prefill_gateway, &pw->gateway.host, &pw->gateway.port);
+    RunWorker<prefill_pool::PrefillWorker>("prefill", *pw);
   });
 
   auto u = std::make_shared<UpFlags>();
-  CLI::App* up =
-      app.add_subcommand("up", "A gateway and colocated workers on localhost, in one command");
+  CLI::App* up = app.add_subcommand(
+      "up", "A gateway, prefill and decode workers on localhost, in one command");
   up->add_option("--model", u->model_dir,
                  "Model directory (default: built-in tiny, made if absent)");
   up->add_option("--port", u->port, "HTTP port");
-  up->add_option("--workers", u->workers, "Colocated workers (prefill and decode in one process)")
-      ->check(CLI::Range(1, 64));
-  up->callback([u] { RunUp(*u); });
+  up->add_option("--prefill", u->prefill, "Prefill workers")->check(CLI::Range(0, 64));
+  up->add_option("--decode", u->decode, "Decode workers")->check(CLI::Range(0, 64));
+  up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
+      ->check(CLI::Range(0, 64));
+  up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
+  up->callback([u] {
+    if (u->colocated == 0 && (u->prefill == 0 || u->decode == 0)) {
+      Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));
+    }
+    RunUp(*u);
+  });
 }
 
 }  // namespace pdserve::app

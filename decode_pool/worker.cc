@@ -1,103 +1,291 @@
 #include "decode_pool/worker.h"
 
+#include "model/sampling_proto.h"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
+#include <algorithm>
 
 namespace pdserve::decode_pool {
 
-namespace asio = boost::asio;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
-  if (options.role != "both") {
-    return Unimplemented("worker role '" + options.role + "': this build serves --role both");
+  if (options.role != "both" && options.role != "decode") {
+    return InvalidArgument("a decode worker's role is decode or both, got '" + options.role + "'");
   }
-  if (options.capacity_class != "reserved" && options.capacity_class != "burst") {
-    return InvalidArgument("capacity class must be reserved or burst, got '" +
-                           options.capacity_class + "'");
-  }
-  if (options.gateway_port == 0) return InvalidArgument("the gateway's control port is required");
+  PDSERVE_RETURN_IF_ERROR(options.identity.Validate());
+  if (options.gateway.port == 0) return InvalidArgument("the gateway's control port is required");
   PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
-  return std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
+  auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
+  if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
+  if (options.metrics_port >= 0) {
+    PDSERVE_ASSIGN_OR_RETURN(worker->metrics_,
+                             WorkerMetrics::Start("127.0.0.1", options.metrics_port, options.role));
+  }
+  return worker;
 }
 
 Worker::Worker(const WorkerOptions& options, std::unique_ptr<model::Engine> engine)
     : options_(options), engine_(std::move(engine)) {}
 
-Worker::~Worker() { io_.stop(); }
-
-void Worker::Drain() {
-  draining_ = true;
-  wake_.notify_all();
+Worker::~Worker() {
+  listener_.reset();  // before the receiver it writes into
+  receiver_.reset();
 }
 
-Status Worker::Run() {
-  auto socket =
-      DialTcp(io_, options_.gateway_host, options_.gateway_port,
-              std::chrono::milliseconds(static_cast<int>(options_.connect_timeout_seconds * 1000)));
-  if (!socket.ok()) return socket.status();
-  gateway_ = FramedConnection::Create(std::move(socket).value());
-  gateway_->Start([this](proto::Envelope&& m) { OnMessage(std::move(m)); },
-                  [this](const Status& why) {
-                    std::lock_guard lock(mu_);
-                    connection_lost_ = true;
-                    lost_status_ = why;
-                    wake_.notify_all();
-                  });
-  proto::Envelope hello;
-  proto::Register* r = hello.mutable_register_();
-  const auto& c = engine_->config();
-  r->set_role(options_.role);
-  r->set_capacity_class(options_.capacity_class);
-  r->set_price_per_gpu_hour(options_.price_per_gpu_hour);
-  r->set_gpu_count(options_.gpu_count);
-  r->set_device(engine_->backend().device());
-  r->set_kv_pages(engine_->pages().num_pages());
-  r->set_page_size(engine_->backend().kv_shape().page_size);
-  r->set_cluster_token(options_.cluster_token);
-  r->set_model_id(c.model_id);
-  r->set_max_context(c.max_seq_len);
-  r->set_zone(options_.zone);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  r->set_name(std::string(host) + ":" + std::to_string(::getpid()));
-  gateway_->Send(hello);
-
-  std::thread network([this] {
-    auto guard = asio::make_work_guard(io_);
-    io_.run();
-  });
-  EngineLoop();
-  // Let the last TokenBatch messages reach the gateway before the connection goes.
-  gateway_->CloseAfterFlush(Status::Ok());
-  {
-    std::unique_lock lock(mu_);
-    wake_.wait_for(lock, std::chrono::seconds(10), [&] { return connection_lost_; });
-  }
-  io_.stop();
-  network.join();
-  std::lock_guard lock(mu_);
-  if (connection_lost_ && !draining_) return lost_status_;
+Status Worker::StartKvListener() {
+  const model::KvCacheShape& shape = engine_->backend().kv_shape();
+  PDSERVE_ASSIGN_OR_RETURN(
+      layout_, kv_transfer::KvLayout::FromConfig(engine_->config(), shape.page_size, shape.dtype));
+  std::vector<void*> bases;
+  for (int l = 0; l < shape.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
+  receiver_ =
+      std::make_unique<kv_transfer::KvReceiver>(*layout_, engine_->pages(), std::move(bases));
+  kv_transfer::TcpKvListenerOptions o;
+  o.bind_address = options_.kv_bind_address;
+  o.port = options_.kv_port;
+  PDSERVE_ASSIGN_OR_RETURN(listener_, kv_transfer::TcpKvListener::Start(*receiver_, o));
+  spdlog::info("receiving KV on {}:{} ({})", options_.kv_advertise_host, listener_->port(),
+               layout_->ToString());
   return Status::Ok();
 }
 
-void Worker::OnMessage(proto::Envelope&& message) {
-  if (message.has_register_reply()) {
-    if (!message.register_reply().accepted()) {
-      spdlog::error("gateway refused registration: {}", message.register_reply().error());
-      gateway_->Close(
-          FailedPrecondition("registration refused: " + message.register_reply().error()));
-      return;
+void Worker::Drain() {
+  draining_ = true;
+  if (link_) link_->Wake();
+}
+
+Status Worker::Run() {
+  proto::Register r;
+  const auto& c = engine_->config();
+  r.set_role(options_.role);
+  options_.identity.Fill(&r);
+  r.set_device(engine_->backend().device());
+  r.set_kv_pages(engine_->pages().num_pages());
+  r.set_page_size(engine_->backend().kv_shape().page_size);
+  r.set_model_id(c.model_id);
+  r.set_max_context(c.max_seq_len);
+  if (listener_) {
+    r.set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
+    r.set_layout_hash(layout_->hash);
+  }
+  PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
+
+  const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.heartbeat_seconds));
+  auto next_heartbeat = Clock::now();
+  bool announced_drain = false;
+  std::deque<proto::Envelope> inbox;
+  while (true) {
+    const auto until = Idle() ? std::min(next_heartbeat, Clock::now() + heartbeat) : Clock::now();
+    inbox.clear();
+    if (!link_->WaitForMessages(&inbox, until)) break;
+    for (auto& m : inbox) Handle(m);
+    DropFailedReservations();
+    if (engine_->HasWork()) RunStep();
+    if (draining_ && !announced_drain) {
+      announced_drain = true;
+      SendLoad();
+      spdlog::info("draining: finishing {} running, {} waiting and {} reserved sequences",
+                   engine_->num_running(), engine_->num_waiting(), reserved_.size());
     }
-    registered_ = true;
-    spdlog::info("registered with the gateway as worker {}", message.register_reply().worker_id());
+    if (draining_ && Idle()) break;
+    if (Clock::now() >= next_heartbeat) {
+      SendLoad();
+      next_heartbeat = Clock::now() + heartbeat;
+    }
+  }
+  Status lost = link_->LostStatus();
+  if (lost.ok()) {
+    SendLoad();
+    link_->CloseAfterFlush(std::chrono::seconds(10));  // the last tokens reach the gateway
+    return Status::Ok();
+  }
+  return draining_ ? Status::Ok() : lost;
+}
+
+void Worker::DropFailedReservations() {
+  for (auto it = reserved_.begin(); it != reserved_.end();) {
+    const auto state = receiver_->State(it->first);
+    if (state && *state != kv_transfer::TransferState::kFailed) {
+      ++it;
+      continue;
+    }
+    // Deadline or the prefill worker lost: the receiver already freed the pages.
+    SendError(it->first,
+              "the request's KV did not arrive (deadline passed or the prefill worker "
+              "was lost)",
+              true);
+    it = reserved_.erase(it);
+  }
+}
+
+bool Worker::Idle() const { return !engine_->HasWork() && reserved_.empty(); }
+
+void Worker::Handle(proto::Envelope& m) {
+  if (m.has_generate()) {
+    HandleGenerate(m.generate());
+  } else if (m.has_reserve()) {
+    HandleReserve(m.reserve());
+  } else if (m.has_kv_done()) {
+    HandleKvDone(m.kv_done());
+  } else if (m.has_cancel()) {
+    HandleCancel(m.cancel().request_id());
+  }
+}
+
+void Worker::SendError(uint64_t request_id, const std::string& message, bool retryable) {
+  proto::Envelope e;
+  e.mutable_error()->set_request_id(request_id);
+  e.mutable_error()->set_message(message);
+  e.mutable_error()->set_retryable(retryable);
+  link_->Send(e);
+}
+
+void Worker::HandleGenerate(const proto::Generate& g) {
+  if (options_.role != "both") {
+    return SendError(g.request_id(), "this is a decode worker: it takes Reserve, not Generate",
+                     true);
+  }
+  if (draining_) return SendError(g.request_id(), "worker is draining", true);
+  auto seq =
+      engine_->Add({g.prompt().begin(), g.prompt().end()}, model::SamplingFromProto(g.sampling()));
+  if (!seq.ok()) return SendError(g.request_id(), seq.status().message(), false);
+  request_of_seq_[*seq] = g.request_id();
+  seq_of_request_[g.request_id()] = *seq;
+  timing_[*seq] = {Clock::now(), {}};
+}
+
+void Worker::HandleReserve(const proto::Reserve& r) {
+  if (!receiver_) {
+    return SendError(r.request_id(), "this worker does not receive KV (role both)", true);
+  }
+  if (draining_) return SendError(r.request_id(), "worker is draining", true);
+  model::SamplingParams params = model::SamplingFromProto(r.sampling());
+  std::vector<int32_t> prompt(r.prompt().begin(), r.prompt().end());
+  if (Status s = params.Validate(); !s.ok()) return SendError(r.request_id(), s.message(), false);
+  const int max_len = engine_->config().max_seq_len;
+  if (prompt.empty() || static_cast<int>(prompt.size()) >= max_len) {
+    return SendError(r.request_id(), "prompt length must be in [1, context)", false);
+  }
+  const int tokens = std::min<int>(max_len, static_cast<int>(prompt.size()) + params.max_tokens);
+  const int pages = model::PagesForTokens(tokens, engine_->backend().kv_shape().page_size);
+  const double deadline_s = r.deadline_seconds() > 0 ? r.deadline_seconds() : 30.0;
+  const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
+                                                 engine_->backend().kv_shape().page_size);
+  auto reservation = receiver_->Reserve(
+      r.request_id(), pages,
+      Clock::now() +
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s)),
+      prompt_pages);
+  if (!reservation.ok()) return SendError(r.request_id(), reservation.status().message(), true);
+  reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now()};
+  proto::Envelope reply;
+  proto::Reserved* out = reply.mutable_reserved();
+  out->set_request_id(r.request_id());
+  out->set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
+  out->mutable_page_ids()->Add(reservation->pages.begin(), reservation->pages.end());
+  out->set_layout_hash(layout_->hash);
+  link_->Send(reply);
+}
+
+void Worker::HandleKvDone(const proto::KvDone& d) {
+  auto it = reserved_.find(d.request_id());
+  if (it == reserved_.end()) return;  // cancelled meanwhile
+  Reservation r = std::move(it->second);
+  reserved_.erase(it);
+  // The prefill worker answered only after every chunk was acknowledged, so the transfer is
+  // Done here; anything else means it failed (deadline, peer lost) and its pages are gone.
+  auto pages = receiver_->TakePages(d.request_id());
+  if (!pages.ok()) {
+    receiver_->Cancel(d.request_id(), "KV incomplete at KvDone");  // frees its pages
+    return SendError(d.request_id(), "KV transfer did not complete: " + pages.status().message(),
+                     false);
+  }
+  auto seq = engine_->AddPrefilled(std::move(r.prompt), d.first_token(), *pages, r.params);
+  if (!seq.ok()) {
+    engine_->pages().Free(*pages);
+    return SendError(d.request_id(), seq.status().message(), false);
+  }
+  request_of_seq_[*seq] = d.request_id();
+  seq_of_request_[d.request_id()] = *seq;
+}
+
+void Worker::HandleCancel(uint64_t request_id) {
+  if (reserved_.erase(request_id)) {
+    receiver_->Cancel(request_id, "cancelled by the gateway");
+    proto::Envelope m;  // the gateway waits for the end of every request it sent
+    m.mutable_tokens()->set_request_id(request_id);
+    m.mutable_tokens()->set_finish_reason("cancelled");
+    link_->Send(m);
     return;
   }
-  std::lock_guard lock(mu_);
-  inbox_.push_back(std::move(message));
-  wake_.notify_all();
+  auto it = seq_of_request_.find(request_id);
+  if (it != seq_of_request_.end()) engine_->Cancel(it->second);
+}
+
+void Worker::RunStep() {
+  std::vector<model::TokenEvent> events;
+  model::StepStats stats;
+  if (Status s = engine_->Step(&events, &stats); !s.ok()) {
+    spdlog::error("engine step failed: {}", s.ToString());
+    for (const auto& [request, seq] : seq_of_request_) SendError(request, s.message(), false);
+    for (const auto& [seq, request] : request_of_seq_) engine_->Cancel(seq);
+    request_of_seq_.clear();
+    seq_of_request_.clear();
+    return;
+  }
+  busy_seconds_ += stats.seconds;
+  if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
+  if (!stats.seq_ids.empty()) {
+    proto::Envelope report;
+    proto::StepReport* step = report.mutable_step();
+    step->set_seconds(stats.seconds);
+    for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
+      auto it = request_of_seq_.find(stats.seq_ids[i]);
+      step->add_request_ids(it == request_of_seq_.end() ? 0 : it->second);
+      step->add_tokens(stats.seq_tokens[i]);
+      step->add_prompt(stats.seq_prompt[i]);
+      if (auto t = timing_.find(stats.seq_ids[i]);
+          t != timing_.end() && t->second.first_step == Clock::time_point{}) {
+        t->second.first_step = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(stats.seconds));
+      }
+    }
+    link_->Send(report);
+  }
+  for (const auto& e : events) {
+    auto it = request_of_seq_.find(e.seq_id);
+    if (it == request_of_seq_.end()) continue;
+    proto::Envelope m;
+    proto::TokenBatch* b = m.mutable_tokens();
+    b->set_request_id(it->second);
+    if (e.token >= 0) b->add_tokens(e.token);
+    b->set_last_is_stop_token(e.is_stop_token);
+    if (auto t = timing_.find(e.seq_id); t != timing_.end()) {  // the first token (role both)
+      b->set_queue_seconds(
+          std::chrono::duration<double>(t->second.first_step - t->second.arrival).count());
+      b->set_prefill_seconds(Since(t->second.first_step));
+      timing_.erase(t);
+    }
+    if (e.finish != model::FinishReason::kNone) {
+      b->set_finish_reason(model::FinishReasonName(e.finish));
+      seq_of_request_.erase(it->second);
+      request_of_seq_.erase(it);
+      timing_.erase(e.seq_id);
+    }
+    link_->Send(m);
+  }
 }
 
 void Worker::SendLoad() {
@@ -105,122 +293,13 @@ void Worker::SendLoad() {
   proto::Load* load = m.mutable_load();
   load->set_free_pages(engine_->pages().free_pages());
   load->set_running(engine_->num_running());
-  load->set_waiting(engine_->num_waiting());
+  load->set_waiting(engine_->num_waiting() + static_cast<int>(reserved_.size()));
   load->set_draining(draining_);
-  gateway_->Send(m);
-}
-
-void Worker::EngineLoop() {
-  using Clock = std::chrono::steady_clock;
-  const auto heartbeat = std::chrono::duration<double>(options_.heartbeat_seconds);
-  auto next_heartbeat = Clock::now();
-  bool announced_drain = false;
-  std::vector<model::TokenEvent> events;
-  model::StepStats stats;
-  std::deque<proto::Envelope> work;
-  while (true) {
-    {
-      std::unique_lock lock(mu_);
-      if (!engine_->HasWork()) {
-        wake_.wait_until(lock,
-                         Clock::now() + std::chrono::duration_cast<Clock::duration>(heartbeat),
-                         [&] { return !inbox_.empty() || connection_lost_ || draining_; });
-      }
-      if (connection_lost_) break;
-      work.swap(inbox_);
-    }
-    for (auto& m : work) {
-      if (m.has_generate()) {
-        const proto::Generate& g = m.generate();
-        if (draining_) {
-          proto::Envelope e;
-          e.mutable_error()->set_request_id(g.request_id());
-          e.mutable_error()->set_message("worker is draining");
-          e.mutable_error()->set_retryable(true);
-          gateway_->Send(e);
-          continue;
-        }
-        model::SamplingParams p;
-        const proto::Sampling& s = g.sampling();
-        p.temperature = s.temperature();
-        p.top_p = s.top_p();
-        p.top_k = s.top_k();
-        if (s.has_seed()) p.seed = s.seed();
-        p.max_tokens = s.max_tokens();
-        p.ignore_eos = s.ignore_eos();
-        p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
-        std::vector<int32_t> prompt(g.prompt().begin(), g.prompt().end());
-        const int prompt_len = static_cast<int>(prompt.size());
-        auto seq = engine_->Add(std::move(prompt), p);
-        if (!seq.ok()) {
-          proto::Envelope e;
-          e.mutable_error()->set_request_id(g.request_id());
-          e.mutable_error()->set_message(seq.status().message());
-          e.mutable_error()->set_retryable(false);
-          gateway_->Send(e);
-          continue;
-        }
-        by_seq_[*seq] = Active{g.request_id(), 0, 0, prompt_len};
-        seq_of_request_[g.request_id()] = *seq;
-      } else if (m.has_cancel()) {
-        auto it = seq_of_request_.find(m.cancel().request_id());
-        if (it != seq_of_request_.end()) engine_->Cancel(it->second);
-      }
-    }
-    work.clear();
-
-    if (engine_->HasWork()) {
-      events.clear();
-      Status s = engine_->Step(&events, &stats);
-      if (!s.ok()) {
-        spdlog::error("engine step failed: {}", s.ToString());
-        break;
-      }
-      // Share the step's time among its sequences by tokens (ARCHITECTURE.md, cost model).
-      int total = 0;
-      for (int t : stats.seq_tokens) total += t;
-      for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
-        auto it = by_seq_.find(stats.seq_ids[i]);
-        if (it == by_seq_.end() || total == 0) continue;
-        const double share = stats.seconds * stats.seq_tokens[i] / total;
-        Active& a = it->second;
-        // Until a sequence has run one step it is in its prompt; a chunk of several tokens is too.
-        const bool prompt =
-            stats.seq_tokens[i] > 1 || (a.prefill_seconds == 0 && a.decode_seconds == 0);
-        (prompt ? a.prefill_seconds : a.decode_seconds) += share;
-      }
-      std::unordered_map<uint64_t, proto::Envelope> batches;
-      for (const auto& e : events) {
-        auto it = by_seq_.find(e.seq_id);
-        if (it == by_seq_.end()) continue;
-        proto::TokenBatch* b = batches[e.seq_id].mutable_tokens();
-        b->set_request_id(it->second.request_id);
-        if (e.token >= 0) b->add_tokens(e.token);
-        b->set_last_is_stop_token(e.is_stop_token);
-        b->set_prefill_seconds(it->second.prefill_seconds);
-        b->set_decode_seconds(it->second.decode_seconds);
-        if (e.finish != model::FinishReason::kNone)
-          b->set_finish_reason(model::FinishReasonName(e.finish));
-      }
-      for (auto& [seq, m] : batches) {
-        gateway_->Send(m);
-        if (!m.tokens().finish_reason().empty()) {
-          seq_of_request_.erase(m.tokens().request_id());
-          by_seq_.erase(seq);
-        }
-      }
-    }
-    if (draining_ && !announced_drain) {
-      announced_drain = true;
-      SendLoad();
-      spdlog::info("draining: finishing {} running and {} waiting sequences",
-                   engine_->num_running(), engine_->num_waiting());
-    }
-    if (draining_ && !engine_->HasWork()) break;
-    if (Clock::now() >= next_heartbeat) {
-      SendLoad();
-      next_heartbeat = Clock::now() + std::chrono::duration_cast<Clock::duration>(heartbeat);
-    }
+  load->set_busy_seconds(busy_seconds_);
+  link_->Send(m);
+  if (metrics_) {
+    metrics_->SetLoad(engine_->pages().used_pages(), engine_->num_running(),
+                      engine_->num_waiting() + static_cast<int>(reserved_.size()));
   }
 }
 

@@ -1,40 +1,45 @@
-// Worker: the `pdserve decode` / `pdserve worker --role both` process. Loads one engine, dials
-// the gateway, registers, and serves Generate requests end to end (prefill and decode in this
-// process: the colocated worker of ARCHITECTURE.md), streaming TokenBatch messages back with
-// each request's share of step time. Sends its load every heartbeat. Drain() (SIGTERM) stops
-// taking work, finishes what runs, then Run returns.
+// Worker: the `pdserve decode` process (--role decode, or --role both for a colocated worker).
+// Loads one engine, dials the gateway (GatewayLink), registers and serves:
+// - role both: Generate requests end to end, prefill and decode in this process;
+// - role decode: Reserve (KV pages for prompt plus max_tokens, from the engine's pool, through a
+//   KvReceiver and its TCP listener, the KV endpoint it registers), then KvDone, which joins the
+//   sequence, now holding the prompt's KV pushed by a prefill worker, to the running batch.
+// It streams TokenBatch messages, reports every step's wall time and its requests (StepReport,
+// before the step's tokens) and its load every heartbeat. Drain() (SIGTERM) stops taking work,
+// finishes what runs, then Run returns.
 //
-// Threads: Run() drives the engine on the calling thread and the network on one more thread.
-// Drain() may be called from any thread (a signal handler thread).
+// Threads: Run() drives the engine on the calling thread; the gateway link and the KV listener
+// have their own. Drain() may be called from any thread (a signal handler thread).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
-#include "common/framed_connection.h"
+#include "common/gateway_link.h"
 #include "common/status.h"
+#include "common/worker_metrics.h"
+#include "kv_transfer/kv_receiver.h"
+#include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
 
 namespace pdserve::decode_pool {
 
 struct WorkerOptions {
-  std::string gateway_host = "127.0.0.1";
-  uint16_t gateway_port = 0;                // the gateway's control port; required
-  std::string role = "both";                // only "both" is served by this class today
-  std::string capacity_class = "reserved";  // or "burst"
-  double price_per_gpu_hour = 0.0;
-  int gpu_count = 1;
-  std::string zone = "local";
-  std::string cluster_token;
+  GatewayLinkOptions gateway;  // the gateway's control address; port required
+  std::string role = "both";   // "both" or "decode"
+  WorkerIdentity identity;
   std::string model_dir;
   model::EngineOptions engine;
   double heartbeat_seconds = 0.5;
-  double connect_timeout_seconds = 30;
+  // Role decode: where prefill workers push KV. The advertised host is what peers dial.
+  std::string kv_bind_address = "127.0.0.1";
+  std::string kv_advertise_host = "127.0.0.1";
+  uint16_t kv_port = 0;   // 0: chosen by the OS
+  int metrics_port = -1;  // Prometheus /metrics: -1 off, 0 chosen by the OS
 };
 
 class Worker {
@@ -45,35 +50,47 @@ class Worker {
   // Connects, registers, serves until drained or the gateway is lost. OK after a drain.
   Status Run();
   void Drain();
+  // The metrics port (after Create), 0 when off.
+  uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
  private:
-  explicit Worker(const WorkerOptions& options, std::unique_ptr<model::Engine> engine);
-  void OnMessage(proto::Envelope&& message);
-  void EngineLoop();
+  Worker(const WorkerOptions& options, std::unique_ptr<model::Engine> engine);
+  Status StartKvListener();
+  void Handle(proto::Envelope& message);
+  void HandleGenerate(const proto::Generate& g);
+  void HandleReserve(const proto::Reserve& r);
+  void HandleKvDone(const proto::KvDone& d);
+  void HandleCancel(uint64_t request_id);
+  void RunStep();
+  void SendError(uint64_t request_id, const std::string& message, bool retryable);
   void SendLoad();
+  void DropFailedReservations();
+  bool Idle() const;
 
   WorkerOptions options_;
   std::unique_ptr<model::Engine> engine_;
-  boost::asio::io_context io_;
-  std::shared_ptr<FramedConnection> gateway_;
-
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<proto::Envelope> inbox_;  // guarded by mu_
-  bool connection_lost_ = false;       // guarded by mu_
-  Status lost_status_;                 // guarded by mu_
+  std::unique_ptr<GatewayLink> link_;
+  std::unique_ptr<WorkerMetrics> metrics_;
+  // Role decode only. The receiver writes into the engine's KV pool and must outlive the listener.
+  std::unique_ptr<kv_transfer::KvReceiver> receiver_;
+  std::unique_ptr<kv_transfer::TcpKvListener> listener_;
+  std::optional<kv_transfer::KvLayout> layout_;
   std::atomic<bool> draining_{false};
-  std::atomic<bool> registered_{false};
 
-  // Engine thread only: request id <-> engine sequence id, and compute shares.
-  struct Active {
-    uint64_t request_id;
-    double prefill_seconds = 0;
-    double decode_seconds = 0;
-    int prompt_len = 0;
+  // Engine thread only.
+  struct Reservation {  // role decode: pages reserved, KV arriving
+    std::vector<int32_t> prompt;
+    model::SamplingParams params;
+    std::chrono::steady_clock::time_point arrival;
   };
-  std::unordered_map<uint64_t, Active> by_seq_;
+  std::unordered_map<uint64_t, Reservation> reserved_;     // by request id
+  std::unordered_map<uint64_t, uint64_t> request_of_seq_;  // engine sequence -> request
   std::unordered_map<uint64_t, uint64_t> seq_of_request_;
+  struct FirstTokenTiming {  // role both: for the batch that carries the first token
+    std::chrono::steady_clock::time_point arrival, first_step;
+  };
+  std::unordered_map<uint64_t, FirstTokenTiming> timing_;  // by sequence
+  double busy_seconds_ = 0;
 };
 
 }  // namespace pdserve::decode_pool

@@ -26,7 +26,6 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
       request_(std::move(request)),
       prompt_(std::move(prompt)),
       max_tokens_(max_tokens),
-      numeric_id_(g_next_request.fetch_add(1)),
       builder_(request_.endpoint, std::move(request_id), std::move(model_id),
                std::chrono::duration_cast<std::chrono::seconds>(
                    std::chrono::system_clock::now().time_since_epoch())
@@ -38,10 +37,8 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
       arrival_(std::chrono::steady_clock::now()) {}
 
 bool CompletionCall::Start() {
-  proto::Generate g;
-  g.set_request_id(numeric_id_);
-  g.mutable_prompt()->Add(prompt_.begin(), prompt_.end());
-  proto::Sampling* s = g.mutable_sampling();
+  proto::Sampling sampling;
+  proto::Sampling* s = &sampling;
   s->set_temperature(request_.temperature);
   s->set_top_p(request_.top_p);
   s->set_top_k(request_.top_k);
@@ -55,7 +52,9 @@ bool CompletionCall::Start() {
     for (int32_t id : tokenizer_->eos_ids()) s->add_stop_token_ids(id);
   }
   ++attempts_;
-  auto worker = registry_->Dispatch(g, shared_from_this(), failed_workers_);
+  attempt_id_ = g_next_request.fetch_add(1);
+  auto worker =
+      registry_->Dispatch(attempt_id_, prompt_, sampling, shared_from_this(), failed_workers_);
   if (!worker.ok()) {
     done_ = true;
     if (attempts_ > 1) {  // a retry found no worker: the request was counted as running
@@ -70,7 +69,6 @@ bool CompletionCall::Start() {
     }
     return false;
   }
-  worker_ = *worker;
   dispatched_ = std::chrono::steady_clock::now();
   if (attempts_ == 1) metrics_->running().Increment();
   return true;
@@ -82,23 +80,31 @@ void CompletionCall::Cancel() {
   metrics_->running().Decrement();
   metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
                            static_cast<int>(prompt_.size()), completion_tokens_);
-  registry_->Cancel(numeric_id_);
+  registry_->Cancel(attempt_id_);
 }
 
 void CompletionCall::OnTokens(const proto::TokenBatch& batch) {
   boost::asio::post(strand_, [self = shared_from_this(), batch] { self->HandleTokens(batch); });
 }
 
-void CompletionCall::OnFailure(const std::string& message, bool retryable) {
-  boost::asio::post(strand_, [self = shared_from_this(), message, retryable] {
-    self->HandleFailure(message, retryable);
+void CompletionCall::OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) {
+  boost::asio::post(strand_, [self = shared_from_this(), message, retryable, failed_worker] {
+    self->HandleFailure(message, retryable, failed_worker);
   });
+}
+
+void CompletionCall::OnAttemptClosed(const AttemptUsage& cost) {
+  boost::asio::post(strand_,
+                    [self = shared_from_this(), cost] { self->closed_attempts_.push_back(cost); });
 }
 
 void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
   if (done_) return;
-  prefill_seconds_ = batch.prefill_seconds();
-  decode_seconds_ = batch.decode_seconds();
+  if (completion_tokens_ == 0 && batch.tokens_size() > 0) {
+    worker_queue_seconds_ = batch.queue_seconds();
+    prefill_seconds_ = batch.prefill_seconds();
+    transfer_seconds_ = batch.transfer_seconds();
+  }
   std::string piece;
   const int n = batch.tokens_size();
   const auto now = std::chrono::steady_clock::now();
@@ -120,7 +126,7 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
     if (stops_.stopped()) break;
   }
   if (stops_.stopped()) {
-    registry_->Cancel(numeric_id_);
+    registry_->Cancel(attempt_id_);
     text_ += piece;
     if (request_.stream && !piece.empty()) output_.write_stream(SseEvent(builder_.Delta(piece)));
     return Complete("stop");
@@ -135,10 +141,11 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
 }
 
-void CompletionCall::HandleFailure(const std::string& message, bool retryable) {
+void CompletionCall::HandleFailure(const std::string& message, bool retryable,
+                                   uint64_t failed_worker) {
   if (done_) return;
   if (retryable && completion_tokens_ == 0 && attempts_ < kMaxAttempts) {
-    failed_workers_.insert(worker_);
+    failed_workers_.insert(failed_worker);
     Start();
     return;
   }
@@ -157,12 +164,14 @@ void CompletionCall::HandleFailure(const std::string& message, bool retryable) {
 
 std::string CompletionCall::ServerTiming() const {
   const auto now = std::chrono::steady_clock::now();
+  const double decode =
+      first_token_ == std::chrono::steady_clock::time_point{} ? 0 : Seconds(now - first_token_);
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      "queue;dur=%.3f, prefill;dur=%.3f, kv_transfer;dur=0.000, decode;dur=%.3f, total;dur=%.3f",
-      Seconds(dispatched_ - arrival_) * 1e3, prefill_seconds_ * 1e3, decode_seconds_ * 1e3,
-      Seconds(now - arrival_) * 1e3);
+      "queue;dur=%.3f, prefill;dur=%.3f, kv_transfer;dur=%.3f, decode;dur=%.3f, total;dur=%.3f",
+      (Seconds(dispatched_ - arrival_) + worker_queue_seconds_) * 1e3, prefill_seconds_ * 1e3,
+      transfer_seconds_ * 1e3, decode * 1e3, Seconds(now - arrival_) * 1e3);
   return buf;
 }
 

@@ -43,11 +43,12 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   void Cancel();
 
   void OnTokens(const proto::TokenBatch& batch) override;
-  void OnFailure(const std::string& message, bool retryable) override;
+  void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) override;
+  void OnAttemptClosed(const AttemptUsage& cost) override;
 
  private:
   void HandleTokens(const proto::TokenBatch& batch);
-  void HandleFailure(const std::string& message, bool retryable);
+  void HandleFailure(const std::string& message, bool retryable, uint64_t failed_worker);
   void Complete(const std::string& finish_reason);
   std::string ServerTiming() const;
 
@@ -57,7 +58,6 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   GenerationRequest request_;
   std::vector<int32_t> prompt_;
   int max_tokens_;
-  uint64_t numeric_id_;
   ResponseBuilder builder_;
   CallOutput output_;
   std::shared_ptr<GatewayMetrics> metrics_;
@@ -69,9 +69,11 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   int completion_tokens_ = 0;
   bool done_ = false;
   int attempts_ = 0;
+  uint64_t attempt_id_ = 0;  // the current attempt's id with the registry
   std::set<uint64_t> failed_workers_;
-  uint64_t worker_ = 0;
-  double prefill_seconds_ = 0, decode_seconds_ = 0;
+  // Wall times the first token's batch reported (the worker side of queue, prefill, transfer).
+  double worker_queue_seconds_ = 0, prefill_seconds_ = 0, transfer_seconds_ = 0;
+  std::vector<AttemptUsage> closed_attempts_;
   std::chrono::steady_clock::time_point arrival_, dispatched_, first_token_;
 };
 

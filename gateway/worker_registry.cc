@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <numeric>
+
 namespace pdserve::gateway {
 
 namespace asio = boost::asio;
@@ -70,10 +72,54 @@ void WorkerRegistry::Accept() {
       });
 }
 
+void WorkerRegistry::Actions::Run() {
+  // Calls first: they only post to the sinks' strands, and a sink must see the prefill worker's
+  // first token before the decode worker, once sent KvDone, can answer with the second.
+  for (auto& call : calls) call();
+  for (auto& [conn, m] : sends) conn->Send(m);
+}
+
+std::string WorkerRegistry::CheckRegister(const proto::Register& r) const {
+  if (!options_.cluster_token.empty() && r.cluster_token() != options_.cluster_token) {
+    return "wrong cluster token";
+  }
+  if (r.model_id() != options_.model_id) {
+    return "gateway serves model '" + options_.model_id + "', worker has '" + r.model_id() + "'";
+  }
+  if (r.role() != "both" && r.role() != "prefill" && r.role() != "decode") {
+    return "unknown role '" + r.role() + "' (prefill, decode or both)";
+  }
+  if (r.role() == "decode" && (r.kv_endpoint().empty() || r.layout_hash() == 0)) {
+    return "a decode worker must register its KV endpoint and layout hash";
+  }
+  if (r.role() == "prefill" && r.layout_hash() == 0) {
+    return "a prefill worker must register its KV layout hash";
+  }
+  if (r.capacity_class() != "reserved" && r.capacity_class() != "burst") {
+    return "capacity class must be reserved or burst, got '" + r.capacity_class() + "'";
+  }
+  if (!(r.price_per_gpu_hour() >= 0) || r.gpu_count() < 1) {
+    return "price per GPU-hour must be >= 0 and GPU count >= 1";
+  }
+  return "";
+}
+
+WorkerPeriodUpdate WorkerRegistry::PeriodOf(const Worker& w, bool ended) const {
+  WorkerPeriodUpdate u;
+  u.worker_id = w.id;
+  u.info = w.info;
+  u.start = w.joined;
+  u.last_seen = std::chrono::system_clock::now();
+  u.busy_seconds = w.busy_seconds;
+  u.ended = ended;
+  return u;
+}
+
 void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
-  std::shared_ptr<RequestSink> sink;
+  Actions actions;
   std::shared_ptr<FramedConnection> conn;
   std::string refusal;
+  bool accepted = false;
   {
     std::lock_guard lock(mu_);
     auto it = workers_.find(conn_id);
@@ -82,41 +128,35 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
     w.last_seen = std::chrono::steady_clock::now();
     conn = w.conn;
     if (!w.registered) {
-      if (!m.has_register_()) {
-        refusal = "the first message must be Register";
-      } else if (!options_.cluster_token.empty() &&
-                 m.register_().cluster_token() != options_.cluster_token) {
-        refusal = "wrong cluster token";
-      } else if (m.register_().model_id() != options_.model_id) {
-        refusal = "gateway serves model '" + options_.model_id + "', worker has '" +
-                  m.register_().model_id() + "'";
-      } else if (m.register_().role() != "both") {
-        refusal = "role '" + m.register_().role() +
-                  "' is not served by this gateway build (use --role both)";
-      } else {
+      refusal =
+          m.has_register_() ? CheckRegister(m.register_()) : "the first message must be Register";
+      if (refusal.empty()) {
         w.info = m.register_();
         w.info.clear_cluster_token();
         w.registered = true;
+        w.joined = w.last_period_update = std::chrono::system_clock::now();
         w.load.set_free_pages(w.info.kv_pages());
+        accepted = true;
         spdlog::info("worker {} joined: {} {} {} pages={} from {}", conn_id, w.info.name(),
                      w.info.role(), w.info.capacity_class(), w.info.kv_pages(), conn->peer());
+        if (options_.on_period) actions.periods.push_back(PeriodOf(w, false));
       }
     } else if (m.has_load()) {
       w.load = m.load();
-      return;
-    } else if (m.has_tokens() || m.has_error()) {
-      const uint64_t request_id = m.has_tokens() ? m.tokens().request_id() : m.error().request_id();
-      auto r = requests_.find(request_id);
-      if (r == requests_.end() || r->second.worker_id != conn_id) return;  // cancelled or stale
-      sink = r->second.sink;
-      const bool done = m.has_error() || !m.tokens().finish_reason().empty();
-      if (done) {
-        requests_.erase(r);
-        w.requests.erase(request_id);
+      const auto now = std::chrono::system_clock::now();
+      if (options_.on_period && now - w.last_period_update >= std::chrono::seconds(1)) {
+        w.last_period_update = now;
+        actions.periods.push_back(PeriodOf(w, false));
       }
-    } else {
-      return;  // unknown or unexpected messages from a worker are ignored
-    }
+    } else if (m.has_step()) {
+      HandleStepLocked(w, m.step());
+    } else if (m.has_reserved()) {
+      HandleReservedLocked(w, m.reserved(), actions);
+    } else if (m.has_tokens()) {
+      HandleTokensLocked(w, m.tokens(), actions);
+    } else if (m.has_error()) {
+      HandleErrorLocked(w, m.error(), actions);
+    }  // anything else from a worker is ignored
   }
   if (!refusal.empty()) {
     spdlog::warn("refused worker from {}: {}", conn->peer(), refusal);
@@ -127,35 +167,168 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
     conn->Close(FailedPrecondition(refusal));
     return;
   }
-  if (m.has_register_()) {
+  if (accepted) {
     proto::Envelope reply;
     reply.mutable_register_reply()->set_accepted(true);
     reply.mutable_register_reply()->set_worker_id(conn_id);
     conn->Send(reply);
+  }
+  actions.Run();
+  for (const auto& p : actions.periods) options_.on_period(p);
+}
+
+void WorkerRegistry::SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) actions.sends.emplace_back(it->second.conn, std::move(m));
+}
+
+void WorkerRegistry::HandleStepLocked(Worker& w, const proto::StepReport& step) {
+  const int n = step.request_ids_size();
+  if (step.tokens_size() != n || step.prompt_size() != n || !(step.seconds() >= 0)) {
+    spdlog::warn("worker {} sent a malformed step report; ignored", w.id);
     return;
   }
-  if (sink && m.has_tokens()) sink->OnTokens(m.tokens());
-  if (sink && m.has_error()) sink->OnFailure(m.error().message(), m.error().retryable());
+  w.busy_seconds += step.seconds();
+  const int64_t total = std::accumulate(step.tokens().begin(), step.tokens().end(), int64_t{0});
+  if (total <= 0) return;
+  for (int i = 0; i < n; ++i) {
+    auto f = attempts_.find(step.request_ids(i));
+    if (f == attempts_.end() || !f->second.open.count(w.id)) continue;
+    const double share = step.seconds() * step.tokens(i) / static_cast<double>(total);
+    AttemptUsage& c = f->second.cost;
+    const bool colocated = c.prefill_worker == c.decode_worker;
+    if (w.id == c.prefill_worker && (!colocated || step.prompt(i))) {
+      c.prefill_step_seconds += share;
+    } else {
+      c.decode_step_seconds += share;
+    }
+  }
+}
+
+void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& reserved,
+                                          Actions& actions) {
+  auto it = attempts_.find(reserved.request_id());
+  if (it == attempts_.end()) return;
+  InFlight& f = it->second;
+  if (f.phase != Phase::kReserving || w.id != f.cost.decode_worker || !f.sink_active) return;
+  auto p = workers_.find(f.cost.prefill_worker);
+  if (p == workers_.end()) {
+    return FailLocked(it->first, f, "the prefill worker chosen for this request was lost", true,
+                      f.cost.prefill_worker, 0, actions);
+  }
+  proto::Envelope m;
+  proto::Prefill* prefill = m.mutable_prefill();
+  prefill->set_request_id(it->first);
+  prefill->mutable_prompt()->Add(f.prompt.begin(), f.prompt.end());
+  *prefill->mutable_sampling() = f.sampling;
+  *prefill->mutable_destination() = reserved;
+  prefill->set_deadline_seconds(options_.kv_deadline_seconds);
+  f.phase = Phase::kPrefilling;
+  f.open.insert(p->first);
+  p->second.attempts.insert(it->first);
+  p->second.sent_prompt_tokens += static_cast<int64_t>(f.prompt.size());
+  actions.sends.emplace_back(p->second.conn, std::move(m));
+}
+
+void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batch,
+                                        Actions& actions) {
+  auto it = attempts_.find(batch.request_id());
+  if (it == attempts_.end() || !it->second.open.count(w.id)) return;  // stale
+  const uint64_t id = it->first;
+  InFlight& f = it->second;
+  const bool ended = !batch.finish_reason().empty();
+  if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
+    // The prefill worker's answer: the first token, its KV acknowledged by the decode worker.
+    w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
+    f.cost.kv_bytes = batch.kv_bytes();
+    f.phase = Phase::kDecoding;
+    if (f.sink_active && batch.finish_reason() != "cancelled") {
+      proto::Envelope m;
+      if (ended) {  // the request ends at its first token: the decode worker frees its pages
+        m.mutable_cancel()->set_request_id(id);
+      } else {
+        proto::KvDone* done = m.mutable_kv_done();
+        done->set_request_id(id);
+        done->set_first_token(batch.tokens_size() > 0 ? batch.tokens(0) : 0);
+        done->set_kv_bytes(batch.kv_bytes());
+        done->set_transfer_seconds(batch.transfer_seconds());
+      }
+      SendLocked(f.cost.decode_worker, std::move(m), actions);
+      actions.calls.push_back([sink = f.sink, batch] { sink->OnTokens(batch); });
+      if (ended) f.sink_active = false;
+    }
+    return ReleaseLocked(id, f, &w, actions);
+  }
+  if (f.sink_active) {
+    actions.calls.push_back([sink = f.sink, batch] { sink->OnTokens(batch); });
+    if (ended) f.sink_active = false;
+  }
+  if (ended) ReleaseLocked(id, f, &w, actions);
+}
+
+void WorkerRegistry::HandleErrorLocked(Worker& w, const proto::RequestError& error,
+                                       Actions& actions) {
+  auto it = attempts_.find(error.request_id());
+  if (it == attempts_.end() || !it->second.open.count(w.id)) return;
+  InFlight& f = it->second;
+  if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
+    w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
+  }
+  const uint64_t failed = error.peer_failed() ? f.cost.decode_worker : w.id;
+  FailLocked(it->first, f, error.message(), error.retryable(), failed, w.id, actions);
+  ReleaseLocked(it->first, f, &w, actions);
+}
+
+void WorkerRegistry::FailLocked(uint64_t attempt_id, InFlight& f, const std::string& message,
+                                bool retryable, uint64_t failed_worker, uint64_t except_worker,
+                                Actions& actions) {
+  if (f.sink_active) {
+    f.sink_active = false;
+    actions.calls.push_back([sink = f.sink, message, retryable, failed_worker] {
+      sink->OnFailure(message, retryable, failed_worker);
+    });
+  }
+  for (uint64_t other : f.open) {
+    if (other == except_worker) continue;
+    proto::Envelope m;
+    m.mutable_cancel()->set_request_id(attempt_id);
+    SendLocked(other, std::move(m), actions);
+  }
+}
+
+void WorkerRegistry::ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, Actions& actions) {
+  if (w) {
+    f.open.erase(w->id);
+    w->attempts.erase(attempt_id);
+  }
+  if (!f.open.empty()) return;
+  actions.calls.push_back([sink = f.sink, cost = f.cost] { sink->OnAttemptClosed(cost); });
+  attempts_.erase(attempt_id);
 }
 
 void WorkerRegistry::OnClose(uint64_t conn_id, const Status& why) {
-  std::vector<std::shared_ptr<RequestSink>> orphans;
+  Actions actions;
   {
     std::lock_guard lock(mu_);
     auto it = workers_.find(conn_id);
     if (it == workers_.end()) return;
-    if (it->second.registered)
-      spdlog::warn("worker {} ({}) left: {}", conn_id, it->second.info.name(), why.ToString());
-    for (uint64_t r : it->second.requests) {
-      auto req = requests_.find(r);
-      if (req == requests_.end()) continue;
-      orphans.push_back(req->second.sink);
-      requests_.erase(req);
+    Worker& w = it->second;
+    if (w.registered) {
+      spdlog::warn("worker {} ({}) left: {}", conn_id, w.info.name(), why.ToString());
+      if (options_.on_period) actions.periods.push_back(PeriodOf(w, true));
+    }
+    const std::set<uint64_t> held = w.attempts;
+    for (uint64_t id : held) {
+      auto f = attempts_.find(id);
+      if (f == attempts_.end()) continue;
+      FailLocked(id, f->second, "the worker serving this request was lost (" + why.message() + ")",
+                 true, conn_id, conn_id, actions);
+      ReleaseLocked(id, f->second, &w, actions);
     }
     workers_.erase(it);
   }
-  for (auto& sink : orphans)
-    sink->OnFailure("the worker serving this request was lost (" + why.message() + ")", true);
+  actions.Run();
+  for (const auto& p : actions.periods) options_.on_period(p);
 }
 
 void WorkerRegistry::SweepHeartbeats() {
@@ -176,54 +349,92 @@ void WorkerRegistry::SweepHeartbeats() {
   });
 }
 
-Result<uint64_t> WorkerRegistry::Dispatch(const proto::Generate& request,
-                                          std::shared_ptr<RequestSink> sink,
-                                          const std::set<uint64_t>& exclude) {
-  std::shared_ptr<FramedConnection> conn;
-  uint64_t chosen = 0;
-  {
-    std::lock_guard lock(mu_);
-    // Most free KV pages (less what was sent since its last Load), then fewest running.
-    int64_t best_score = INT64_MIN;
-    for (auto& [id, w] : workers_) {
-      if (!w.registered || w.load.draining() || exclude.count(id)) continue;
-      const int64_t score = static_cast<int64_t>(w.load.free_pages()) * 1024 -
-                            static_cast<int64_t>(w.requests.size() + w.load.running());
-      if (score > best_score) {
-        best_score = score;
-        chosen = id;
-      }
+WorkerRegistry::Worker* WorkerRegistry::PickLocked(const std::string& role,
+                                                   const std::set<uint64_t>& exclude,
+                                                   std::optional<uint64_t> layout_hash) {
+  Worker* best = nullptr;
+  int64_t best_score = INT64_MIN;
+  for (auto& [id, w] : workers_) {
+    if (!w.registered || w.info.role() != role || w.load.draining() || exclude.count(id)) continue;
+    if (layout_hash && w.info.layout_hash() != *layout_hash) continue;
+    int64_t score;
+    if (role == "prefill") {  // fewest prompt tokens queued, then fewest attempts
+      score = -w.sent_prompt_tokens * 1024 - static_cast<int64_t>(w.attempts.size());
+    } else {  // most free KV pages, then the smallest batch
+      score = static_cast<int64_t>(w.load.free_pages()) * 1024 -
+              static_cast<int64_t>(w.attempts.size() + w.load.running());
     }
-    if (chosen == 0) return Unavailable("no worker is available for this model right now");
-    Worker& w = workers_[chosen];
-    w.requests.insert(request.request_id());
-    requests_[request.request_id()] = InFlight{chosen, std::move(sink)};
-    conn = w.conn;
+    if (score > best_score) {
+      best_score = score;
+      best = &w;
+    }
   }
-  proto::Envelope m;
-  *m.mutable_generate() = request;
-  conn->Send(m);
-  return chosen;
+  return best;
 }
 
-void WorkerRegistry::Cancel(uint64_t request_id) {
-  std::shared_ptr<FramedConnection> conn;
+Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
+                                         const proto::Sampling& sampling,
+                                         std::shared_ptr<RequestSink> sink,
+                                         const std::set<uint64_t>& exclude) {
+  Actions actions;
+  Attempt attempt;
   {
     std::lock_guard lock(mu_);
-    auto r = requests_.find(request_id);
-    if (r == requests_.end()) return;
-    auto w = workers_.find(r->second.worker_id);
-    if (w != workers_.end()) {
-      w->second.requests.erase(request_id);
-      conn = w->second.conn;
-    }
-    requests_.erase(r);
-  }
-  if (conn) {
+    if (attempts_.count(attempt_id)) return InvalidArgument("attempt id reused");
+    Worker* d = PickLocked("decode", exclude, std::nullopt);
+    Worker* p = d ? PickLocked("prefill", exclude, d->info.layout_hash()) : nullptr;
+    InFlight f;
+    f.sink = std::move(sink);
     proto::Envelope m;
-    m.mutable_cancel()->set_request_id(request_id);
-    conn->Send(m);
+    if (d && p) {
+      attempt = {p->id, d->id, true};
+      f.phase = Phase::kReserving;
+      f.prompt = prompt;
+      f.sampling = sampling;
+      proto::Reserve* r = m.mutable_reserve();
+      r->set_request_id(attempt_id);
+      r->mutable_prompt()->Add(prompt.begin(), prompt.end());
+      *r->mutable_sampling() = sampling;
+      r->set_deadline_seconds(options_.kv_deadline_seconds);
+    } else {
+      Worker* b = PickLocked("both", exclude, std::nullopt);
+      if (!b) return Unavailable("no worker is available for this model right now");
+      d = p = b;
+      attempt = {b->id, b->id, false};
+      f.phase = Phase::kGenerating;
+      proto::Generate* g = m.mutable_generate();
+      g->set_request_id(attempt_id);
+      g->mutable_prompt()->Add(prompt.begin(), prompt.end());
+      *g->mutable_sampling() = sampling;
+    }
+    f.cost.attempt_id = attempt_id;
+    f.cost.prefill_worker = p->id;
+    f.cost.decode_worker = d->id;
+    f.cost.prefill_info = p->info;
+    f.cost.decode_info = d->info;
+    f.open.insert(d->id);
+    d->attempts.insert(attempt_id);
+    actions.sends.emplace_back(d->conn, std::move(m));
+    attempts_.emplace(attempt_id, std::move(f));
   }
+  actions.Run();
+  return attempt;
+}
+
+void WorkerRegistry::Cancel(uint64_t attempt_id) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    auto it = attempts_.find(attempt_id);
+    if (it == attempts_.end()) return;
+    it->second.sink_active = false;
+    for (uint64_t w : it->second.open) {
+      proto::Envelope m;
+      m.mutable_cancel()->set_request_id(attempt_id);
+      SendLocked(w, std::move(m), actions);
+    }
+  }
+  actions.Run();
 }
 
 std::vector<WorkerSummary> WorkerRegistry::Workers() const {
@@ -232,16 +443,9 @@ std::vector<WorkerSummary> WorkerRegistry::Workers() const {
   for (const auto& [id, w] : workers_) {
     if (!w.registered) continue;
     out.push_back({id, w.info.role(), w.info.capacity_class(), w.info.name(), w.load.free_pages(),
-                   w.load.running(), static_cast<int>(w.requests.size()), w.load.draining()});
+                   w.load.running(), static_cast<int>(w.attempts.size()), w.load.draining()});
   }
   return out;
-}
-
-std::optional<proto::Register> WorkerRegistry::Registration(uint64_t worker_id) const {
-  std::lock_guard lock(mu_);
-  auto it = workers_.find(worker_id);
-  if (it == workers_.end()) return std::nullopt;
-  return it->second.info;
 }
 
 }  // namespace pdserve::gateway

@@ -1,39 +1,74 @@
 // WorkerRegistry: the gateway's side of the control plane. Accepts worker connections, checks
-// each Register (cluster token, model), keeps the live workers with their latest Load, routes a
-// request to a worker, and hands the worker's TokenBatch and RequestError messages to that
-// request's sink. A worker that disconnects or misses heartbeats leaves the registry and every
-// request it held fails over to its sink (retryable if no token reached it yet).
+// each Register (cluster token, model, role, KV layout), keeps the live workers with their
+// latest Load, routes each request attempt and relays its messages:
+// - disaggregated (a prefill and a decode worker with the same KV layout are live): Reserve to
+//   the decode worker D (most free pages), then on Reserved, Prefill to the prefill worker P
+//   (fewest queued prompt tokens) naming D's pages; P's first token goes to the sink and, as
+//   KvDone, to D, whose tokens follow;
+// - colocated (otherwise): Generate to a worker of role both.
+// It shares every StepReport's time among the attempts in the step (by tokens) and, once every
+// worker of an attempt is done with it (finished, cancelled, failed or lost), tells the sink
+// what the attempt cost (OnAttemptClosed). A worker that disconnects or misses heartbeats
+// leaves the registry; its attempts fail over to their sinks (retryable before the first token).
 //
-// Threads: all methods may be called from any thread (one mutex guards the tables). Sinks are
-// called from the io_context's threads, never while the mutex is held.
+// Threads: all methods may be called from any thread (one mutex guards the tables). Sinks and
+// observers are called from the io_context's threads, never while the mutex is held.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/framed_connection.h"
 #include "common/status.h"
 
 namespace pdserve::gateway {
 
-// What a request's owner (an HTTP session) receives from its worker.
+// What one attempt used: its workers (as registered) and the step time attributed to it.
+struct AttemptUsage {
+  uint64_t attempt_id = 0;
+  uint64_t prefill_worker = 0, decode_worker = 0;  // the same worker when colocated
+  proto::Register prefill_info, decode_info;
+  double prefill_step_seconds = 0;  // its share of steps on the prefill side (prompt work)
+  double decode_step_seconds = 0;   // its share of decode steps
+  int64_t kv_bytes = 0;
+};
+
+// What a request's owner (an HTTP session's call) receives from its workers.
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
   virtual void OnTokens(const proto::TokenBatch& batch) = 0;
-  // The request ended without finishing: the worker refused it or was lost.
-  virtual void OnFailure(const std::string& message, bool retryable) = 0;
+  // The attempt ended without finishing: a worker refused it or was lost. `failed_worker` is
+  // the one to avoid on a retry.
+  virtual void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) = 0;
+  // Called once per attempt, last, when no worker holds it any more.
+  virtual void OnAttemptClosed(const AttemptUsage& cost) = 0;
+};
+
+// A worker's registration period, for the ledger (ARCHITECTURE.md, "Cost model").
+struct WorkerPeriodUpdate {
+  uint64_t worker_id = 0;
+  proto::Register info;
+  std::chrono::system_clock::time_point start, last_seen;
+  double busy_seconds = 0;  // the sum of its step reports' wall times
+  bool ended = false;
 };
 
 struct RegistryOptions {
   std::string cluster_token;  // empty: any worker may join (local use)
   std::string model_id;       // workers must serve this model
   std::chrono::milliseconds heartbeat_timeout{3000};
+  double kv_deadline_seconds = 30;  // a reservation's KV must arrive within this
+  // Called on register, at most once a second while a worker runs, and when it leaves.
+  std::function<void(const WorkerPeriodUpdate&)> on_period;
 };
 
 struct WorkerSummary {
@@ -41,6 +76,11 @@ struct WorkerSummary {
   std::string role, capacity_class, name;
   int free_pages, running, inflight;
   bool draining;
+};
+
+struct Attempt {
+  uint64_t prefill_worker = 0, decode_worker = 0;
+  bool disaggregated = false;
 };
 
 class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
@@ -52,15 +92,16 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   uint16_t port() const { return port_; }
   void Stop();
 
-  // Sends `request` to the least-loaded live worker not in `exclude`. Unavailable when none.
-  Result<uint64_t> Dispatch(const proto::Generate& request, std::shared_ptr<RequestSink> sink,
-                            const std::set<uint64_t>& exclude = {});
-  // Asks the worker to stop the request; its sink gets no more calls.
-  void Cancel(uint64_t request_id);
+  // Starts attempt `attempt_id` (unique per attempt) on workers not in `exclude`. Unavailable
+  // when no worker (or pair) can take it.
+  Result<Attempt> Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
+                           const proto::Sampling& sampling, std::shared_ptr<RequestSink> sink,
+                           const std::set<uint64_t>& exclude = {});
+  // Asks the attempt's workers to stop; its sink gets no more tokens or failures, only
+  // OnAttemptClosed once they confirmed.
+  void Cancel(uint64_t attempt_id);
 
   std::vector<WorkerSummary> Workers() const;
-  // A worker's registration (capacity class, price) for accounting; nullopt once it is gone.
-  std::optional<proto::Register> Registration(uint64_t worker_id) const;
 
  private:
   struct Worker {
@@ -69,18 +110,50 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     proto::Load load;
     std::shared_ptr<FramedConnection> conn;
     std::chrono::steady_clock::time_point last_seen;
-    std::set<uint64_t> requests;
+    std::chrono::system_clock::time_point joined, last_period_update;
+    std::set<uint64_t> attempts;     // attempts it holds a part of
+    int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
+    double busy_seconds = 0;
     bool registered = false;
   };
+  enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
   struct InFlight {
-    uint64_t worker_id;
     std::shared_ptr<RequestSink> sink;
+    bool sink_active = true;  // false once cancelled or failed
+    Phase phase = Phase::kGenerating;
+    std::set<uint64_t> open;  // workers still holding a part of it
+    AttemptUsage cost;
+    std::vector<int32_t> prompt;  // until Prefill is sent
+    proto::Sampling sampling;
+  };
+  // What to do once the mutex is released.
+  struct Actions {
+    std::vector<std::pair<std::shared_ptr<FramedConnection>, proto::Envelope>> sends;
+    std::vector<std::function<void()>> calls;
+    std::vector<WorkerPeriodUpdate> periods;  // for options_.on_period
+    void Run();                               // calls (posts to the sinks' strands), then sends
   };
 
   void Accept();
   void OnMessage(uint64_t conn_id, proto::Envelope&& message);
   void OnClose(uint64_t conn_id, const Status& why);
   void SweepHeartbeats();
+  std::string CheckRegister(const proto::Register& r) const;
+  // Each requires mu_.
+  void HandleStepLocked(Worker& w, const proto::StepReport& step);
+  void HandleReservedLocked(Worker& w, const proto::Reserved& reserved, Actions& actions);
+  void HandleTokensLocked(Worker& w, const proto::TokenBatch& batch, Actions& actions);
+  void HandleErrorLocked(Worker& w, const proto::RequestError& error, Actions& actions);
+  // The worker is done with its part of the attempt; closes the attempt when no part is left.
+  void ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, Actions& actions);
+  // Fails the attempt to its sink (once) and cancels it on its other workers.
+  // Cancels it on its open workers but `except_worker` (the one that failed).
+  void FailLocked(uint64_t attempt_id, InFlight& f, const std::string& message, bool retryable,
+                  uint64_t failed_worker, uint64_t except_worker, Actions& actions);
+  void SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions);
+  WorkerPeriodUpdate PeriodOf(const Worker& w, bool ended) const;
+  Worker* PickLocked(const std::string& role, const std::set<uint64_t>& exclude,
+                     std::optional<uint64_t> layout_hash);
 
   boost::asio::io_context& io_;
   RegistryOptions options_;
@@ -91,7 +164,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                   // guarded by mu_
   std::map<uint64_t, Worker> workers_;     // by connection id; guarded by mu_
-  std::map<uint64_t, InFlight> requests_;  // by request id; guarded by mu_
+  std::map<uint64_t, InFlight> attempts_;  // by attempt id; guarded by mu_
 };
 
 }  // namespace pdserve::gateway

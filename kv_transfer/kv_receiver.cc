@@ -42,8 +42,13 @@ KvReceiver::~KvReceiver() {
 }
 
 Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
-                                        Clock::time_point deadline) {
+                                        Clock::time_point deadline, int filled_pages) {
   if (num_pages <= 0) return InvalidArgument("KV reserve: a request needs at least one page");
+  if (filled_pages == 0) filled_pages = num_pages;
+  if (filled_pages < 0 || filled_pages > num_pages) {
+    return InvalidArgument(
+        fmt::format("KV reserve: {} pages to fill out of {}", filled_pages, num_pages));
+  }
   if (static_cast<int>(layer_bases_.size()) != layout_.n_layers) {
     return Internal("KV receiver: layer bases do not match the layout's layers");
   }
@@ -58,6 +63,7 @@ Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
   std::sort(pages.begin(), pages.end());
   Request r;
   r.pages = pages;
+  r.filled_pages = filled_pages;
   r.index.reserve(pages.size());
   for (size_t i = 0; i < pages.size(); ++i) r.index.emplace(pages[i], static_cast<int32_t>(i));
   r.claimed.assign(static_cast<size_t>(layout_.n_layers) * pages.size(), 0);
@@ -178,7 +184,7 @@ Result<KvReceiver::ChunkTarget> KvReceiver::BeginChunk(PeerId peer, const FrameH
   slots.reserve(count);
   for (int64_t p = first; p < first + count; ++p) {
     auto pos = r.index.find(static_cast<int32_t>(p));
-    if (pos == r.index.end()) {
+    if (pos == r.index.end() || pos->second >= r.filled_pages) {
       return OutOfRange(
           fmt::format("KV chunk: page {} is not reserved for request {}", p, h.request_id));
     }
@@ -215,7 +221,7 @@ Status KvReceiver::EndChunk(PeerId peer, const FrameHeader& h, const Status& app
       result = r.status;
     } else {
       r.applied_pages += h.page_count;
-      if (r.applied_pages == static_cast<int64_t>(layout_.n_layers * r.pages.size())) {
+      if (r.applied_pages == static_cast<int64_t>(layout_.n_layers) * r.filled_pages) {
         r.state = TransferState::kDone;
         watchdog_.Erase(h.request_id);
         cv_.notify_all();

@@ -60,8 +60,12 @@ class KvReceiver {
   model::KvPagePool& pool() { return pool_; }
   void* layer_base(int layer) const { return layer_bases_[layer]; }
 
-  // Allocates num_pages pages (all or none) for a new request, due by `deadline`.
-  Result<Reservation> Reserve(uint64_t request_id, int num_pages, Clock::time_point deadline);
+  // Allocates num_pages pages (all or none) for a new request, due by `deadline`. The transfer
+  // fills the first `filled_pages` of them (0: all) and is Done when every layer of those is
+  // applied; the rest are room for the tokens the decode worker will generate. Chunks for the
+  // rest are refused.
+  Result<Reservation> Reserve(uint64_t request_id, int num_pages, Clock::time_point deadline,
+                              int filled_pages = 0);
   // Blocks until the request is Done (OK) or Failed (its status). Bounded by its deadline.
   Status Wait(uint64_t request_id);
   // A Done request's pages, now owned by the caller (the engine frees them); forgets it.
@@ -93,6 +97,7 @@ class KvReceiver {
     TransferState state = TransferState::kReserved;
     Status status;                               // why it Failed
     std::vector<int32_t> pages;                  // ascending
+    int filled_pages = 0;                        // the first ones, which the transfer fills
     std::unordered_map<int32_t, int32_t> index;  // page id -> position in `pages`
     std::vector<uint8_t> claimed;                // [n_layers][pages]: a chunk covered it
     int64_t applied_pages = 0;                   // over all layers

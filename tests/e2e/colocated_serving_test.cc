@@ -12,6 +12,7 @@ namespace {
 using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
+using testing::StreamedText;
 
 class ColocatedServingTest : public ::testing::Test {
  protected:
@@ -51,25 +52,6 @@ class ColocatedServingTest : public ::testing::Test {
   std::unique_ptr<Process> gateway_;
   int http_ = 0, control_ = 0;
 };
-
-std::string StreamedText(const std::string& sse, int* completion_tokens, bool* done) {
-  std::string text;
-  size_t pos = 0;
-  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
-    const size_t end = sse.find("\n\n", pos);
-    const std::string payload = sse.substr(pos + 6, end - pos - 6);
-    pos = end;
-    if (payload == "[DONE]") {
-      *done = true;
-      continue;
-    }
-    auto j = nlohmann::json::parse(payload);
-    if (j.contains("usage") && !j["usage"].is_null())
-      *completion_tokens = j["usage"]["completion_tokens"];
-    if (!j["choices"].empty()) text += j["choices"][0].value("text", "");
-  }
-  return text;
-}
 
 TEST_F(ColocatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
   auto worker = StartWorker();

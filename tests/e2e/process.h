@@ -116,6 +116,27 @@ inline HttpResult Curl(int port, const std::string& path, const std::string& bod
   return r;
 }
 
+// The text of an SSE completion stream (choices[0].text deltas), its usage's completion tokens
+// and whether it ended in `data: [DONE]`.
+inline std::string StreamedText(const std::string& sse, int* completion_tokens, bool* done) {
+  std::string text;
+  size_t pos = 0;
+  while ((pos = sse.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", pos);
+    const std::string payload = sse.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    auto j = nlohmann::json::parse(payload);
+    if (j.contains("usage") && !j["usage"].is_null())
+      *completion_tokens = j["usage"]["completion_tokens"];
+    if (!j["choices"].empty()) text += j["choices"][0].value("text", "");
+  }
+  return text;
+}
+
 inline std::string RunPdserve(const std::string& args) {
   FILE* p = ::popen(("timeout 120 " PDSERVE_BINARY " " + args + " 2>/dev/null").c_str(), "r");
   std::string out;

@@ -67,6 +67,38 @@ TEST(KvReceiver, MovesForwardToDoneAndHandsPagesOver) {
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
 }
 
+// A decode worker reserves room for the generated tokens too; only the prompt's pages arrive.
+TEST(KvReceiver, DoneWhenTheFilledPagesArriveAndRefusesChunksPastThem) {
+  Pair p;
+  auto r = p.receiver.Reserve(9, 6, Clock::now() + 10s, /*filled_pages=*/2);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto src = p.send.pool.Allocate(2);
+  ASSERT_TRUE(src.ok());
+  std::vector<int32_t> dst(r->pages.begin(), r->pages.begin() + 2);
+  ASSERT_TRUE(p.transport.Open({9, *src, dst, Clock::now() + 10s}).ok());
+  for (int l = 0; l < 3; ++l) ASSERT_TRUE(p.transport.PushLayer(9, l).ok());
+  ASSERT_TRUE(p.receiver.Wait(9).ok());
+  EXPECT_EQ(p.receiver.State(9), TransferState::kDone);
+  auto pages = p.receiver.TakePages(9);
+  ASSERT_TRUE(pages.ok());
+  EXPECT_EQ(pages->size(), 6u);  // the whole reservation passes to the engine
+  p.recv.pool.Free(*pages);
+
+  auto again = p.receiver.Reserve(10, 4, Clock::now() + 10s, 1);
+  ASSERT_TRUE(again.ok());
+  FrameHeader h;
+  h.layout_hash = p.layout.hash;
+  h.request_id = 10;
+  h.layer = 0;
+  h.first_page = again->pages[1];  // the second page: room for generated tokens, not KV
+  h.page_count = 1;
+  h.byte_count = p.layout.page_bytes();
+  auto refused = p.receiver.BeginChunk(p.receiver.AddPeer({}), h);
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange) << refused.status().ToString();
+  EXPECT_FALSE(p.receiver.Reserve(11, 2, Clock::now() + 10s, 3).ok());
+  p.receiver.Cancel(10, "test over");
+}
+
 TEST(KvReceiver, DeadlineFailsAndFreesPages) {
   Pair p;
   p.Start(2, 4, 200ms);

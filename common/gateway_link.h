@@ -1,0 +1,85 @@
+// GatewayLink: a worker's control connection to its gateway (ARCHITECTURE.md, "Wire protocols"),
+// shared by the prefill and decode workers. Dials the gateway, sends Register, checks the reply,
+// and queues every other message for the worker's engine thread, which takes them with
+// WaitForMessages. Runs the network on one thread of its own.
+//
+// Threads: Send, Wake and Lost may be called from any thread; WaitForMessages and
+// CloseAfterFlush from the engine thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/framed_connection.h"
+#include "common/status.h"
+
+namespace pdserve {
+
+struct GatewayLinkOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // the gateway's control port; required
+  std::chrono::milliseconds connect_timeout{30000};
+};
+
+// What every worker kind tells the gateway about how it is billed and where it runs.
+struct WorkerIdentity {
+  std::string capacity_class = "reserved";  // or "burst"
+  double price_per_gpu_hour = 0.0;          // USD
+  int gpu_count = 1;
+  std::string zone = "local";  // KV crossing zones is charged egress
+  std::string cluster_token;
+
+  // Says which field is wrong.
+  Status Validate() const;
+  // Sets these fields and the worker's name (host:pid) on a Register.
+  void Fill(proto::Register* r) const;
+};
+
+class GatewayLink {
+ public:
+  // Connects and sends `hello` (its cluster token included). The gateway's answer arrives
+  // later: a refusal closes the link with the gateway's reason.
+  static Result<std::unique_ptr<GatewayLink>> Connect(const GatewayLinkOptions& options,
+                                                      const proto::Register& hello);
+  ~GatewayLink();  // stops the network thread; unsent messages are dropped
+
+  void Send(const proto::Envelope& message);
+  // Moves the queued messages into `out`, first waiting until one arrives, Wake is called, the
+  // link is lost or `until` passes. Returns false once the link is lost (and nothing is queued).
+  bool WaitForMessages(std::deque<proto::Envelope>* out,
+                       std::chrono::steady_clock::time_point until);
+  // Ends a WaitForMessages early (a drain signal, a finished transfer).
+  void Wake();
+  // OK while connected; why it was lost otherwise.
+  Status LostStatus() const;
+  bool registered() const { return registered_; }
+  uint64_t worker_id() const { return worker_id_; }
+  // Writes what is queued, then closes; waits up to `timeout` for that.
+  void CloseAfterFlush(std::chrono::milliseconds timeout);
+
+ private:
+  GatewayLink() = default;
+  void OnMessage(proto::Envelope&& message);
+  void OnClose(const Status& why);
+
+  boost::asio::io_context io_;
+  std::shared_ptr<FramedConnection> conn_;
+  std::thread network_;
+  std::atomic<bool> registered_{false};
+  std::atomic<uint64_t> worker_id_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<proto::Envelope> inbox_;  // guarded by mu_
+  bool woken_ = false;                 // guarded by mu_
+  bool lost_ = false;                  // guarded by mu_
+  Status lost_status_;                 // guarded by mu_
+};
+
+}  // namespace pdserve

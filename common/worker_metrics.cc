@@ -1,0 +1,62 @@
+#include "common/worker_metrics.h"
+
+#include <stdexcept>
+
+namespace pdserve {
+
+Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& bind_address,
+                                                            int port, const std::string& role) {
+  auto m = std::unique_ptr<WorkerMetrics>(new WorkerMetrics());
+  m->registry_ = std::make_shared<prometheus::Registry>();
+  const prometheus::Labels labels{{"role", role}};
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*m->registry_).Add(labels);
+  };
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(*m->registry_).Add(labels);
+  };
+  m->kv_pages_used_ = gauge("pdserve_kv_pages_used", "KV cache pages in use.");
+  m->running_ = gauge("pdserve_num_requests_running", "Sequences in the running batch.");
+  m->waiting_ = gauge("pdserve_num_requests_waiting", "Sequences waiting to be scheduled.");
+  m->prompt_tokens_ = counter("pdserve_prompt_tokens_total", "Prompt tokens computed.");
+  m->generation_tokens_ = counter("pdserve_generation_tokens_total", "Tokens generated.");
+  m->busy_seconds_ = counter("pdserve_busy_seconds_total", "Wall time spent in engine steps.");
+  m->kv_bytes_ = counter("pdserve_kv_transfer_bytes_total", "KV bytes pushed to decode workers.");
+  m->kv_seconds_ = &prometheus::BuildHistogram()
+                        .Name("pdserve_kv_transfer_seconds")
+                        .Help("From a request's first token to its last KV chunk's ack.")
+                        .Register(*m->registry_)
+                        .Add(labels, prometheus::Histogram::BucketBoundaries{
+                                         0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                         1.0, 2.5, 5.0, 10.0});
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address + ":" + std::to_string(port));
+  } catch (const std::exception& e) {
+    return Unavailable("cannot serve metrics on " + bind_address + ":" + std::to_string(port) +
+                       ": " + e.what());
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  const auto ports = m->exposer_->GetListeningPorts();
+  if (ports.empty()) return Unavailable("the metrics server has no listening port");
+  m->port_ = static_cast<uint16_t>(ports.front());
+  return m;
+}
+
+void WorkerMetrics::SetLoad(int kv_pages_used, int running, int waiting) {
+  kv_pages_used_->Set(kv_pages_used);
+  running_->Set(running);
+  waiting_->Set(waiting);
+}
+
+void WorkerMetrics::AddStep(double seconds, int prompt_tokens, int generation_tokens) {
+  busy_seconds_->Increment(seconds);
+  prompt_tokens_->Increment(prompt_tokens);
+  generation_tokens_->Increment(generation_tokens);
+}
+
+void WorkerMetrics::AddKvTransfer(int64_t bytes, double seconds) {
+  kv_bytes_->Increment(static_cast<double>(bytes));
+  kv_seconds_->Observe(seconds);
+}
+
+}  // namespace pdserve

@@ -1,0 +1,360 @@
+#include "prefill_pool/prefill_worker.h"
+
+#include "model/sampling_proto.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace pdserve::prefill_pool {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorkerOptions& options) {
+  PDSERVE_RETURN_IF_ERROR(options.identity.Validate());
+  if (options.gateway.port == 0) return InvalidArgument("the gateway's control port is required");
+  PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
+  const model::KvCacheShape& shape = engine->backend().kv_shape();
+  PDSERVE_ASSIGN_OR_RETURN(auto layout, kv_transfer::KvLayout::FromConfig(
+                                            engine->config(), shape.page_size, shape.dtype));
+  auto worker = std::unique_ptr<PrefillWorker>(
+      new PrefillWorker(options, std::move(engine), std::move(layout)));
+  if (options.metrics_port >= 0) {
+    PDSERVE_ASSIGN_OR_RETURN(worker->metrics_,
+                             WorkerMetrics::Start("127.0.0.1", options.metrics_port, "prefill"));
+  }
+  return worker;
+}
+
+PrefillWorker::PrefillWorker(const PrefillWorkerOptions& options,
+                             std::unique_ptr<model::Engine> engine, kv_transfer::KvLayout layout)
+    : options_(options), engine_(std::move(engine)), layout_(std::move(layout)) {
+  engine_->set_layer_hook(
+      [this](int layer, std::span<const model::PromptDone> done) { OnLayer(layer, done); });
+  finisher_ = std::thread([this] { FinishLoop(); });
+}
+
+PrefillWorker::~PrefillWorker() {
+  {
+    std::lock_guard lock(finish_mu_);
+    stop_finisher_ = true;
+    finish_cv_.notify_all();
+  }
+  finisher_.join();
+  transports_.clear();  // transports close before the engine's KV pool goes
+  link_.reset();
+}
+
+void PrefillWorker::Drain() {
+  draining_ = true;
+  if (link_) link_->Wake();
+}
+
+Status PrefillWorker::Run() {
+  proto::Register r;
+  r.set_role("prefill");
+  options_.identity.Fill(&r);
+  r.set_device(engine_->backend().device());
+  r.set_kv_pages(engine_->pages().num_pages());
+  r.set_page_size(engine_->backend().kv_shape().page_size);
+  r.set_model_id(engine_->config().model_id);
+  r.set_max_context(engine_->config().max_seq_len);
+  r.set_layout_hash(layout_.hash);
+  PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
+
+  const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.heartbeat_seconds));
+  auto next_heartbeat = Clock::now();
+  bool announced_drain = false;
+  std::deque<proto::Envelope> inbox;
+  auto finishing_empty = [&] {
+    std::lock_guard lock(finish_mu_);
+    return finishing_.empty() && in_transfer_.empty();
+  };
+  while (true) {
+    const bool idle = !engine_->HasWork();
+    const auto until = idle ? std::min(next_heartbeat, Clock::now() + heartbeat) : Clock::now();
+    inbox.clear();
+    if (!link_->WaitForMessages(&inbox, until)) break;
+    for (auto& m : inbox) {
+      if (m.has_prefill()) HandlePrefill(m.prefill());
+      if (m.has_cancel()) HandleCancel(m.cancel().request_id());
+    }
+    if (engine_->HasWork()) RunStep();
+    if (draining_ && !announced_drain) {
+      announced_drain = true;
+      SendLoad();
+      spdlog::info("draining: finishing {} prompts", pending_.size());
+    }
+    if (draining_ && !engine_->HasWork() && finishing_empty()) break;
+    if (Clock::now() >= next_heartbeat) {
+      SendLoad();
+      next_heartbeat = Clock::now() + heartbeat;
+    }
+  }
+  Status lost = link_->LostStatus();
+  if (lost.ok()) {
+    SendLoad();
+    link_->CloseAfterFlush(std::chrono::seconds(10));
+    return Status::Ok();
+  }
+  return draining_ ? Status::Ok() : lost;
+}
+
+void PrefillWorker::SendError(uint64_t request_id, const std::string& message, bool retryable,
+                              bool peer_failed) {
+  proto::Envelope e;
+  e.mutable_error()->set_request_id(request_id);
+  e.mutable_error()->set_message(message);
+  e.mutable_error()->set_retryable(retryable);
+  e.mutable_error()->set_peer_failed(peer_failed);
+  link_->Send(e);
+}
+
+Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
+    const std::string& endpoint) {
+  auto it = transports_.find(endpoint);
+  if (it != transports_.end() && it->second->connected()) return it->second;
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) {
+    return InvalidArgument("bad KV endpoint '" + endpoint + "' (want host:port)");
+  }
+  kv_transfer::TcpTransportOptions o;
+  o.host = endpoint.substr(0, colon);
+  const int port = std::atoi(endpoint.c_str() + colon + 1);
+  if (port <= 0 || port > 65535)
+    return InvalidArgument("bad KV endpoint port in '" + endpoint + "'");
+  o.port = static_cast<uint16_t>(port);
+  std::vector<const void*> bases;
+  for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
+  PDSERVE_ASSIGN_OR_RETURN(auto transport,
+                           kv_transfer::TcpTransport::Connect(layout_, std::move(bases),
+                                                              engine_->pages().num_pages(), o));
+  std::shared_ptr<kv_transfer::TcpTransport> shared = std::move(transport);
+  transports_[endpoint] = shared;
+  spdlog::info("KV transport to {} connected", endpoint);
+  return shared;
+}
+
+void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
+  if (draining_) return SendError(p.request_id(), "worker is draining", true);
+  const proto::Reserved& dst = p.destination();
+  if (dst.layout_hash() != layout_.hash) {
+    return SendError(p.request_id(),
+                     "the decode worker's KV layout differs from this prefill worker's (" +
+                         layout_.ToString() + ")",
+                     true, true);
+  }
+  auto transport = TransportTo(dst.kv_endpoint());
+  if (!transport.ok()) {
+    return SendError(p.request_id(),
+                     "cannot reach the decode worker's KV endpoint " + dst.kv_endpoint() + ": " +
+                         transport.status().message(),
+                     true, true);
+  }
+  model::SamplingParams params = model::SamplingFromProto(p.sampling());
+  const int max_tokens = params.max_tokens;
+  params.max_tokens = 1;  // this worker samples the first token only
+  std::vector<int32_t> prompt(p.prompt().begin(), p.prompt().end());
+  const int prompt_len = static_cast<int>(prompt.size());
+  const int pages_needed = model::PagesForTokens(prompt_len, layout_.page_size);
+  if (dst.page_ids_size() < pages_needed) {
+    return SendError(p.request_id(),
+                     "the decode worker reserved " + std::to_string(dst.page_ids_size()) +
+                         " pages for a prompt that needs " + std::to_string(pages_needed),
+                     false);
+  }
+  auto seq = engine_->Add(std::move(prompt), params, /*keep_pages=*/true);
+  if (!seq.ok()) return SendError(p.request_id(), seq.status().message(), false);
+  Pending pending;
+  pending.request_id = p.request_id();
+  pending.destination = dst;
+  pending.max_tokens = max_tokens;
+  pending.prompt_len = prompt_len;
+  pending.arrival = Clock::now();
+  const double deadline_s = p.deadline_seconds() > 0 ? p.deadline_seconds() : 30.0;
+  pending.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(deadline_s));
+  pending.transport = *transport;
+  pending_[*seq] = std::move(pending);
+  seq_of_request_[p.request_id()] = *seq;
+}
+
+void PrefillWorker::HandleCancel(uint64_t request_id) {
+  auto it = seq_of_request_.find(request_id);
+  if (it != seq_of_request_.end()) {
+    engine_->Cancel(it->second);  // its cancelled event answers the gateway
+    return;
+  }
+  std::lock_guard lock(finish_mu_);
+  if (auto t = in_transfer_.find(request_id); t != in_transfer_.end()) {
+    t->second->Cancel(request_id, "cancelled by the gateway");  // the finisher answers
+  }
+}
+
+void PrefillWorker::OnLayer(int layer, std::span<const model::PromptDone> done) {
+  for (const model::PromptDone& d : done) {
+    auto it = pending_.find(d.seq_id);
+    if (it == pending_.end()) continue;
+    Pending& p = it->second;
+    if (!p.failed.ok()) continue;
+    if (layer == 0) {
+      const int n = model::PagesForTokens(d.prompt_len, layout_.page_size);
+      kv_transfer::OutgoingRequest out;
+      out.request_id = p.request_id;
+      out.src_pages.assign(d.pages.begin(), d.pages.begin() + n);
+      out.dst_pages.assign(p.destination.page_ids().begin(), p.destination.page_ids().begin() + n);
+      out.deadline = p.deadline;
+      p.failed = p.transport->Open(out);
+      p.opened = p.failed.ok();
+      {
+        std::lock_guard lock(finish_mu_);
+        if (p.opened) in_transfer_[p.request_id] = p.transport;
+      }
+      if (!p.failed.ok()) continue;
+    }
+    p.failed = p.transport->PushLayer(p.request_id, layer);
+  }
+  if (options_.debug_layer_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_layer_delay_ms));
+  }
+}
+
+void PrefillWorker::RunStep() {
+  std::vector<model::TokenEvent> events;
+  model::StepStats stats;
+  if (Status s = engine_->Step(&events, &stats); !s.ok()) {
+    spdlog::error("engine step failed: {}", s.ToString());
+    for (auto& [seq, p] : pending_) {
+      SendError(p.request_id, s.message(), false);
+      if (p.opened) p.transport->Cancel(p.request_id, "prefill failed");
+      engine_->Cancel(seq);
+    }
+    pending_.clear();
+    seq_of_request_.clear();
+    return;
+  }
+  busy_seconds_ += stats.seconds;
+  if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
+  if (!stats.seq_ids.empty()) {
+    proto::Envelope report;
+    proto::StepReport* step = report.mutable_step();
+    step->set_seconds(stats.seconds);
+    const auto step_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(stats.seconds));
+    for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
+      auto it = pending_.find(stats.seq_ids[i]);
+      step->add_request_ids(it == pending_.end() ? 0 : it->second.request_id);
+      step->add_tokens(stats.seq_tokens[i]);
+      step->add_prompt(true);  // everything this worker computes is prompt work
+      if (it != pending_.end() && it->second.first_step == Clock::time_point{}) {
+        it->second.first_step = step_start;
+      }
+    }
+    link_->Send(report);
+  }
+  for (const auto& e : events) {
+    auto it = pending_.find(e.seq_id);
+    if (it == pending_.end()) continue;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    seq_of_request_.erase(p.request_id);
+    if (e.finish == model::FinishReason::kCancelled) {
+      proto::Envelope m;
+      m.mutable_tokens()->set_request_id(p.request_id);
+      m.mutable_tokens()->set_finish_reason("cancelled");
+      link_->Send(m);
+      continue;
+    }
+    Finishing f;
+    f.pending = std::move(p);
+    f.token = e.token;
+    f.is_stop = e.is_stop_token;
+    f.pages = engine_->TakeKeptPages(e.seq_id);
+    f.sampled = Clock::now();
+    std::lock_guard lock(finish_mu_);
+    finishing_.push_back(std::move(f));
+    finish_cv_.notify_all();
+  }
+}
+
+void PrefillWorker::FinishLoop() {
+  while (true) {
+    Finishing f;
+    {
+      std::unique_lock lock(finish_mu_);
+      finish_cv_.wait(lock, [&] { return stop_finisher_ || !finishing_.empty(); });
+      if (finishing_.empty()) return;
+      f = std::move(finishing_.front());
+      finishing_.pop_front();
+    }
+    const Pending& p = f.pending;
+    Status transferred = p.failed;
+    if (transferred.ok()) transferred = p.transport->Wait(p.request_id);
+    const double transfer_seconds = Seconds(Clock::now() - f.sampled);
+    engine_->pages().Free(f.pages);  // the pool is thread-safe
+    {
+      std::lock_guard lock(finish_mu_);
+      in_transfer_.erase(p.request_id);
+    }
+    if (!transferred.ok()) {
+      // Unavailable: the decode worker's connection went; Cancelled: the gateway asked.
+      SendError(p.request_id, "KV transfer to the decode worker failed: " + transferred.message(),
+                true, transferred.code() == StatusCode::kUnavailable);
+      if (link_) link_->Wake();
+      continue;
+    }
+    const int64_t kv_bytes =
+        static_cast<int64_t>(model::PagesForTokens(p.prompt_len, layout_.page_size)) *
+        static_cast<int64_t>(layout_.page_bytes()) * layout_.n_layers;
+    if (metrics_) metrics_->AddKvTransfer(kv_bytes, transfer_seconds);
+    proto::Envelope m;
+    proto::TokenBatch* b = m.mutable_tokens();
+    b->set_request_id(p.request_id);
+    b->add_tokens(f.token);
+    b->set_last_is_stop_token(f.is_stop);
+    b->set_queue_seconds(Seconds(p.first_step - p.arrival));
+    b->set_prefill_seconds(Seconds(f.sampled - p.first_step));
+    b->set_transfer_seconds(transfer_seconds);
+    b->set_kv_bytes(kv_bytes);
+    const bool context_full = p.prompt_len + 1 >= engine_->config().max_seq_len;
+    if (f.is_stop) {
+      b->set_finish_reason("stop");
+    } else if (p.max_tokens <= 1 || context_full) {
+      b->set_finish_reason("length");
+    }
+    link_->Send(m);
+    if (link_) link_->Wake();  // a draining engine loop waits for this
+  }
+}
+
+int64_t PrefillWorker::QueuedPromptTokens() const {
+  int64_t tokens = 0;
+  for (const auto& [seq, p] : pending_) tokens += p.prompt_len;
+  return tokens;
+}
+
+void PrefillWorker::SendLoad() {
+  proto::Envelope m;
+  proto::Load* load = m.mutable_load();
+  load->set_free_pages(engine_->pages().free_pages());
+  load->set_running(engine_->num_running());
+  load->set_waiting(engine_->num_waiting());
+  load->set_queued_prompt_tokens(QueuedPromptTokens());
+  load->set_draining(draining_);
+  load->set_busy_seconds(busy_seconds_);
+  link_->Send(m);
+  if (metrics_) {
+    metrics_->SetLoad(engine_->pages().used_pages(), engine_->num_running(),
+                      engine_->num_waiting());
+  }
+}
+
+}  // namespace pdserve::prefill_pool

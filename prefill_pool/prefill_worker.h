@@ -1,0 +1,114 @@
+// PrefillWorker: the `pdserve prefill` process (ARCHITECTURE.md, "A request's life", steps 3-5).
+// Loads one engine, dials the gateway (GatewayLink) and serves Prefill requests: it batches
+// prompts up to the engine's token budget (chunked prefill), pushes each layer's KV to the
+// decode worker's reserved pages as soon as that layer's KV is written (the engine's layer
+// hook), samples the first token, and once every KV chunk was acknowledged answers the gateway
+// with a TokenBatch holding that token (or a RequestError), then frees its pages. One
+// TcpTransport per decode worker, made on first contact and shared by its requests.
+//
+// Threads: Run() drives the engine on the calling thread; a finisher thread waits for transfers
+// and answers the gateway; the link and each transport have their own I/O thread. Drain() may
+// be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/gateway_link.h"
+#include "common/status.h"
+#include "common/worker_metrics.h"
+#include "kv_transfer/kv_layout.h"
+#include "kv_transfer/tcp_transport.h"
+#include "model/engine.h"
+
+namespace pdserve::prefill_pool {
+
+struct PrefillWorkerOptions {
+  GatewayLinkOptions gateway;  // the gateway's control address; port required
+  WorkerIdentity identity;
+  std::string model_dir;
+  model::EngineOptions engine;
+  double heartbeat_seconds = 0.5;
+  int metrics_port = -1;  // -1 off, 0 chosen by the OS
+  // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the
+  // worker while a transfer is in flight. 0 in production.
+  int debug_layer_delay_ms = 0;
+};
+
+class PrefillWorker {
+ public:
+  static Result<std::unique_ptr<PrefillWorker>> Create(const PrefillWorkerOptions& options);
+  ~PrefillWorker();
+
+  Status Run();
+  void Drain();
+  uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // A prompt in the engine, from Prefill to its first token.
+  struct Pending {
+    uint64_t request_id = 0;
+    proto::Reserved destination;
+    int max_tokens = 0;  // the request's, not the engine's 1
+    int prompt_len = 0;
+    Clock::time_point arrival, first_step, deadline;
+    std::shared_ptr<kv_transfer::TcpTransport> transport;
+    Status failed;  // a transfer error while its layers were pushed
+    bool opened = false;
+  };
+  // A first token whose KV is still being acknowledged.
+  struct Finishing {
+    Pending pending;
+    int32_t token = -1;
+    bool is_stop = false;
+    std::vector<int32_t> pages;  // this worker's, freed once the transfer ended
+    Clock::time_point sampled;
+  };
+
+  PrefillWorker(const PrefillWorkerOptions& options, std::unique_ptr<model::Engine> engine,
+                kv_transfer::KvLayout layout);
+  void HandlePrefill(const proto::Prefill& p);
+  void HandleCancel(uint64_t request_id);
+  Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const std::string& endpoint);
+  void OnLayer(int layer, std::span<const model::PromptDone> done);
+  void RunStep();
+  void FinishLoop();
+  void SendError(uint64_t request_id, const std::string& message, bool retryable,
+                 bool peer_failed = false);
+  void SendLoad();
+  int64_t QueuedPromptTokens() const;
+
+  PrefillWorkerOptions options_;
+  std::unique_ptr<model::Engine> engine_;
+  const kv_transfer::KvLayout layout_;
+  std::unique_ptr<GatewayLink> link_;
+  std::unique_ptr<WorkerMetrics> metrics_;
+  std::atomic<bool> draining_{false};
+  double busy_seconds_ = 0;  // engine thread
+
+  // Engine thread only.
+  std::map<std::string, std::shared_ptr<kv_transfer::TcpTransport>> transports_;  // by endpoint
+  std::unordered_map<uint64_t, Pending> pending_;          // by engine sequence
+  std::unordered_map<uint64_t, uint64_t> seq_of_request_;  // request -> sequence
+
+  // Handed from the engine thread to the finisher.
+  std::mutex finish_mu_;
+  std::condition_variable finish_cv_;
+  std::deque<Finishing> finishing_;  // guarded by finish_mu_
+  std::map<uint64_t, std::shared_ptr<kv_transfer::TcpTransport>> in_transfer_;  // same
+  bool stop_finisher_ = false;  // guarded by finish_mu_
+  std::thread finisher_;
+};
+
+}  // namespace pdserve::prefill_pool

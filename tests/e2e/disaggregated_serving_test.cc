@@ -1,0 +1,281 @@
+// End to end: a gateway with separate prefill and decode workers as real processes on loopback.
+// The prompt's KV moves from the prefill worker to the decode worker over the TCP transport;
+// tokens must be those of one engine in one process, and failures of either worker must be
+// survived as ARCHITECTURE.md's failure rules say.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <regex>
+
+#include "tests/e2e/process.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve {
+namespace {
+
+using model::testing::TempDir;
+using testing::Curl;
+using testing::Process;
+using testing::StreamedText;
+
+struct Worker {
+  std::unique_ptr<Process> process;
+  std::string log;
+};
+
+class DisaggregatedServingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = dir_ / "tiny";
+    ASSERT_NE(testing::RunPdserve("make-model --preset tiny --out " + model_).find("wrote"),
+              std::string::npos);
+    gateway_ = std::make_unique<Process>(
+        std::vector<std::string>{"gateway", "--model", model_, "--port", "0", "--control-port", "0",
+                                 "--ready-file", dir_ / "ready.json"},
+        dir_ / "gateway.log");
+    auto ready = testing::WaitForJsonFile(dir_ / "ready.json", std::chrono::seconds(30));
+    ASSERT_FALSE(ready.is_null()) << "gateway did not start";
+    http_ = ready["http_port"];
+    control_ = ready["control_port"];
+  }
+
+  Worker Start(const std::string& kind, std::vector<std::string> extra = {}) {
+    const std::string log = dir_ / (kind + std::to_string(++started_) + ".log");
+    std::vector<std::string> args{kind,
+                                  "--model",
+                                  model_,
+                                  "--threads",
+                                  "1",
+                                  "--kv-memory-mb",
+                                  "32",
+                                  "--metrics-port",
+                                  "0",
+                                  "--gateway",
+                                  "127.0.0.1:" + std::to_string(control_)};
+    if (kind == "decode") args.insert(args.end(), {"--role", "decode"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return {std::make_unique<Process>(args, log), log};
+  }
+
+  // Waits until the gateway lists `n` workers of `role`.
+  void WaitForWorkers(const std::string& role, size_t n) {
+    // Generous: a loaded CI machine starts processes slowly.
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    testing::HttpResult h;
+    while (std::chrono::steady_clock::now() < end) {
+      h = Curl(http_, "/health");
+      if (h.status == 200) {
+        size_t count = 0;
+        const auto health = nlohmann::json::parse(h.body);
+        for (const auto& w : health["worker_load"]) {
+          count += w.value("role", "") == role ? 1 : 0;
+        }
+        if (count == n) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "the gateway does not list " << n << " " << role << " workers: " << h.status << " "
+           << h.body;
+  }
+
+  // pdserve_kv_pages_used on a worker's own /metrics (its port is in its log).
+  static int KvPagesUsed(const Worker& w) {
+    std::ifstream in(w.log);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::smatch m;
+    const std::string log = text.str();
+    if (!std::regex_search(log, m, std::regex("metrics on http://127.0.0.1:([0-9]+)/metrics"))) {
+      return -1;
+    }
+    auto metrics = Curl(std::stoi(m[1]), "/metrics");
+    std::smatch used;
+    if (!std::regex_search(metrics.body, used,
+                           std::regex("pdserve_kv_pages_used\\{[^}]*\\} ([0-9.e+]+)"))) {
+      return -1;
+    }
+    return static_cast<int>(std::stod(used[1]));
+  }
+
+  // Waits until the worker reports no used KV pages (heartbeats refresh the gauge).
+  static void ExpectPagesReturnToZero(const Worker& w) {
+    int used = -1;
+    for (int i = 0; i < 100 && used != 0; ++i) {
+      used = KvPagesUsed(w);
+      if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(used, 0) << w.log;
+  }
+
+  TempDir dir_;
+  std::string model_;
+  std::unique_ptr<Process> gateway_;
+  int http_ = 0, control_ = 0;
+  int started_ = 0;
+};
+
+TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
+  auto p = Start("prefill");
+  auto d = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  for (int i = 0; i < 20; ++i) {
+    // Lengths from a few tokens to several KV pages, so transfers have one run or several.
+    const std::string prompt = "Prompt number " + std::to_string(i) +
+                               std::string(static_cast<size_t>(i) * 7, i % 2 ? 'x' : ' ') +
+                               (i % 3 ? " about cats" : " ... and dogs");
+    auto reference = nlohmann::json::parse(
+        testing::RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
+                            model_ + " --prompt '" + prompt + "'"));
+    const nlohmann::json body = {{"model", "tiny"},
+                                 {"prompt", prompt},
+                                 {"max_tokens", 12},
+                                 {"temperature", 0},
+                                 {"ignore_eos", true}};
+    auto plain = Curl(http_, "/v1/completions", body.dump());
+    ASSERT_EQ(plain.status, 200) << plain.body;
+    auto j = nlohmann::json::parse(plain.body);
+    EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
+    EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
+
+    nlohmann::json streamed_body = body;
+    streamed_body["stream"] = true;
+    streamed_body["stream_options"] = {{"include_usage", true}};
+    auto streamed = Curl(http_, "/v1/completions", streamed_body.dump());
+    int tokens = 0;
+    bool done = false;
+    EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;
+    EXPECT_EQ(tokens, 12);
+    EXPECT_TRUE(done);
+    EXPECT_NE(streamed.body.find("kv_transfer;dur="), std::string::npos);
+  }
+  // A request that ends at its first token (max_tokens 1) frees the decode worker's reservation.
+  auto one = Curl(http_, "/v1/completions",
+                  R"({"model":"tiny","prompt":"one","max_tokens":1,"ignore_eos":true})");
+  EXPECT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(nlohmann::json::parse(one.body)["usage"]["completion_tokens"], 1);
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
+TEST_F(DisaggregatedServingTest, KilledDecodeWorkerEndsTheStreamAndTheNextRequestGoesElsewhere) {
+  auto p = Start("prefill");
+  auto d1 = Start("decode");
+  WaitForWorkers("decode", 1);
+  auto d2 = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 2);
+  // Find which decode worker takes the long stream: the one whose pages are in use.
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    for (int i = 0; i < 300 && !killed; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      for (Worker* w : {&d1, &d2}) {
+        if (KvPagesUsed(*w) > 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          w->process->Kill(SIGKILL);
+          killed = true;
+          break;
+        }
+      }
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto streamed = Curl(
+      http_, "/v1/completions",
+      R"({"model":"tiny","prompt":"go","max_tokens":3000,"ignore_eos":true,"stream":true})", 60);
+  killer.join();
+  ASSERT_TRUE(killed);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_NE(streamed.body.find("\"error\""), std::string::npos) << streamed.body.substr(0, 300);
+  EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
+  WaitForWorkers("decode", 1);
+  for (int i = 0; i < 3; ++i) {
+    auto next =
+        Curl(http_, "/v1/completions", R"({"model":"tiny","prompt":"again","max_tokens":4})");
+    EXPECT_EQ(next.status, 200) << next.body;
+  }
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d1.process->running() ? d1 : d2);
+}
+
+TEST_F(DisaggregatedServingTest, KilledPrefillWorkerDuringItsTransferIsRetriedOnAnother) {
+  // The first prefill worker pauses after each layer's push (4 layers: 2 s of transfer), so it
+  // can be killed while the decode worker holds a half-written reservation.
+  auto slow = Start("prefill", {"--debug-layer-delay-ms", "500"});
+  WaitForWorkers("prefill", 1);
+  auto d = Start("decode");
+  WaitForWorkers("decode", 1);
+  auto fast = Start("prefill");
+  WaitForWorkers("prefill", 2);
+  std::thread killer([&] {
+    for (int i = 0; i < 200; ++i) {  // the slow worker has the prompt once its pages are used
+      if (KvPagesUsed(slow) > 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    slow.process->Kill(SIGKILL);
+  });
+  const std::string prompt = "retry me";
+  auto reference = nlohmann::json::parse(
+      testing::RunPdserve("generate --json --ignore-eos --max-tokens 6 --threads 1 --model " +
+                          model_ + " --prompt '" + prompt + "'"));
+  auto r = Curl(http_, "/v1/completions",
+                nlohmann::json{{"model", "tiny"},
+                               {"prompt", prompt},
+                               {"max_tokens", 6},
+                               {"temperature", 0},
+                               {"ignore_eos", true}}
+                    .dump(),
+                30);
+  killer.join();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["choices"][0]["text"], reference["text"]);
+  ExpectPagesReturnToZero(d);
+  ExpectPagesReturnToZero(fast);
+}
+
+TEST_F(DisaggregatedServingTest, NewDecodeWorkerGetsTrafficAndADrainedOneFailsNothing) {
+  auto p = Start("prefill");
+  auto d1 = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      while (!stop) {
+        auto r = Curl(http_, "/v1/completions",
+                      R"({"model":"tiny","prompt":"traffic","max_tokens":40,"ignore_eos":true})");
+        (r.status == 200 ? ok : failed)++;
+        if (r.status != 200) ADD_FAILURE() << r.status << " " << r.body;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto d2 = Start("decode");
+  WaitForWorkers("decode", 2);
+  const auto joined = std::chrono::steady_clock::now();
+  bool used = false;
+  while (!used && std::chrono::steady_clock::now() - joined < std::chrono::seconds(2)) {
+    used = KvPagesUsed(d2) > 0;
+  }
+  EXPECT_TRUE(used) << "the new decode worker got no request within 2 s of joining";
+  d1.process->Signal(SIGTERM);
+  EXPECT_EQ(d1.process->Wait(std::chrono::seconds(20)), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(ok, 8);
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d2);
+}
+
+}  // namespace
+}  // namespace pdserve
