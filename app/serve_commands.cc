@@ -99,7 +99,7 @@ struct UpFlags {
   int decode = 1;
   int colocated = 0;
   int threads = 0;  // per worker; 0: the machine's cores shared among the workers
-  std::string ledger;
+  std::string ledger = "pdserve-ledger.sqlite";
   bool no_auth = true;
 };
 
@@ -142,8 +142,11 @@ void RunUp(const UpFlags& f) {
     sigprocmask(SIG_BLOCK, &mask, nullptr);
     children.push_back(pid);
   };
-  spawn({"pdserve", "gateway", "--model", model_dir, "--port", std::to_string(f.port),
-         "--ready-file", ready});
+  std::vector<std::string> gateway{"pdserve",      "gateway", "--model",
+                                   model_dir,      "--port",  std::to_string(f.port),
+                                   "--ready-file", ready};
+  if (!f.ledger.empty()) gateway.insert(gateway.end(), {"--ledger", f.ledger});
+  spawn(gateway);
   nlohmann::json ports;
   for (int i = 0; i < 600 && ports.is_null(); ++i) {
     int status = 0;
@@ -183,6 +186,9 @@ void RunUp(const UpFlags& f) {
       << "pdserve is up: http://127.0.0.1:" << http << "/v1 serving '" << model << "' with "
       << f.prefill << " prefill, " << f.decode << " decode and " << f.colocated
       << " colocated worker(s). Ctrl-C stops it.\n"
+      << (f.ledger.empty() ? std::string()
+                           : "  costs go to " + f.ledger + ": pdserve report --ledger " + f.ledger +
+                                 " --prices PRICES.json\n")
       << "  curl http://127.0.0.1:" << http
       << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"" << model
       << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
@@ -222,6 +228,13 @@ void AddServeCommands(CLI::App& app) {
   gw->add_flag("--no-auth", *no_auth,
                "Serve without API keys (the default when --api-keys is not given)");
   gw->add_option("--io-threads", g->io_threads, "Network threads")->check(CLI::Range(1, 64));
+  gw->add_option("--ledger", g->ledger_path,
+                 "Record every request attempt's cost in this SQLite file");
+  gw->add_flag("--ledger-store-text", g->ledger_store_text,
+               "Also keep prompt and completion text in the ledger");
+  gw->add_option("--egress-usd-per-gb", g->egress_usd_per_gb,
+                 "Price of KV bytes moved between zones")
+      ->check(CLI::NonNegativeNumber);
   gw->add_option("--ready-file", *ready, "Write the bound ports here as JSON once listening");
   gw->callback([g, ready, no_auth] {
     if (*no_auth) g->api_keys_file.clear();
@@ -294,6 +307,7 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
+  up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->callback([u] {
     if (u->colocated == 0 && (u->prefill == 0 || u->decode == 0)) {
       Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));

@@ -67,7 +67,11 @@ GatewayMetrics::GatewayMetrics()
       workers_(pm::BuildGauge()
                    .Name("pdserve_workers")
                    .Help("Live workers by pool and capacity class.")
-                   .Register(*registry_)) {}
+                   .Register(*registry_)),
+      cost_(pm::BuildCounter()
+                .Name("pdserve_cost_usd_total")
+                .Help("Compute cost of request attempts in USD, by tenant and capacity class.")
+                .Register(*registry_)) {}
 
 void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
                                     int prompt_tokens, int generation_tokens) {

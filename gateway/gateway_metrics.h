@@ -24,6 +24,10 @@ class GatewayMetrics {
   void RecordFinished(const std::string& finished_reason, double e2e_seconds, int prompt_tokens,
                       int generation_tokens);
   void RecordFailed() { failed_.Increment(); }
+  // pdserve_cost_usd_total{tenant,class}: compute cost of an attempt on a worker of `class`.
+  void RecordCost(const std::string& tenant, const std::string& capacity_class, double usd) {
+    if (usd > 0) cost_.Add({{"tenant", tenant}, {"class", capacity_class}}).Increment(usd);
+  }
   prometheus::Gauge& running() { return running_; }
 
   // The exposition text, with the worker gauges refreshed from `workers`.
@@ -40,6 +44,7 @@ class GatewayMetrics {
   prometheus::Counter& failed_;
   prometheus::Gauge& running_;
   prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Counter>& cost_;
 };
 
 }  // namespace pdserve::gateway

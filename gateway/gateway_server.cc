@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "gateway/http_session.h"
+#include "gateway/ledger_rows.h"
 #include "model/model_config.h"
 
 namespace pdserve::gateway {
@@ -38,9 +39,26 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                    shared->keys->limits().size(), d.requests_per_minute, d.tokens_per_minute);
     }
   }
-  server->registry_ = std::make_shared<WorkerRegistry>(
-      server->io_,
-      RegistryOptions{o.cluster_token, server->model_id_, std::chrono::milliseconds(3000)});
+  RegistryOptions registry_options;
+  registry_options.cluster_token = o.cluster_token;
+  registry_options.model_id = server->model_id_;
+  if (!o.ledger_path.empty()) {
+    PDSERVE_ASSIGN_OR_RETURN(shared->ledger, Ledger::Open({o.ledger_path, o.ledger_store_text}));
+    shared->ledger_store_text = o.ledger_store_text;
+    shared->egress_usd_per_gb = o.egress_usd_per_gb;
+    // This run's worker periods: unique against earlier runs in the same ledger file.
+    const std::string run_id =
+        std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count());
+    registry_options.on_period = [ledger = shared->ledger, run_id](const WorkerPeriodUpdate& u) {
+      if (Status s = ledger->UpsertPeriod(ToWorkerPeriod(run_id, u)); !s.ok()) {
+        spdlog::error("ledger: could not record worker {}'s period: {}", u.worker_id, s.ToString());
+      }
+    };
+    spdlog::info("recording costs in {}", o.ledger_path);
+  }
+  server->registry_ = std::make_shared<WorkerRegistry>(server->io_, registry_options);
   shared->registry = server->registry_;
   PDSERVE_RETURN_IF_ERROR(server->registry_->Listen(o.host, o.control_port));
   server->shared_ = shared;

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
+#include "gateway/ledger.h"
 #include "gateway/tenant_quota.h"
 #include "gateway/worker_registry.h"
 #include "model/tokenizer.h"
@@ -26,7 +27,10 @@ struct GatewayOptions {
   std::string model_id;       // empty: the model directory's name
   int max_context = 4096;     // prompt + max_tokens limit (the model's context)
   std::string cluster_token;
-  std::string api_keys_file;  // empty: no authentication; tenants' rate limits come from it too
+  std::string api_keys_file;  // empty: no authentication
+  std::string ledger_path;    // SQLite cost ledger; empty: none
+  bool ledger_store_text = false;
+  double egress_usd_per_gb = 0;  // KV bytes crossing zones; tenants' rate limits come from it too
   size_t max_body_bytes = 8 << 20;
   int io_threads = 2;
 };
@@ -50,6 +54,9 @@ class GatewayServer {
     std::shared_ptr<const ApiKeys> keys;  // null: no authentication
     std::shared_ptr<TenantQuota> quota;   // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
+    std::shared_ptr<Ledger> ledger;  // null: no ledger
+    bool ledger_store_text = false;
+    double egress_usd_per_gb = 0;
     std::string model_id;
     int max_context;
     size_t max_body_bytes;

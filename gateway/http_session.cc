@@ -160,6 +160,10 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
         "max_tokens"));
   }
   const int max_tokens = req.max_tokens.value_or(room);
+  auto tags = ParseTags(std::string(request["x-pdserve-tags"]));
+  if (!tags.ok()) {
+    return RespondError(ApiError::BadRequest("x-pdserve-tags: " + tags.status().message()));
+  }
   const bool stream = req.stream;
   if (shared_->quota && !tenant_.empty()) {
     const QuotaDecision quota = shared_->quota->Admit(tenant_, int64_t{prompt_len} + max_tokens);
@@ -175,16 +179,22 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   auto self = shared_from_this();
   CallOutput output;
   output.write_stream = [self](std::string data) { self->QueueChunk(std::move(data), false); };
-  output.finish = [self, stream](int status, std::string body, std::string timing, bool is_error) {
+  output.finish = [self, stream](int status, std::string body, HttpHeaders headers, bool is_error) {
     auto s = self;
     if (stream && s->streaming_) return s->QueueChunk(std::move(body), true);
     s->StopWatchingForClose();
-    s->Respond(status, std::move(body), "application/json", timing, status == 503 ? 1 : 0);
+    s->Respond(status, std::move(body), "application/json", headers, status == 503 ? 1 : 0);
   };
-  call_ = std::make_shared<CompletionCall>(stream_.get_executor(), shared_->registry,
-                                           shared_->tokenizer, std::move(req),
-                                           std::move(prompt).value(), max_tokens, NewRequestId(),
-                                           shared_->model_id, std::move(output), shared_->metrics);
+  CallAccounting accounting;
+  accounting.ledger = shared_->ledger;
+  accounting.store_text = shared_->ledger_store_text;
+  accounting.egress_usd_per_gb = shared_->egress_usd_per_gb;
+  accounting.tenant = tenant_;
+  accounting.tags = std::move(tags).value();
+  call_ = std::make_shared<CompletionCall>(
+      stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
+      std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output),
+      shared_->metrics, std::move(accounting));
   if (!call_->Start()) return;
   if (stream) {
     BeginStream();
@@ -228,12 +238,12 @@ void HttpSession::StopWatchingForClose() {
 }
 
 void HttpSession::Respond(unsigned status, std::string body, const std::string& content_type,
-                          const std::string& server_timing, int retry_after_s) {
+                          const HttpHeaders& headers, int retry_after_s) {
   auto response = std::make_shared<http::response<http::string_body>>(
       static_cast<http::status>(status), version_);
   response->set(http::field::server, "pdserve");
   response->set(http::field::content_type, content_type);
-  if (!server_timing.empty()) response->set("server-timing", server_timing);
+  for (const auto& [name, value] : headers) response->set(name, value);
   if (retry_after_s > 0) response->set(http::field::retry_after, std::to_string(retry_after_s));
   response->keep_alive(keep_alive_);
   response->body() = std::move(body);
@@ -248,7 +258,7 @@ void HttpSession::Respond(unsigned status, std::string body, const std::string& 
 
 void HttpSession::RespondError(const ApiError& error, int retry_after_s) {
   if (retry_after_s <= 0 && error.http_status == 503) retry_after_s = 1;
-  Respond(error.http_status, error.ToJson().dump(), "application/json", "", retry_after_s);
+  Respond(error.http_status, error.ToJson().dump(), "application/json", {}, retry_after_s);
 }
 
 void HttpSession::AfterResponse() {

@@ -34,7 +34,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // retry_after_s > 0: a Retry-After header with that many seconds.
   void Respond(unsigned status, std::string body,
                const std::string& content_type = "application/json",
-               const std::string& server_timing = "", int retry_after_s = 0);
+               const HttpHeaders& headers = {}, int retry_after_s = 0);
   void RespondError(const ApiError& error, int retry_after_s = 0);
   void WatchForClose();
   void StopWatchingForClose();

@@ -1,0 +1,44 @@
+#include "gateway/ledger_rows.h"
+
+namespace pdserve::gateway {
+
+double UnixSeconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r) {
+  WorkerRef w;
+  w.id = worker_id;
+  w.name = r.name();
+  w.role = r.role();
+  w.capacity_class = r.capacity_class();
+  w.zone = r.zone();
+  w.price_per_gpu_hour = r.price_per_gpu_hour();
+  w.gpu_count = r.gpu_count();
+  return w;
+}
+
+WorkerPeriod ToWorkerPeriod(const std::string& run_id, const WorkerPeriodUpdate& update) {
+  WorkerPeriod p;
+  p.period_id = run_id + "-" + std::to_string(update.worker_id);
+  p.worker = ToWorkerRef(update.worker_id, update.info);
+  p.start_unix = UnixSeconds(update.start);
+  p.end_unix = UnixSeconds(update.last_seen);
+  p.busy_seconds = update.busy_seconds;
+  return p;
+}
+
+void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* row) {
+  row->prefill_worker = ToWorkerRef(usage.prefill_worker, usage.prefill_info);
+  row->decode_worker = ToWorkerRef(usage.decode_worker, usage.decode_info);
+  row->prefill_step_seconds = usage.prefill_step_seconds;
+  row->decode_step_seconds = usage.decode_step_seconds;
+  row->kv_bytes = usage.kv_bytes;
+  row->egress_cost_usd =
+      EgressCostUsd(usage.kv_bytes, row->prefill_worker, row->decode_worker, egress_usd_per_gb);
+  row->cost_usd = PriceAttempt(usage.prefill_step_seconds, row->prefill_worker,
+                               usage.decode_step_seconds, row->decode_worker, row->egress_cost_usd)
+                      .total();
+}
+
+}  // namespace pdserve::gateway

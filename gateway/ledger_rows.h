@@ -1,0 +1,26 @@
+// Turning what the registry knows about workers and attempts into the ledger's rows: a worker's
+// Register as a WorkerRef, a registration period as a WorkerPeriod, and an attempt's usage priced
+// by the cost model (ARCHITECTURE.md, "Cost model"). Pure functions: any thread. Called by the
+// gateway (CompletionCall for attempts, GatewayServer for periods).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gateway/cost_model.h"
+#include "gateway/ledger.h"
+#include "gateway/worker_registry.h"
+
+namespace pdserve::gateway {
+
+WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r);
+
+// `run_id` tells this gateway run's periods from earlier runs' in the same ledger.
+WorkerPeriod ToWorkerPeriod(const std::string& run_id, const WorkerPeriodUpdate& update);
+
+// Fills the row's workers, attributed step seconds, KV bytes, egress and cost from `usage`.
+void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* row);
+
+double UnixSeconds(std::chrono::system_clock::time_point t);
+
+}  // namespace pdserve::gateway
