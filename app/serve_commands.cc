@@ -100,6 +100,7 @@ struct UpFlags {
   int colocated = 0;
   int threads = 0;  // per worker; 0: the machine's cores shared among the workers
   std::string ledger = "pdserve-ledger.sqlite";
+  double price_per_gpu_hour = 0;  // passed to every worker
   bool no_auth = true;
 };
 
@@ -169,16 +170,18 @@ void RunUp(const UpFlags& f) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string threads =
       std::to_string(f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, workers)));
+  const std::string price = std::to_string(f.price_per_gpu_hour);
   for (int i = 0; i < f.prefill; ++i) {
-    spawn({"pdserve", "prefill", "--model", model_dir, "--gateway", control, "--threads", threads});
+    spawn({"pdserve", "prefill", "--model", model_dir, "--gateway", control, "--threads", threads,
+           "--price-per-gpu-hour", price});
   }
   for (int i = 0; i < f.decode; ++i) {
     spawn({"pdserve", "decode", "--role", "decode", "--model", model_dir, "--gateway", control,
-           "--threads", threads});
+           "--threads", threads, "--price-per-gpu-hour", price});
   }
   for (int i = 0; i < f.colocated; ++i) {
     spawn({"pdserve", "decode", "--role", "both", "--model", model_dir, "--gateway", control,
-           "--threads", threads});
+           "--threads", threads, "--price-per-gpu-hour", price});
   }
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
@@ -308,6 +311,10 @@ void AddServeCommands(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
+  up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
+  up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,
+                 "USD per GPU-hour of every worker, for the ledger")
+      ->check(CLI::NonNegativeNumber);
   up->callback([u] {
     if (u->colocated == 0 && (u->prefill == 0 || u->decode == 0)) {
       Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));
