@@ -255,13 +255,13 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
       }
       SendLocked(f.cost.decode_worker, std::move(m), actions);
       actions.calls.push_back([sink = f.sink, batch] { sink->OnTokens(batch); });
-      if (ended) f.sink_active = false;
+      if (ended) f.Deactivate();
     }
     return ReleaseLocked(id, f, &w, actions);
   }
   if (f.sink_active) {
     actions.calls.push_back([sink = f.sink, batch] { sink->OnTokens(batch); });
-    if (ended) f.sink_active = false;
+    if (ended) f.Deactivate();
   }
   if (ended) ReleaseLocked(id, f, &w, actions);
 }
@@ -283,7 +283,7 @@ void WorkerRegistry::FailLocked(uint64_t attempt_id, InFlight& f, const std::str
                                 bool retryable, uint64_t failed_worker, uint64_t except_worker,
                                 Actions& actions) {
   if (f.sink_active) {
-    f.sink_active = false;
+    f.Deactivate();
     actions.calls.push_back([sink = f.sink, message, retryable, failed_worker] {
       sink->OnFailure(message, retryable, failed_worker);
     });
@@ -345,8 +345,32 @@ void WorkerRegistry::SweepHeartbeats() {
       }
     }
     for (auto& c : stale) c->Close(DeadlineExceeded("no heartbeat"));
+    self->CloseAbandonedAttempts(now);
     self->SweepHeartbeats();
   });
+}
+
+void WorkerRegistry::CloseAbandonedAttempts(std::chrono::steady_clock::time_point now) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<uint64_t> abandoned;
+    for (const auto& [id, f] : attempts_) {
+      if (!f.sink_active && now - f.inactive_since > options_.abandon_after)
+        abandoned.push_back(id);
+    }
+    for (uint64_t id : abandoned) {
+      InFlight& f = attempts_[id];
+      spdlog::warn("attempt {}: {} worker(s) never confirmed its end; closing it", id,
+                   f.open.size());
+      for (uint64_t w : f.open) {
+        if (auto it = workers_.find(w); it != workers_.end()) it->second.attempts.erase(id);
+      }
+      f.open.clear();
+      ReleaseLocked(id, f, nullptr, actions);  // nothing open: closes it
+    }
+  }
+  actions.Run();
 }
 
 WorkerRegistry::Worker* WorkerRegistry::PickLocked(const std::string& role,
@@ -427,7 +451,7 @@ void WorkerRegistry::Cancel(uint64_t attempt_id) {
     std::lock_guard lock(mu_);
     auto it = attempts_.find(attempt_id);
     if (it == attempts_.end()) return;
-    it->second.sink_active = false;
+    it->second.Deactivate();
     for (uint64_t w : it->second.open) {
       proto::Envelope m;
       m.mutable_cancel()->set_request_id(attempt_id);

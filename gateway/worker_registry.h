@@ -67,6 +67,7 @@ struct RegistryOptions {
   std::string model_id;       // workers must serve this model
   std::chrono::milliseconds heartbeat_timeout{3000};
   double kv_deadline_seconds = 30;  // a reservation's KV must arrive within this
+  std::chrono::seconds abandon_after{60};
   // Called on register, at most once a second while a worker runs, and when it leaves.
   std::function<void(const WorkerPeriodUpdate&)> on_period;
 };
@@ -119,7 +120,12 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
   struct InFlight {
     std::shared_ptr<RequestSink> sink;
-    bool sink_active = true;  // false once cancelled or failed
+    bool sink_active = true;  // false once cancelled, failed or finished
+    std::chrono::steady_clock::time_point inactive_since;
+    void Deactivate() {
+      if (sink_active) inactive_since = std::chrono::steady_clock::now();
+      sink_active = false;
+    }
     Phase phase = Phase::kGenerating;
     std::set<uint64_t> open;  // workers still holding a part of it
     AttemptUsage cost;
@@ -138,6 +144,9 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void OnMessage(uint64_t conn_id, proto::Envelope&& message);
   void OnClose(uint64_t conn_id, const Status& why);
   void SweepHeartbeats();
+  // Closes attempts whose workers did not confirm their end within abandon_after of the cancel
+  // or failure (a worker bug: its part is forgotten, and its cost is what was reported so far).
+  void CloseAbandonedAttempts(std::chrono::steady_clock::time_point now);
   std::string CheckRegister(const proto::Register& r) const;
   // Each requires mu_.
   void HandleStepLocked(Worker& w, const proto::StepReport& step);

@@ -1,7 +1,8 @@
-// End to end soak: 64 concurrent streaming clients for 60 s against a gateway and two colocated
-// workers. Every request sent must end with `data: [DONE]` or an OpenAI error object; none may be
-// lost (a connection that ends early, a timeout, a stream without its end). Afterwards nothing
-// runs on the gateway or the workers. PDSERVE_SOAK_SECONDS shortens the run for a quick try.
+// End to end soak: 64 concurrent streaming clients for 60 s against a gateway, a prefill worker
+// and a decode worker (every request's KV crosses between them). Every request sent must end with
+// `data: [DONE]` or an OpenAI error object; none may be lost (a connection that ends early, a
+// timeout, a stream without its end). Afterwards nothing runs on the gateway or the workers.
+// PDSERVE_SOAK_SECONDS shortens the run for a quick try.
 //
 // Bounded: clients stop sending at the end of the run, each request has a 30 s deadline, and
 // start-up waits are bounded, so the test ends within about 100 s (ctest also times it out).
@@ -92,9 +93,12 @@ class SoakTest : public ::testing::Test {
     gateway_ = testing::StartGateway(dir_.path(), model_, {"--io-threads", "2"});
     ASSERT_TRUE(gateway_.process) << "gateway did not start";
     http_ = gateway_.http_port;
-    for (int i = 0; i < 2; ++i) {
-      workers_.push_back(testing::StartColocatedWorker(
-          model_, gateway_.control_port, dir_ / ("worker" + std::to_string(i) + ".log")));
+    for (const char* kind : {"prefill", "decode"}) {
+      workers_.push_back(std::make_unique<Process>(
+          std::vector<std::string>{kind, "--model", model_, "--threads", "1", "--kv-memory-mb",
+                                   "64", "--gateway",
+                                   "127.0.0.1:" + std::to_string(gateway_.control_port)},
+          dir_ / (std::string(kind) + ".log")));
     }
     ASSERT_TRUE(testing::WaitForWorkerLoad(http_, 2, std::chrono::seconds(30)))
         << "the workers did not register";
@@ -183,7 +187,7 @@ TEST_F(SoakTest, SixtyFourStreamingClientsForSixtySecondsLoseNoRequest) {
   EXPECT_EQ(static_cast<int>(records.size()), sent.load());
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(done + errors, sent.load());
-  // Two healthy workers serve (nearly) all of it; errors would mean refusals under load.
+  // A healthy prefill/decode pair serves (nearly) all of it; errors would mean refusals.
   EXPECT_GE(done, kClients) << "fewer requests completed than there are clients";
   EXPECT_LE(errors * 100, sent.load()) << "more than 1% of the requests ended in an error";
 
