@@ -223,7 +223,13 @@ void Worker::HandleKvDone(const proto::KvDone& d) {
 
 void Worker::HandleCancel(uint64_t request_id) {
   if (reserved_.erase(request_id)) {
-    receiver_->Cancel(request_id, "cancelled by the gateway");
+    // A transfer already Done (the request ended at its first token) holds its pages until
+    // taken: free them; otherwise the receiver fails the transfer and frees them.
+    if (receiver_->State(request_id) == kv_transfer::TransferState::kDone) {
+      if (auto pages = receiver_->TakePages(request_id); pages.ok()) engine_->pages().Free(*pages);
+    } else {
+      receiver_->Cancel(request_id, "cancelled by the gateway");
+    }
     proto::Envelope m;  // the gateway waits for the end of every request it sent
     m.mutable_tokens()->set_request_id(request_id);
     m.mutable_tokens()->set_finish_reason("cancelled");
