@@ -1,7 +1,5 @@
 #include "common/worker_metrics.h"
 
-#include <stdexcept>
-
 namespace pdserve {
 
 Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& bind_address,
@@ -29,16 +27,8 @@ Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& b
                         .Add(labels, prometheus::Histogram::BucketBoundaries{
                                          0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                          1.0, 2.5, 5.0, 10.0});
-  try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address + ":" + std::to_string(port));
-  } catch (const std::exception& e) {
-    return Unavailable("cannot serve metrics on " + bind_address + ":" + std::to_string(port) +
-                       ": " + e.what());
-  }
-  m->exposer_->RegisterCollectable(m->registry_);
-  const auto ports = m->exposer_->GetListeningPorts();
-  if (ports.empty()) return Unavailable("the metrics server has no listening port");
-  m->port_ = static_cast<uint16_t>(ports.front());
+  PDSERVE_ASSIGN_OR_RETURN(m->server_, MetricsHttpServer::Start(bind_address, port, m->registry_));
+  m->port_ = m->server_->port();
   return m;
 }
 

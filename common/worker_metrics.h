@@ -1,4 +1,4 @@
-// WorkerMetrics: a worker's Prometheus endpoint (`/metrics`, prometheus-cpp's civetweb exposer)
+// WorkerMetrics: a worker's Prometheus endpoint (`/metrics`, served by MetricsHttpServer)
 // with the names and meanings of ARCHITECTURE.md, "Metrics": KV pages used, requests running
 // and waiting, prompt and generation tokens, KV transfer bytes and seconds, busy (step) seconds.
 // Every series carries the worker's role. Created by the prefill and decode workers at start-up.
@@ -6,7 +6,6 @@
 #pragma once
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -15,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "common/metrics_http_server.h"
 #include "common/status.h"
 
 namespace pdserve {
@@ -34,7 +34,7 @@ class WorkerMetrics {
   WorkerMetrics() = default;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> server_;
   uint16_t port_ = 0;
   prometheus::Gauge* kv_pages_used_ = nullptr;
   prometheus::Gauge* running_ = nullptr;
