@@ -81,6 +81,11 @@ class DisaggregatedServingTest : public ::testing::Test {
 
   // pdserve_kv_pages_used on a worker's own /metrics (its port is in its log).
   static int KvPagesUsed(const Worker& w) {
+    return static_cast<int>(WorkerMetric(w, "pdserve_kv_pages_used"));
+  }
+
+  // A metric (gauge or counter) from a worker's own /metrics; -1 when it cannot be read.
+  static double WorkerMetric(const Worker& w, const std::string& name) {
     std::ifstream in(w.log);
     std::stringstream text;
     text << in.rdbuf();
@@ -90,12 +95,11 @@ class DisaggregatedServingTest : public ::testing::Test {
       return -1;
     }
     auto metrics = Curl(std::stoi(m[1]), "/metrics");
-    std::smatch used;
-    if (!std::regex_search(metrics.body, used,
-                           std::regex("pdserve_kv_pages_used\\{[^}]*\\} ([0-9.e+]+)"))) {
+    std::smatch value;
+    if (!std::regex_search(metrics.body, value, std::regex(name + "\\{[^}]*\\} ([0-9.e+]+)"))) {
       return -1;
     }
-    return static_cast<int>(std::stod(used[1]));
+    return std::stod(value[1]);
   }
 
   // Waits until the worker reports no used KV pages (heartbeats refresh the gauge).
@@ -266,7 +270,7 @@ TEST_F(DisaggregatedServingTest, NewDecodeWorkerGetsTrafficAndADrainedOneFailsNo
   const auto joined = std::chrono::steady_clock::now();
   bool used = false;
   while (!used && std::chrono::steady_clock::now() - joined < std::chrono::seconds(2)) {
-    used = KvPagesUsed(d2) > 0;
+    used = WorkerMetric(d2, "pdserve_generation_tokens_total") > 0;  // counted every step
   }
   EXPECT_TRUE(used) << "the new decode worker got no request within 2 s of joining";
   d1.process->Signal(SIGTERM);
