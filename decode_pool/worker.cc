@@ -254,21 +254,16 @@ void Worker::RunStep() {
   busy_seconds_ += stats.seconds;
   if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
   if (!stats.seq_ids.empty()) {
-    proto::Envelope report;
-    proto::StepReport* step = report.mutable_step();
-    step->set_seconds(stats.seconds);
-    for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
-      auto it = request_of_seq_.find(stats.seq_ids[i]);
-      step->add_request_ids(it == request_of_seq_.end() ? 0 : it->second);
-      step->add_tokens(stats.seq_tokens[i]);
-      step->add_prompt(stats.seq_prompt[i]);
-      if (auto t = timing_.find(stats.seq_ids[i]);
-          t != timing_.end() && t->second.first_step == Clock::time_point{}) {
-        t->second.first_step = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(stats.seconds));
+    link_->Send(model::StepReportMessage(stats, [&](uint64_t seq) -> uint64_t {
+      auto it = request_of_seq_.find(seq);
+      return it == request_of_seq_.end() ? 0 : it->second;
+    }));
+    for (uint64_t seq : stats.seq_ids) {
+      auto t = timing_.find(seq);
+      if (t != timing_.end() && t->second.first_step == Clock::time_point{}) {
+        t->second.first_step = stats.start;
       }
     }
-    link_->Send(report);
   }
   for (const auto& e : events) {
     auto it = request_of_seq_.find(e.seq_id);

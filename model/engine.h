@@ -47,6 +47,7 @@ struct TokenEvent {
 
 // How long a step took and what was in it (the ledger shares step time among requests).
 struct StepStats {
+  std::chrono::steady_clock::time_point start;  // when the step began
   double seconds = 0;
   int prompt_tokens = 0;
   int decode_tokens = 0;

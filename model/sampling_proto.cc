@@ -14,4 +14,17 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
   return p;
 }
 
+proto::Envelope StepReportMessage(const StepStats& stats,
+                                  const std::function<uint64_t(uint64_t seq_id)>& request_of) {
+  proto::Envelope report;
+  proto::StepReport* step = report.mutable_step();
+  step->set_seconds(stats.seconds);
+  for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
+    step->add_request_ids(request_of(stats.seq_ids[i]));
+    step->add_tokens(stats.seq_tokens[i]);
+    step->add_prompt(stats.seq_prompt[i]);
+  }
+  return report;
+}
+
 }  // namespace pdserve::model

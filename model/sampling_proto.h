@@ -1,12 +1,21 @@
-// The sampling parameters as they travel from the gateway to workers (proto::Sampling) and as the
-// engine takes them (SamplingParams). Pure functions: any thread. Called by the workers.
+// The engine's types as they travel on the control connection: sampling parameters from the
+// gateway (proto::Sampling -> SamplingParams) and a step's wall time and requests to it
+// (StepStats -> StepReport). Pure functions: any thread. Called by the prefill and decode workers.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
+#include "model/engine.h"
 #include "model/sampler.h"
 #include "proto/control.pb.h"
 
 namespace pdserve::model {
 
 SamplingParams SamplingFromProto(const proto::Sampling& s);
+
+// The StepReport of one step; `request_of` maps an engine sequence to its request (0: none).
+proto::Envelope StepReportMessage(const StepStats& stats,
+                                  const std::function<uint64_t(uint64_t seq_id)>& request_of);
 
 }  // namespace pdserve::model

@@ -244,21 +244,17 @@ void PrefillWorker::RunStep() {
   busy_seconds_ += stats.seconds;
   if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
   if (!stats.seq_ids.empty()) {
-    proto::Envelope report;
-    proto::StepReport* step = report.mutable_step();
-    step->set_seconds(stats.seconds);
-    const auto step_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(stats.seconds));
-    for (size_t i = 0; i < stats.seq_ids.size(); ++i) {
-      auto it = pending_.find(stats.seq_ids[i]);
-      step->add_request_ids(it == pending_.end() ? 0 : it->second.request_id);
-      step->add_tokens(stats.seq_tokens[i]);
-      step->add_prompt(true);  // everything this worker computes is prompt work
+    // Its engine runs prompts only (max_tokens 1), so every part of a step is prompt work.
+    link_->Send(model::StepReportMessage(stats, [&](uint64_t seq) -> uint64_t {
+      auto it = pending_.find(seq);
+      return it == pending_.end() ? 0 : it->second.request_id;
+    }));
+    for (uint64_t seq : stats.seq_ids) {
+      auto it = pending_.find(seq);
       if (it != pending_.end() && it->second.first_step == Clock::time_point{}) {
-        it->second.first_step = step_start;
+        it->second.first_step = stats.start;
       }
     }
-    link_->Send(report);
   }
   for (const auto& e : events) {
     auto it = pending_.find(e.seq_id);
