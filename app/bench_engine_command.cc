@@ -1,4 +1,5 @@
-// `pdserve bench engine`: engine throughput and the batch-1 memory-bandwidth roofline.
+// `pdserve bench engine`: engine throughput, the batch-1 memory-bandwidth roofline and, on a GPU,
+// prompt processing against the bf16 matrix rate.
 #include <fstream>
 #include <iostream>
 
@@ -22,11 +23,15 @@ void AddBenchEngineCommand(CLI::App& bench) {
   cmd->add_option("--repeats", o->repeats, "Runs per batch size; the median is reported")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--threads", o->threads, "CPU threads (0: all)");
-  cmd->add_option("--device", o->device, "cpu");
+  cmd->add_option("--device", o->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
+  cmd->add_option("--random-shape", o->random_shape,
+                  "No model directory: random bf16 weights of this make-model preset's shape "
+                  "(tiny, small, llama3-8b), made in GPU memory (needs --device cuda:N)")
+      ->check(CLI::IsMember({"tiny", "small", "llama3-8b"}));
   cmd->add_option("--json", *json_path, "Also write the figures to this JSON file");
   cmd->callback([o, model_dir, json_path] {
     std::string dir = *model_dir;
-    if (dir.empty()) {
+    if (dir.empty() && o->random_shape.empty()) {
       auto builtin = model::EnsureBuiltinModel();
       if (!builtin.ok()) {
         std::cerr << "pdserve bench engine: " << builtin.status().ToString() << "\n";

@@ -27,6 +27,7 @@ struct GenerateFlags {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 [[noreturn]] void Fail(const Status& s) {
@@ -43,6 +44,7 @@ void Run(const GenerateFlags& f) {
   }
   model::EngineOptions options;
   options.threads = f.threads;
+  options.device = f.device;
   auto engine = model::Engine::Load(dir, options);
   if (!engine.ok()) Fail(engine.status());
   auto tokenizer = model::Tokenizer::Load(dir);
@@ -132,6 +134,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--stop", f->stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--threads", f->threads, "CPU threads (0: all)");
+  cmd->add_option("--device", f->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
   cmd->add_flag("--json", f->json, "Print one JSON object with the token ids and text");
   cmd->callback([f] { Run(*f); });
 }

@@ -10,8 +10,10 @@ void AddMakeModelCommand(CLI::App& app) {
   auto options = std::make_shared<model::MakeModelOptions>();
   auto dtype = std::make_shared<std::string>("f32");
   CLI::App* cmd = app.add_subcommand("make-model", "Write a model directory with random weights");
-  cmd->add_option("--preset", options->preset, "tiny (~1M parameters) or small (~100M)")
-      ->check(CLI::IsMember({"tiny", "small"}));
+  cmd->add_option("--preset", options->preset,
+                  "tiny (~1M parameters), small (~100M) or llama3-8b (Llama-3-8B's shape, 16 GB "
+                  "in bf16: minutes to write)")
+      ->check(CLI::IsMember({"tiny", "small", "llama3-8b"}));
   cmd->add_option("--out", options->out_dir, "Directory to write")->required();
   cmd->add_option("--seed", options->seed, "Random seed; the same seed writes the same model");
   cmd->add_option("--dtype", *dtype, "Weight dtype: f32, bf16 or f16")

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/cpu_backend.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/weights.h"
 
 namespace pdserve::model {
@@ -27,22 +28,33 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
     return InvalidArgument("page_size, max_batch_tokens and max_running must be >= 1");
   }
   PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
-  PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
-  if (options.device != "cpu") {
-    return Unimplemented("device '" + options.device +
-                         "' is not available in this build (use cpu)");
-  }
-  CpuBackendOptions cpu;
-  cpu.page_size = options.page_size;
-  cpu.threads = options.threads;
-  cpu.num_pages = options.num_pages;
-  if (cpu.num_pages == 0) {
+  // Pages that kv_memory_mb holds when num_pages is 0: K and V of every layer, per page.
+  auto pages_for_memory = [&](DType kv_dtype) {
     const size_t page_bytes =
-        2ull * options.page_size * config.kv_dim() * sizeof(float) * config.n_layers;
-    cpu.num_pages =
-        static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
+        2ull * options.page_size * config.kv_dim() * DTypeSize(kv_dtype) * config.n_layers;
+    return static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
+  };
+  std::unique_ptr<Backend> backend;
+  if (options.device == "cpu") {
+    PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
+    CpuBackendOptions cpu;
+    cpu.page_size = options.page_size;
+    cpu.threads = options.threads;
+    cpu.num_pages = options.num_pages > 0 ? options.num_pages : pages_for_memory(DType::kF32);
+    PDSERVE_ASSIGN_OR_RETURN(backend, CreateCpuBackend(std::move(weights), config, cpu));
+  } else {
+    CudaBackendOptions cuda;
+    PDSERVE_ASSIGN_OR_RETURN(cuda.device, ParseCudaDevice(options.device));
+    cuda.page_size = options.page_size;
+    cuda.num_pages = options.num_pages > 0 ? options.num_pages : pages_for_memory(DType::kBF16);
+    if (!CudaBackendBuilt()) {
+      return Unimplemented("device '" + options.device +
+                           "' is not available: this pdserve was built without CUDA (use cpu)");
+    }
+    // The host copy of the weights is only read while uploading.
+    PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
+    PDSERVE_ASSIGN_OR_RETURN(backend, CreateCudaBackend(std::move(weights), config, cuda));
   }
-  PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCpuBackend(std::move(weights), config, cpu));
   auto engine = std::make_unique<Engine>(std::move(backend), options);
   std::vector<int32_t> eos(config.eos_token_ids.begin(), config.eos_token_ids.end());
   engine->set_eos_ids(std::move(eos));
@@ -50,7 +62,10 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
 }
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineOptions& options)
-    : backend_(std::move(backend)), options_(options), pool_(backend_->kv_shape().num_pages) {
+    : backend_(std::move(backend)),
+      cuda_(dynamic_cast<CudaBackend*>(backend_.get())),
+      options_(options),
+      pool_(backend_->kv_shape().num_pages) {
   options_.page_size = backend_->kv_shape().page_size;
 }
 
@@ -210,7 +225,16 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       batch.after_layer_kv = [&](int layer) { layer_hook_(layer, prompts_done); };
     }
   }
-  PDSERVE_RETURN_IF_ERROR(backend_->Forward(batch, &logits_));
+  // A GPU picks greedy tokens where the logits are, so only ids cross to the host; any
+  // sampled row needs the logits here (its Sampler holds the request's random stream).
+  const bool greedy_on_device =
+      cuda_ && std::all_of(in_batch.begin(), in_batch.end(),
+                           [](const Sequence* s) { return s->params.greedy(); });
+  if (greedy_on_device) {
+    PDSERVE_RETURN_IF_ERROR(cuda_->ForwardGreedy(batch, &greedy_tokens_));
+  } else {
+    PDSERVE_RETURN_IF_ERROR(backend_->Forward(batch, &logits_));
+  }
 
   const int vocab = config().vocab_size;
   int row = 0;
@@ -218,8 +242,9 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     Sequence& s = *in_batch[i];
     s.computed += static_cast<int>(batch.chunks[i].tokens.size());
     if (!batch.chunks[i].want_logits) continue;
-    const int32_t token =
-        s.sampler.Sample(std::span(logits_).subspan(static_cast<size_t>(row++) * vocab, vocab));
+    const int32_t token = greedy_on_device ? greedy_tokens_[row++]
+                                           : s.sampler.Sample(std::span(logits_).subspan(
+                                                 static_cast<size_t>(row++) * vocab, vocab));
     s.tokens.push_back(token);
     ++s.generated;
     bool is_stop = false;

@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "model/backend.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/kv_pool.h"
 #include "model/model_config.h"
 #include "model/sampler.h"
@@ -25,10 +26,10 @@
 namespace pdserve::model {
 
 struct EngineOptions {
-  std::string device = "cpu";   // "cpu" (or "cuda:N" where built with CUDA)
+  std::string device = "cpu";   // "cpu", or "cuda:N" where built with CUDA and device N exists
   int page_size = 16;           // tokens per KV page
   int num_pages = 0;            // KV pages; 0 = as many as kv_memory_mb holds
-  int64_t kv_memory_mb = 512;   // KV pool size when num_pages is 0
+  int64_t kv_memory_mb = 512;   // KV pool size when num_pages is 0 (f32 pages on cpu, bf16 on cuda)
   int max_batch_tokens = 2048;  // tokens per step (decode tokens + prompt chunks); >= 1
   int max_running = 256;        // sequences decoding at once
   int threads = 0;              // CPU threads; 0 = all
@@ -120,6 +121,7 @@ class Engine {
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 
   std::unique_ptr<Backend> backend_;
+  CudaBackend* cuda_ = nullptr;  // backend_ when it is the CUDA backend (device argmax)
   EngineOptions options_;
   KvPagePool pool_;
   std::vector<int32_t> eos_ids_;
@@ -130,6 +132,7 @@ class Engine {
   std::map<uint64_t, std::vector<int32_t>> kept_pages_;
   LayerHook layer_hook_;
   std::vector<float> logits_;
+  std::vector<int32_t> greedy_tokens_;
 };
 
 }  // namespace pdserve::model

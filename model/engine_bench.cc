@@ -12,6 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include "model/cuda/cuda_backend.h"
+#include "model/model_maker.h"
+#include "model/tokenizer_writer.h"
+
 namespace pdserve::model {
 namespace {
 
@@ -100,10 +104,49 @@ std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
   return {best_read, best_copy};
 }
 
+namespace {
+
+// Elements of the matrices one token reads: every layer's projections and the LM head.
+double MatrixElementsPerToken(const ModelConfig& c, bool with_lm_head) {
+  const double layer = static_cast<double>(c.dim) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                       3.0 * c.dim * static_cast<double>(c.hidden_dim);
+  return layer * c.n_layers + (with_lm_head ? static_cast<double>(c.vocab_size) * c.dim : 0.0);
+}
+
+// Parameters of a model of this shape, as a checkpoint would hold them.
+double ParameterCount(const ModelConfig& c) {
+  const double embed = static_cast<double>(c.vocab_size) * c.dim;
+  const double vectors =
+      c.n_layers * (2.0 * c.dim + (c.attention_bias ? c.q_dim() + 2.0 * c.kv_dim() : 0.0)) + c.dim;
+  return MatrixElementsPerToken(c, !c.tie_word_embeddings) + embed + vectors;
+}
+
+// An engine on a CUDA backend with random weights of a make-model preset's shape.
+Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
+                                                  const EngineOptions& eo, ModelConfig* config) {
+  PDSERVE_ASSIGN_OR_RETURN(*config, PresetConfig(o.random_shape));
+  config->vocab_size = std::max(config->vocab_size, (kByteLevelMinVocabSize + 63) / 64 * 64);
+  config->model_id = "random-" + o.random_shape;
+  config->dtype = DType::kBF16;
+  CudaBackendOptions cuda;
+  PDSERVE_ASSIGN_OR_RETURN(cuda.device, ParseCudaDevice(o.device));
+  cuda.num_pages = eo.num_pages;
+  cuda.page_size = eo.page_size;
+  cuda.random_weights_seed = 1;
+  PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCudaBackend(nullptr, *config, cuda));
+  return std::make_unique<Engine>(std::move(backend), eo);
+}
+
+}  // namespace
+
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                                          const EngineBenchOptions& o) {
   if (o.batches.empty() || o.prompt_len < 1 || o.decode_steps < 1 || o.repeats < 1) {
     return InvalidArgument("bench engine needs batches, prompt_len, decode_steps and repeats >= 1");
+  }
+  const bool cuda = o.device != "cpu";
+  if (!o.random_shape.empty() && !cuda) {
+    return InvalidArgument("--random-shape makes its weights on a GPU: it needs --device cuda:N");
   }
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   EngineOptions eo;
@@ -111,30 +154,53 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   eo.threads = o.threads;
   eo.max_running = max_batch;
   eo.max_batch_tokens = max_batch * o.prompt_len;
-  PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
   const int tokens_per_seq = o.prompt_len + o.decode_steps + 1;
   eo.num_pages = max_batch * PagesForTokens(tokens_per_seq, eo.page_size) + 1;
-  if (tokens_per_seq > config.max_seq_len)
-    return OutOfRange("prompt_len + decode_steps exceed the context");
-  PDSERVE_ASSIGN_OR_RETURN(auto engine, Engine::Load(model_dir, eo));
 
   EngineBenchResult r;
+  r.device = o.device;
+  ModelConfig config;
+  std::unique_ptr<Engine> engine;
+  if (!o.random_shape.empty()) {
+    PDSERVE_ASSIGN_OR_RETURN(engine, RandomShapeEngine(o, eo, &config));
+    r.dtype = "bf16";
+    r.params_millions = ParameterCount(config) / 1e6;
+  } else {
+    PDSERVE_ASSIGN_OR_RETURN(config, ModelConfig::Load(model_dir));
+    PDSERVE_ASSIGN_OR_RETURN(engine, Engine::Load(model_dir, eo));
+    auto weights = Weights::Load(model_dir, config);  // cheap: a second map of the same files
+    if (!weights.ok()) return weights.status();
+    // A GPU holds every matrix in bf16, whatever the file's dtype.
+    r.dtype = cuda ? "bf16" : std::string(DTypeName((*weights)->layers[0].wq.dtype));
+    double params = 0;
+    for (const auto& f : (*weights)->files)
+      for (const auto& [name, t] : f->tensors()) params += static_cast<double>(t.numel());
+    r.params_millions = params / 1e6;
+  }
+  if (tokens_per_seq > config.max_seq_len)
+    return OutOfRange("prompt_len + decode_steps exceed the context");
   r.model_id = config.model_id;
+  const size_t weight_bytes = cuda ? 2 : DTypeSize(*ParseDType(r.dtype));
+  r.weight_bytes_per_token = MatrixElementsPerToken(config, true) * weight_bytes;
+  r.prefill_flops_per_token = 2.0 * MatrixElementsPerToken(config, false);
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto weights = Weights::Load(model_dir, config);  // cheap: a second map of the same files
-  if (!weights.ok()) return weights.status();
-  r.weight_bytes_per_token = static_cast<double>((*weights)->MatrixBytesPerToken());
-  r.dtype = std::string(DTypeName((*weights)->layers[0].wq.dtype));
-  double params = 0;
-  for (const auto& f : (*weights)->files)
-    for (const auto& [name, t] : f->tensors()) params += static_cast<double>(t.numel());
-  r.params_millions = params / 1e6;
 
-  // A buffer at least four times the last-level cache and the weights' size.
-  const size_t bw_bytes =
-      std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2);
-  std::tie(r.read_gbps, r.copy_gbps) = MeasureMemoryBandwidth(r.threads, bw_bytes);
+  double roofline_gbps = 0;
+  if (cuda) {
+    PDSERVE_ASSIGN_OR_RETURN(int device, ParseCudaDevice(o.device));
+    PDSERVE_ASSIGN_OR_RETURN(CudaPeaks peaks, MeasureCudaPeaks(device));
+    r.device_name = peaks.device_name;
+    r.copy_gbps = peaks.copy_gbps;
+    r.matmul_tflops = peaks.bf16_tflops;
+    roofline_gbps = r.copy_gbps;
+  } else {
+    // A buffer at least four times the last-level cache and the weights' size.
+    const size_t bw_bytes =
+        std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2);
+    std::tie(r.read_gbps, r.copy_gbps) = MeasureMemoryBandwidth(r.threads, bw_bytes);
+    roofline_gbps = r.read_gbps;
+  }
 
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   for (int batch : o.batches) {
@@ -147,9 +213,15 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     r.prefill_tokens_per_s[batch] = Median(prefill);
     r.decode_tokens_per_s[batch] = Median(decode);
   }
-  r.roofline_tokens_per_s = r.read_gbps * 1e9 / r.weight_bytes_per_token;
+  r.roofline_tokens_per_s = roofline_gbps * 1e9 / r.weight_bytes_per_token;
   if (r.decode_tokens_per_s.count(1))
     r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
+  if (cuda) {
+    double best = 0;
+    for (auto [b, tps] : r.prefill_tokens_per_s) best = std::max(best, tps);
+    r.prefill_tflops = best * r.prefill_flops_per_token / 1e12;
+    if (r.matmul_tflops > 0) r.prefill_peak_ratio = r.prefill_tflops / r.matmul_tflops;
+  }
   return r;
 }
 
@@ -167,7 +239,8 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"model", model_id},
           {"dtype", dtype},
           {"params_millions", params_millions},
-          {"device", "cpu"},
+          {"device", device},
+          {"device_name", device_name},
           {"threads", threads},
           {"read_gbps", read_gbps},
           {"copy_gbps", copy_gbps},
@@ -175,17 +248,34 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"prefill_tokens_per_s", prefill},
           {"decode_tokens_per_s", decode},
           {"roofline_tokens_per_s", roofline_tokens_per_s},
-          {"roofline_ratio", roofline_ratio}};
+          {"roofline_ratio", roofline_ratio},
+          {"matmul_tflops", matmul_tflops},
+          {"prefill_flops_per_token", prefill_flops_per_token},
+          {"prefill_tflops", prefill_tflops},
+          {"prefill_peak_ratio", prefill_peak_ratio}};
 }
 
 std::string EngineBenchResult::ToTable() const {
   std::ostringstream out;
-  char line[256];
-  std::snprintf(line, sizeof line, "model %s: %.1fM parameters, %s weights, cpu, %d threads\n",
-                model_id.c_str(), params_millions, dtype.c_str(), threads);
-  out << line;
-  std::snprintf(line, sizeof line, "memory bandwidth: read %.1f GB/s, copy %.1f GB/s (same run)\n",
-                read_gbps, copy_gbps);
+  char line[320];
+  const bool gpu = device != "cpu";
+  if (gpu) {
+    std::snprintf(line, sizeof line, "model %s: %.1fM parameters, %s weights, %s (%s)\n",
+                  model_id.c_str(), params_millions, dtype.c_str(), device.c_str(),
+                  device_name.c_str());
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "device peaks (same run): copy %.1f GB/s (read + write), bf16 GEMM %.1f "
+                  "TFLOP/s\n",
+                  copy_gbps, matmul_tflops);
+  } else {
+    std::snprintf(line, sizeof line, "model %s: %.1fM parameters, %s weights, cpu, %d threads\n",
+                  model_id.c_str(), params_millions, dtype.c_str(), threads);
+    out << line;
+    std::snprintf(line, sizeof line,
+                  "memory bandwidth: read %.1f GB/s, copy %.1f GB/s (same run)\n", read_gbps,
+                  copy_gbps);
+  }
   out << line;
   out << "batch  prefill tok/s  decode tok/s  decode vs batch 1\n";
   const double base = decode_tokens_per_s.count(1) ? decode_tokens_per_s.at(1) : 0;
@@ -196,10 +286,18 @@ std::string EngineBenchResult::ToTable() const {
   }
   std::snprintf(
       line, sizeof line,
-      "roofline (batch-1 decode): %.1f MB of matrices per token / %.1f GB/s read = %.1f tok/s; "
+      "roofline (batch-1 decode): %.1f MB of matrices per token / %.1f GB/s %s = %.1f tok/s; "
       "measured %.1f tok/s = %.2f of roofline\n",
-      weight_bytes_per_token / 1e6, read_gbps, roofline_tokens_per_s, base, roofline_ratio);
+      weight_bytes_per_token / 1e6, gpu ? copy_gbps : read_gbps, gpu ? "copy" : "read",
+      roofline_tokens_per_s, base, roofline_ratio);
   out << line;
+  if (gpu) {
+    std::snprintf(line, sizeof line,
+                  "prefill: %.2f GFLOP per token, best %.1f TFLOP/s = %.2f of the bf16 GEMM "
+                  "peak\n",
+                  prefill_flops_per_token / 1e9, prefill_tflops, prefill_peak_ratio);
+    out << line;
+  }
   return out.str();
 }
 

@@ -1,7 +1,9 @@
 // The engine benchmark behind `pdserve bench engine`: prefill and decode throughput at several
 // batch sizes, and batch-1 decode against the memory-bandwidth roofline (matrix bytes read per
-// token over a read bandwidth measured in the same run, with the same threads). Runs on the
-// calling thread; takes the whole machine while it runs.
+// token over a bandwidth measured in the same run: a parallel read with the same threads on the
+// CPU, a device-to-device copy on a GPU). On a GPU prompt processing is also held against the
+// bf16 matrix rate of a large cuBLAS GEMM measured in the same run. Runs on the calling thread;
+// takes the whole machine (or device) while it runs.
 #pragma once
 
 #include <map>
@@ -17,11 +19,14 @@ namespace pdserve::model {
 
 struct EngineBenchOptions {
   std::vector<int> batches = {1, 8, 32};
-  int prompt_len = 128;   // tokens per prompt (random ids)
-  int decode_steps = 32;  // timed decode steps per batch size
-  int repeats = 3;        // the median of this many runs is reported
-  int threads = 0;        // 0: all
-  std::string device = "cpu";
+  int prompt_len = 128;        // tokens per prompt (random ids)
+  int decode_steps = 32;       // timed decode steps per batch size
+  int repeats = 3;             // the median of this many runs is reported
+  int threads = 0;             // 0: all
+  std::string device = "cpu";  // or "cuda:N"
+  // Instead of a model directory: random bf16 weights shaped like this make-model preset
+  // ("llama3-8b", "small", ...), made on the device in moments. Needs a cuda device.
+  std::string random_shape;
 };
 
 struct EngineBenchResult {
@@ -34,8 +39,17 @@ struct EngineBenchResult {
   double weight_bytes_per_token = 0;
   std::map<int, double> prefill_tokens_per_s;
   std::map<int, double> decode_tokens_per_s;
-  double roofline_tokens_per_s = 0;  // read_gbps / weight bytes per token
+  double roofline_tokens_per_s = 0;  // roofline bandwidth / weight bytes per token
   double roofline_ratio = 0;         // batch-1 decode over the roofline
+  // GPU runs (device "cuda:N"): the roofline's bandwidth is copy_gbps, and prompt processing is
+  // compared with a bf16 GEMM's rate. Prefill FLOPs per token: 2 x the layers' matrix
+  // parameters (the LM head runs for one token per prompt; attention is not counted).
+  std::string device = "cpu";
+  std::string device_name;
+  double matmul_tflops = 0;  // 8192^3 bf16 cuBLAS GEMM
+  double prefill_flops_per_token = 0;
+  double prefill_tflops = 0;      // the best batch's prefill tokens/s x FLOPs per token
+  double prefill_peak_ratio = 0;  // prefill_tflops / matmul_tflops
 
   nlohmann::json ToJson() const;
   std::string ToTable() const;

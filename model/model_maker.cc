@@ -88,8 +88,13 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
     c.max_seq_len = 8192;
     c.tie_word_embeddings = true;
     c.vocab_size = 32000;
+  } else if (preset == "llama3-8b") {  // Llama-3-8B's shape: about 8.0B parameters, 16 GB in bf16
+    c.dim = 4096, c.hidden_dim = 14336, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 8;
+    c.max_seq_len = 8192;
+    c.tie_word_embeddings = false;
+    c.vocab_size = 128256;
   } else {
-    return InvalidArgument("unknown preset '" + preset + "' (tiny or small)");
+    return InvalidArgument("unknown preset '" + preset + "' (tiny, small or llama3-8b)");
   }
   c.head_dim = c.dim / c.n_heads;
   return c;

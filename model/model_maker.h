@@ -1,7 +1,9 @@
 // Writes complete Hugging Face-style model directories with random weights, deterministic by
 // seed: config.json, model.safetensors (or shards with an index), generation_config.json and a
 // byte-level BPE tokenizer. `tiny` (about 1M parameters) is the built-in default model and the
-// test model; `small` (about 100M) is for benchmarks. Used by `pdserve make-model`, `pdserve up`
+// test model; `small` (about 100M) is for benchmarks; `llama3-8b` has Llama-3-8B's shape (16 GB
+// in bf16; writing it takes minutes, so `pdserve bench engine --random-shape llama3-8b` makes the
+// same shape directly in GPU memory). Used by `pdserve make-model`, `pdserve up`
 // and tests; safe to call from any thread for different directories.
 #pragma once
 
@@ -14,7 +16,7 @@
 namespace pdserve::model {
 
 struct MakeModelOptions {
-  std::string preset = "tiny";  // "tiny" or "small"
+  std::string preset = "tiny";  // "tiny", "small" or "llama3-8b"
   std::string out_dir;          // created if missing; existing model files are replaced
   uint64_t seed = 0;
   DType dtype = DType::kF32;  // weight dtype in the files

@@ -1,0 +1,630 @@
+// The CUDA backend against the CPU backend on the same random weights: logits within bf16
+// tolerance (relative error under 2e-2, the largest difference over the largest CPU logit) for
+// prompt steps, chunked prompts over earlier context, decode steps, long contexts whose keys are
+// split (flash-decoding), and mixed batches; greedy tokens of the engine on both devices agree
+// up to the CPU's first near-tie. Tests that need a GPU skip, saying why, where the build has no
+// CUDA or cudaGetDeviceCount finds none. The step planner's tests need no GPU and always run.
+#include "model/cuda/cuda_backend.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "model/cpu_backend.h"
+#include "model/cuda/step_plan.h"
+#include "model/engine.h"
+#include "model/model_maker.h"
+#include "model/weights.h"
+#include "tests/model/random_model.h"
+
+#if PDSERVE_HAVE_CUDA_BACKEND
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pdserve::model {
+namespace {
+
+using testing::SmallConfig;
+using testing::WriteModel;
+
+constexpr double kTolerance = 2e-2;
+
+// Skips the calling test unless a GPU can run it.
+#define REQUIRE_GPU()                                                                        \
+  do {                                                                                       \
+    if (!CudaBackendBuilt())                                                                 \
+      GTEST_SKIP() << "no CUDA device: this build has no CUDA backend (PDSERVE_CUDA off or " \
+                      "no toolkit with nvcc)";                                               \
+    if (CudaDeviceCount() == 0)                                                              \
+      GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none (or fails)";          \
+  } while (0)
+
+// A scratch folder under the system's temp directory (not the build tree's, which a build
+// carried to a GPU machine may not have), removed at the end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("pdserve-cuda-test." + std::string(info ? info->name() : "x") + "." +
+             std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+std::vector<int32_t> Iota(int n, int from = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// max |got - want| / max |want| over rows [row, row + rows) of vocab-wide logits.
+double RelativeError(const std::vector<float>& got, const std::vector<float>& want, int vocab,
+                     int row = 0, int rows = -1) {
+  if (rows < 0) rows = static_cast<int>(want.size()) / vocab;
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = static_cast<size_t>(row) * vocab; i < static_cast<size_t>(row + rows) * vocab;
+       ++i) {
+    max_diff = std::max(max_diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    max_ref = std::max(max_ref, std::abs(static_cast<double>(want[i])));
+  }
+  return max_diff / max_ref;
+}
+
+// Both backends on one model directory, each with its own KV pool of the same shape.
+struct Pair {
+  std::unique_ptr<Backend> cpu;
+  std::unique_ptr<CudaBackend> gpu;
+};
+
+Pair MakePair(const ModelConfig& c, const std::string& dir, int pages = 64, int page_size = 4,
+              int gemv_max_rows = 4) {
+  auto weights = Weights::Load(dir, c);
+  EXPECT_TRUE(weights.ok()) << weights.status().ToString();
+  Pair p;
+  auto cpu = CreateCpuBackend(*weights, c, {pages, page_size, 2});
+  EXPECT_TRUE(cpu.ok()) << cpu.status().ToString();
+  if (cpu.ok()) p.cpu = std::move(cpu).value();
+  CudaBackendOptions o;
+  o.num_pages = pages;
+  o.page_size = page_size;
+  o.gemv_max_rows = gemv_max_rows;
+  auto gpu = CreateCudaBackend(*weights, c, o);
+  EXPECT_TRUE(gpu.ok()) << gpu.status().ToString();
+  if (gpu.ok()) p.gpu = std::move(gpu).value();
+  return p;
+}
+
+// Runs `batch` on both; expects every logit row within tolerance. Returns the CPU's logits.
+std::vector<float> ExpectSameLogits(Pair& p, const ForwardBatch& batch, const std::string& what) {
+  std::vector<float> want, got;
+  Status s = p.cpu->Forward(batch, &want);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = p.gpu->Forward(batch, &got);
+  EXPECT_TRUE(s.ok()) << what << ": " << s.ToString();
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size() || want.empty()) return want;
+  const int vocab = p.cpu->config().vocab_size;
+  for (int r = 0; r < static_cast<int>(want.size()) / vocab; ++r) {
+    EXPECT_LT(RelativeError(got, want, vocab, r, 1), kTolerance) << what << ", logit row " << r;
+  }
+  return want;
+}
+
+// Runs `tokens` as prompt chunks of the given sizes (each attending to the ones before, every
+// row's logits), then one token a step to the end, comparing every step.
+void ExpectChunksThenDecodes(Pair& p, std::span<const int32_t> tokens,
+                             const std::vector<int32_t>& pages, std::initializer_list<int> chunks) {
+  int pos = 0;
+  for (int n : chunks) {
+    ForwardBatch b;
+    b.chunks.push_back({tokens.subspan(pos, n), pos, pages, true});
+    b.all_logits = true;
+    ExpectSameLogits(p, b, "prompt chunk at " + std::to_string(pos));
+    pos += n;
+  }
+  for (; pos < static_cast<int>(tokens.size()); ++pos) {
+    ForwardBatch b;
+    b.chunks.push_back({tokens.subspan(pos, 1), pos, pages, true});
+    ExpectSameLogits(p, b, "decode at " + std::to_string(pos));
+  }
+}
+
+// A prompt in one step, with every row's logits.
+void ExpectPromptMatches(const ModelConfig& c, DType dtype, int gemv_max_rows = 4) {
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 7, dtype);
+  Pair p = MakePair(c, dir.path(), 64, 4, gemv_max_rows);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  for (int n : {1, 3, 23}) {  // 1 and 3 rows: the GEMV kernel; 23: cuBLAS
+    const auto tokens = RandomTokens(n, c.vocab_size, 11 + n);
+    const auto pages = Iota(8);
+    ForwardBatch batch;
+    batch.chunks.push_back({tokens, 0, pages, true});
+    batch.all_logits = true;
+    ExpectSameLogits(p, batch, "prompt of " + std::to_string(n));
+  }
+}
+
+// A config with head_dim 128 and sizes that are multiples of 8, as real models have: the
+// vectorised paths of the attention and GEMV kernels.
+ModelConfig WideConfig() {
+  ModelConfig c = SmallConfig();
+  c.dim = 256;
+  c.hidden_dim = 512;
+  c.n_heads = 4;
+  c.n_kv_heads = 1;
+  c.head_dim = 128;
+  c.vocab_size = 384;
+  c.max_seq_len = 2048;
+  return c;
+}
+
+// ---- The planner (no GPU) ----
+
+TEST(CudaStepPlanTest, RowsTablesAndLogitRowsFollowTheChunks) {
+  ModelConfig c = SmallConfig();
+  KvCacheShape shape{c.n_layers, 32, 4, c.n_kv_heads, c.head_dim, DType::kBF16};
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5}, b = {6};
+  const std::vector<int32_t> pages_a = {7, 3, 9}, pages_b = {1, 2, 0, 5};
+  ForwardBatch batch;
+  batch.chunks.push_back({b, 10, pages_b, true});  // decode at position 10: pages 0..2
+  batch.chunks.push_back({a, 2, pages_a, false});  // prompt chunk at 2..6: pages 0..1
+  cuda::StepPlan plan;
+  ASSERT_TRUE(cuda::BuildStepPlan(batch, c, shape, {}, &plan).ok());
+  EXPECT_EQ(plan.num_rows, 6);
+  EXPECT_EQ(plan.tokens, (std::vector<int32_t>{6, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(plan.positions, (std::vector<int32_t>{10, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(plan.tables, (std::vector<int32_t>{1, 2, 0, 7, 3}));
+  EXPECT_EQ(plan.row_table, (std::vector<int32_t>{0, 3, 3, 3, 3, 3}));
+  EXPECT_EQ(plan.logit_rows, (std::vector<int32_t>{0}));
+  batch.all_logits = true;
+  ASSERT_TRUE(cuda::BuildStepPlan(batch, c, shape, {}, &plan).ok());
+  EXPECT_EQ(plan.logit_rows, Iota(6));
+}
+
+// Every (row, head tile, key it may see) is covered by exactly one item, each item fits the
+// kernel's rows, and split tiles have consecutive partial slots listed in `combine`.
+void ExpectPlanCovers(const ModelConfig& c, const ForwardBatch& batch, int target_blocks) {
+  KvCacheShape shape{c.n_layers, 512, 16, c.n_kv_heads, c.head_dim, DType::kBF16};
+  cuda::StepPlan plan;
+  cuda::StepPlanOptions options;
+  options.target_blocks = target_blocks;
+  ASSERT_TRUE(cuda::BuildStepPlan(batch, c, shape, options, &plan).ok());
+  const cuda::HeadTiling tiling = cuda::TileHeads(c);
+  EXPECT_LE(tiling.heads_per_tile * tiling.tokens_per_tile, tiling.max_rows);
+  EXPECT_EQ(tiling.heads_per_tile * tiling.head_tiles >= c.n_heads / c.n_kv_heads, true);
+  std::vector<int> seen(plan.num_rows, 0);
+  std::set<int> partials;
+  for (const auto& item : plan.items) {
+    ASSERT_GE(item.n_rows, 1);
+    ASSERT_LE(item.n_rows, tiling.tokens_per_tile);
+    ASSERT_LT(item.key_begin, item.key_end);
+    EXPECT_EQ(item.pos0, plan.positions[item.row0]);
+    EXPECT_EQ(item.table, plan.row_table[item.row0]);
+    for (int r = item.row0; r < item.row0 + item.n_rows; ++r) {
+      EXPECT_EQ(plan.positions[r], item.pos0 + (r - item.row0));  // consecutive positions
+      EXPECT_EQ(plan.row_table[r], item.table);                   // one sequence
+      // Keys this row sees in this item, counted toward 0..pos exactly once.
+      seen[r] += std::max(0, std::min(item.key_end, plan.positions[r] + 1) - item.key_begin);
+    }
+    if (item.partial >= 0) {
+      EXPECT_TRUE(partials.insert(item.partial).second);
+    }
+  }
+  for (int r = 0; r < plan.num_rows; ++r) EXPECT_EQ(seen[r], plan.positions[r] + 1) << "row " << r;
+  int slots = 0;
+  for (const auto& t : plan.combine) {
+    EXPECT_EQ(t.first_partial, slots);
+    EXPECT_GE(t.n_splits, 2);
+    slots += t.n_splits;
+  }
+  EXPECT_EQ(slots, plan.num_partials);
+  EXPECT_EQ(static_cast<int>(partials.size()), plan.num_partials);
+}
+
+TEST(CudaStepPlanTest, ItemsCoverEveryVisibleKeyOnce) {
+  ModelConfig c = SmallConfig();
+  c.max_seq_len = 4096;
+  const auto long_prompt = RandomTokens(37, c.vocab_size, 1);
+  const auto one = RandomTokens(1, c.vocab_size, 2);
+  const auto pages = Iota(200);
+  ForwardBatch batch;
+  batch.chunks.push_back({one, 3000, pages, true});          // long decode: split
+  batch.chunks.push_back({long_prompt, 1000, pages, true});  // chunk over earlier context
+  batch.chunks.push_back({one, 0, pages, true});             // first position
+  for (int target : {0, 64, 100000}) ExpectPlanCovers(c, batch, target);
+  c.n_heads = 32;  // a group of 16 query heads per KV head: several head tiles
+  c.n_kv_heads = 2;
+  c.head_dim = 160;
+  for (int target : {0, 100000}) ExpectPlanCovers(c, batch, target);
+}
+
+TEST(CudaStepPlanTest, RefusesWhatTheCpuBackendRefuses) {
+  const ModelConfig c = SmallConfig();
+  KvCacheShape shape{c.n_layers, 8, 4, c.n_kv_heads, c.head_dim, DType::kBF16};
+  cuda::StepPlan plan;
+  const std::vector<int32_t> bad_token = {1, 2, c.vocab_size}, ok = {1, 2, 3, 4, 5};
+  const std::vector<int32_t> one_page = {0}, outside = {0, 99};
+  auto code = [&](std::span<const int32_t> tokens, int start, std::span<const int32_t> pages) {
+    ForwardBatch b;
+    b.chunks.push_back({tokens, start, pages, true});
+    return cuda::BuildStepPlan(b, c, shape, {}, &plan).code();
+  };
+  EXPECT_EQ(code(bad_token, 0, one_page), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ok, 0, one_page), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ok, 0, outside), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(ok, c.max_seq_len - 2, outside), StatusCode::kOutOfRange);
+  EXPECT_EQ(code({}, 0, one_page), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaDeviceTest, ParsesDeviceNames) {
+  EXPECT_EQ(*ParseCudaDevice("cuda:0"), 0);
+  EXPECT_EQ(*ParseCudaDevice("cuda:7"), 7);
+  EXPECT_EQ(*ParseCudaDevice("cuda"), 0);
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cpu"}) {
+    EXPECT_EQ(ParseCudaDevice(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// Runs everywhere: without the backend or a device the engine says why; with one, a device
+// that does not exist is refused.
+TEST(CudaDeviceTest, EngineRefusesAMissingDeviceClearly) {
+  ScratchDir dir;
+  MakeModelOptions m;
+  m.out_dir = dir.path();
+  ASSERT_TRUE(MakeModel(m).ok());
+  EngineOptions o;
+  o.device = "cuda:63";
+  auto engine = Engine::Load(dir.path(), o);
+  ASSERT_FALSE(engine.ok());
+  if (!CudaBackendBuilt()) {
+    EXPECT_EQ(engine.status().code(), StatusCode::kUnimplemented) << engine.status().ToString();
+    EXPECT_NE(engine.status().message().find("without CUDA"), std::string::npos);
+  } else {
+    EXPECT_TRUE(engine.status().code() == StatusCode::kNotFound ||
+                engine.status().code() == StatusCode::kFailedPrecondition)
+        << engine.status().ToString();
+    EXPECT_NE(engine.status().message().find("CUDA device"), std::string::npos);
+  }
+  o.device = "tpu:0";
+  EXPECT_EQ(Engine::Load(dir.path(), o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Against the CPU backend (GPU) ----
+
+TEST(CudaBackendTest, LlamaPromptMatchesCpu) {
+  REQUIRE_GPU();
+  ExpectPromptMatches(SmallConfig(), DType::kBF16);
+}
+
+TEST(CudaBackendTest, F32WeightsConvertedToBf16StayWithinTolerance) {
+  REQUIRE_GPU();
+  ExpectPromptMatches(SmallConfig(), DType::kF32);
+}
+
+TEST(CudaBackendTest, Qwen2BiasesTiedEmbeddingsAndOneKvHeadMatchCpu) {
+  REQUIRE_GPU();
+  ModelConfig c = SmallConfig();
+  c.architecture = "Qwen2ForCausalLM";
+  c.attention_bias = true;
+  c.tie_word_embeddings = true;
+  c.n_kv_heads = 1;
+  ExpectPromptMatches(c, DType::kBF16);
+}
+
+TEST(CudaBackendTest, Llama3RopeScalingAndOddSizesMatchCpu) {
+  REQUIRE_GPU();
+  ModelConfig c = SmallConfig();
+  c.rope_scaling = RopeScaling{"llama3", 8.0, 1.0, 4.0, 64};
+  c.rope_theta = 500000;
+  c.dim = 52;  // not a multiple of 8: cuBLAS for every product, scalar loads in attention
+  c.head_dim = 14;
+  c.hidden_dim = 70;
+  ExpectPromptMatches(c, DType::kF16);
+}
+
+TEST(CudaBackendTest, WideHeadsMatchCpuWithGemvAndWithCublas) {
+  REQUIRE_GPU();
+  ExpectPromptMatches(WideConfig(), DType::kBF16, /*gemv_max_rows=*/8);
+  ExpectPromptMatches(WideConfig(), DType::kBF16, /*gemv_max_rows=*/0);
+}
+
+TEST(CudaBackendTest, ManyQueryHeadsPerKvHeadMatchCpu) {
+  REQUIRE_GPU();
+  ModelConfig c = SmallConfig();
+  c.n_heads = 20;  // groups of 10 query heads
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.dim = 160;
+  ExpectPromptMatches(c, DType::kBF16);
+}
+
+TEST(CudaBackendTest, OtherHeadSizesMatchCpu) {
+  REQUIRE_GPU();
+  for (int head_dim : {96, 160, 256}) {  // lanes past head_dim idle; 8 dims a lane above 128
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    ModelConfig c = SmallConfig();
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = head_dim;
+    c.dim = 128;
+    ExpectPromptMatches(c, DType::kBF16);
+  }
+}
+
+TEST(CudaBackendTest, ChunkedPromptAndDecodeStepsMatchCpu) {
+  REQUIRE_GPU();
+  const ModelConfig c = WideConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 3, DType::kBF16);
+  Pair p = MakePair(c, dir.path(), 64, 16);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const auto tokens = RandomTokens(60, c.vocab_size, 5);
+  const std::vector<int32_t> pages = {9, 40, 2, 33, 17};  // scattered
+  ExpectChunksThenDecodes(p, tokens, pages, {7, 19, 14});
+}
+
+TEST(CudaBackendTest, LongContextSplitKeysMatchCpu) {
+  REQUIRE_GPU();
+  const ModelConfig c = WideConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 4, DType::kBF16);
+  Pair p = MakePair(c, dir.path(), 160, 16);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const auto tokens = RandomTokens(1500, c.vocab_size, 8);
+  std::vector<int32_t> pages = Iota(100);
+  std::reverse(pages.begin(), pages.end());
+  // Two big chunks (cuBLAS, many query tiles), then batch-1 decode over ~1500 keys, which the
+  // planner splits.
+  ExpectChunksThenDecodes(p, tokens, pages, {700, 797});
+}
+
+TEST(CudaBackendTest, MixedBatchOfPromptsAndDecodesMatchesCpu) {
+  REQUIRE_GPU();
+  for (const ModelConfig& c : {SmallConfig(), WideConfig()}) {
+    ScratchDir dir;
+    WriteModel(c, dir.path(), 9, DType::kBF16);
+    Pair p = MakePair(c, dir.path(), 128, 4);
+    ASSERT_TRUE(p.cpu && p.gpu);
+    struct Seq {
+      std::vector<int32_t> tokens, pages;
+      int start;
+    };
+    std::vector<Seq> seqs;
+    for (int i = 0; i < 6; ++i) {
+      Seq s{RandomTokens(5 + 7 * i, c.vocab_size, 100 + i), Iota(12, i * 12), 0};
+      s.start = i < 3 ? 0 : static_cast<int>(s.tokens.size()) - 1;
+      seqs.push_back(std::move(s));
+    }
+    for (int i = 3; i < 6; ++i) {  // the decoding ones have their prompt's KV on both
+      ForwardBatch b;
+      b.chunks.push_back({std::span(seqs[i].tokens).first(seqs[i].start), 0, seqs[i].pages, true});
+      ExpectSameLogits(p, b, "prefill of sequence " + std::to_string(i));
+    }
+    ForwardBatch mixed;
+    for (int i : {4, 0, 3, 2, 5, 1}) {
+      mixed.chunks.push_back(
+          {std::span(seqs[i].tokens).subspan(seqs[i].start), seqs[i].start, seqs[i].pages, true});
+    }
+    ExpectSameLogits(p, mixed, "mixed batch");
+    // Three decode rows alone: the GEMV path with a batch of rows.
+    ForwardBatch decodes;
+    for (int i : {5, 3, 4}) {
+      decodes.chunks.push_back({std::span(seqs[i].tokens).subspan(seqs[i].start, 1), seqs[i].start,
+                                seqs[i].pages, true});
+    }
+    ExpectSameLogits(p, decodes, "decode rows");
+  }
+}
+
+TEST(CudaBackendTest, KvPagesHoldTheCpuLayoutInBf16OnTheDevice) {
+  REQUIRE_GPU();
+#if PDSERVE_HAVE_CUDA_BACKEND
+  const ModelConfig c = SmallConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 2, DType::kBF16);
+  Pair p = MakePair(c, dir.path(), 16, 4);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  const KvCacheShape& shape = p.gpu->kv_shape();
+  EXPECT_EQ(shape.dtype, DType::kBF16);
+  EXPECT_EQ(shape.num_pages, 16);
+  EXPECT_EQ(shape.page_size, 4);
+  const auto tokens = RandomTokens(10, c.vocab_size, 3);
+  const std::vector<int32_t> pages = {5, 11, 2};
+  ForwardBatch b;
+  b.chunks.push_back({tokens, 0, pages, true});
+  std::vector<float> scratch;
+  ASSERT_TRUE(p.cpu->Forward(b, &scratch).ok());
+  ASSERT_TRUE(p.gpu->Forward(b, &scratch).ok());
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    cudaPointerAttributes attributes{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attributes, p.gpu->KvLayerData(layer)), cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
+    std::vector<uint16_t> gpu(shape.layer_elems());
+    ASSERT_EQ(cudaMemcpy(gpu.data(), p.gpu->KvLayerData(layer), shape.layer_bytes(),
+                         cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    const float* cpu = static_cast<const float*>(p.cpu->KvLayerData(layer));
+    double max_diff = 0, max_ref = 0;
+    for (int pos = 0; pos < 10; ++pos)
+      for (int kv = 0; kv < 2; ++kv) {
+        const size_t at = shape.Offset(pages[pos / 4], kv, pos % 4);
+        for (int i = 0; i < shape.kv_dim(); ++i) {
+          max_diff = std::max<double>(max_diff, std::abs(BF16ToFloat(gpu[at + i]) - cpu[at + i]));
+          max_ref = std::max<double>(max_ref, std::abs(cpu[at + i]));
+        }
+      }
+    EXPECT_LT(max_diff / max_ref, kTolerance) << "layer " << layer;
+    EXPECT_GT(max_ref, 0.0);
+  }
+#endif
+}
+
+TEST(CudaBackendTest, AfterLayerKvIsCalledOncePerLayerInOrder) {
+  REQUIRE_GPU();
+  const ModelConfig c = SmallConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 2, DType::kBF16);
+  Pair p = MakePair(c, dir.path());
+  ASSERT_TRUE(p.gpu);
+  const auto tokens = RandomTokens(9, c.vocab_size, 1);
+  const auto pages = Iota(3);
+  std::vector<int> layers;
+  ForwardBatch b;
+  b.chunks.push_back({tokens, 0, pages, true});
+  b.after_layer_kv = [&](int layer) { layers.push_back(layer); };
+  std::vector<float> logits;
+  ASSERT_TRUE(p.gpu->Forward(b, &logits).ok());
+  EXPECT_EQ(layers, Iota(c.n_layers));
+}
+
+TEST(CudaBackendTest, DeviceArgmaxPicksTheLargestLogit) {
+  REQUIRE_GPU();
+  const ModelConfig c = WideConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path(), 6, DType::kBF16);
+  Pair p = MakePair(c, dir.path());
+  ASSERT_TRUE(p.gpu);
+  const auto a = RandomTokens(12, c.vocab_size, 1), b = RandomTokens(5, c.vocab_size, 2);
+  const auto pages_a = Iota(4), pages_b = Iota(4, 10);
+  ForwardBatch batch;
+  batch.chunks.push_back({a, 0, pages_a, true});
+  batch.chunks.push_back({b, 0, pages_b, true});
+  batch.all_logits = true;
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(p.gpu->Forward(batch, &logits).ok());
+  ASSERT_TRUE(p.gpu->ForwardGreedy(batch, &tokens).ok());
+  ASSERT_EQ(tokens.size(), 17u);
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    const auto row = std::span(logits).subspan(r * c.vocab_size, c.vocab_size);
+    EXPECT_EQ(tokens[r], std::max_element(row.begin(), row.end()) - row.begin()) << "row " << r;
+  }
+}
+
+TEST(CudaBackendTest, RefusesBadTokensPositionsAndPages) {
+  REQUIRE_GPU();
+  const ModelConfig c = SmallConfig();
+  ScratchDir dir;
+  WriteModel(c, dir.path());
+  Pair p = MakePair(c, dir.path(), 8, 4);
+  ASSERT_TRUE(p.gpu);
+  std::vector<float> logits;
+  const std::vector<int32_t> bad_token = {1, 2, c.vocab_size}, one_page = {0};
+  ForwardBatch b;
+  b.chunks.push_back({bad_token, 0, one_page, true});
+  EXPECT_EQ(p.gpu->Forward(b, &logits).code(), StatusCode::kInvalidArgument);
+  // The backend still works after a refusal.
+  const std::vector<int32_t> ok = {1, 2, 3};
+  ForwardBatch good;
+  good.chunks.push_back({ok, 0, one_page, true});
+  EXPECT_TRUE(p.gpu->Forward(good, &logits).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(c.vocab_size));
+}
+
+// The position of the CPU's first near-tie in `tokens` (prompt then generated), or the number
+// generated: where the two best logits lie within the tolerance of each other.
+int FirstNearTie(Backend& cpu, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& generated) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  const auto pages = Iota(PagesForTokens(static_cast<int>(all.size()), cpu.kv_shape().page_size));
+  ForwardBatch b;
+  b.chunks.push_back({all, 0, pages, true});
+  b.all_logits = true;
+  std::vector<float> logits;
+  EXPECT_TRUE(cpu.Forward(b, &logits).ok());
+  const int vocab = cpu.config().vocab_size;
+  for (size_t i = 0; i < generated.size(); ++i) {
+    const auto row = std::span(logits).subspan((prompt.size() - 1 + i) * vocab, vocab);
+    std::vector<float> sorted(row.begin(), row.end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    double max_abs = 0;
+    for (float v : row) max_abs = std::max<double>(max_abs, std::abs(v));
+    if (sorted[0] - sorted[1] <= kTolerance * max_abs) return static_cast<int>(i);
+  }
+  return static_cast<int>(generated.size());
+}
+
+std::vector<int32_t> Generate(Engine& engine, const std::vector<int32_t>& prompt, int n) {
+  SamplingParams params;
+  params.temperature = 0;
+  params.max_tokens = n;
+  params.ignore_eos = true;
+  EXPECT_TRUE(engine.Add(prompt, params).ok());
+  std::vector<int32_t> tokens;
+  std::vector<TokenEvent> events;
+  while (engine.HasWork()) {
+    events.clear();
+    Status s = engine.Step(&events);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!s.ok()) break;
+    for (const auto& e : events) tokens.push_back(e.token);
+  }
+  return tokens;
+}
+
+// What `pdserve generate --device cpu|cuda:0` does for 20 prompts: greedy tokens agree up to
+// the first position where the CPU's two best logits are within tolerance of each other.
+TEST(CudaBackendTest, GreedyTokensAgreeWithCpuUpToTheFirstNearTie) {
+  REQUIRE_GPU();
+  ScratchDir dir;
+  MakeModelOptions m;
+  m.out_dir = dir.path();
+  m.dtype = DType::kBF16;  // the same weights on both devices
+  m.seed = 5;
+  ASSERT_TRUE(MakeModel(m).ok());
+  EngineOptions cpu_options, gpu_options;
+  cpu_options.threads = 2;
+  gpu_options.device = "cuda:0";
+  auto cpu = Engine::Load(dir.path(), cpu_options);
+  auto gpu = Engine::Load(dir.path(), gpu_options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  const ModelConfig c = (*cpu)->config();
+  auto reference = Weights::Load(dir.path(), c);
+  ASSERT_TRUE(reference.ok());
+  auto scorer = CreateCpuBackend(*reference, c, {64, 16, 2});
+  ASSERT_TRUE(scorer.ok());
+  int compared = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto prompt = RandomTokens(3 + 11 * i, c.vocab_size, 1000 + i);
+    const auto want = Generate(**cpu, prompt, 24);
+    const auto got = Generate(**gpu, prompt, 24);
+    ASSERT_EQ(want.size(), 24u);
+    ASSERT_EQ(got.size(), 24u);
+    const int tie = FirstNearTie(**scorer, prompt, want);
+    for (int j = 0; j < tie; ++j) {
+      EXPECT_EQ(got[j], want[j]) << "prompt " << i << ", token " << j << " (first near-tie at "
+                                 << tie << ")";
+    }
+    compared += tie;
+  }
+  std::cout << "compared " << compared << " of 480 tokens before the first near-ties\n";
+}
+
+}  // namespace
+}  // namespace pdserve::model
