@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "model/cuda/cublas_library.h"
 #include "model/cuda/cuda_check.h"
 #include "model/cuda/device_memory.h"
 #include "model/cuda/kernels.h"
@@ -165,6 +166,7 @@ class CudaBackendImpl final : public CudaBackend {
   KvCacheShape shape_;
   std::string device_name_;
   StepPlanOptions plan_options_;
+  const CublasLibrary* blas_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
 
@@ -204,7 +206,7 @@ class CudaBackendImpl final : public CudaBackend {
 CudaBackendImpl::~CudaBackendImpl() {
   cudaSetDevice(options_.device);
   if (stream_) cudaStreamSynchronize(stream_);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) blas_->Destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -216,11 +218,12 @@ Status CudaBackendImpl::Init(const Weights* weights) {
   device_name_ = props.name;
   plan_options_.target_blocks = 4 * props.multiProcessorCount;
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
-  PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+  PDSERVE_ASSIGN_OR_RETURN(blas_, Cublas());
+  PDSERVE_CUBLAS_RETURN_IF_ERROR(blas_->Create(&cublas_));
+  PDSERVE_CUBLAS_RETURN_IF_ERROR(blas_->SetStream(cublas_, stream_));
   PDSERVE_RETURN_IF_ERROR(cublas_workspace_.Reserve(kCublasWorkspaceBytes));
   PDSERVE_CUBLAS_RETURN_IF_ERROR(
-      cublasSetWorkspace(cublas_, cublas_workspace_.get<void>(), kCublasWorkspaceBytes));
+      blas_->SetWorkspace(cublas_, cublas_workspace_.get<void>(), kCublasWorkspaceBytes));
 
   PDSERVE_RETURN_IF_ERROR(weights ? UploadWeights(*weights)
                                   : MakeRandomWeights(*options_.random_weights_seed));
@@ -365,7 +368,7 @@ Status CudaBackendImpl::Matmul(const bf16* x, int rows, int k, const DeviceBuffe
   }
   // Row-major Y[rows][n] = X[rows][k] W[n][k]^T is column-major Y^T = W^T X^T: "TN".
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasGemmEx(
+  PDSERVE_CUBLAS_RETURN_IF_ERROR(blas_->GemmEx(
       cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w.get<bf16>(), CUDA_R_16BF, k, x,
       CUDA_R_16BF, k, &beta, y, out == Out::kBf16 ? CUDA_R_16BF : CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "model/cuda/cublas_library.h"
 #include "model/cuda/device_memory.h"
 
 namespace pdserve::model::cuda {
@@ -34,8 +35,11 @@ Status CudaStatus(cudaError_t error, const char* call, const char* file, int lin
 }
 
 Status CublasStatus(cublasStatus_t error, const char* call, const char* file, int line) {
-  std::string message = Where(file, line) + ": " + call + ": " + cublasGetStatusName(error) + " (" +
-                        cublasGetStatusString(error) + ")";
+  auto cublas = Cublas();  // loaded: a cuBLAS call returned this error
+  std::string message = Where(file, line) + ": " + call + ": " +
+                        (cublas.ok() ? std::string((*cublas)->GetStatusName(error)) + " (" +
+                                           (*cublas)->GetStatusString(error) + ")"
+                                     : "cuBLAS status " + std::to_string(error));
   if (error == CUBLAS_STATUS_ALLOC_FAILED) return ResourceExhausted(std::move(message));
   return Internal(std::move(message));
 }

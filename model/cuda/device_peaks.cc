@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "model/cuda/cublas_library.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_check.h"
 #include "model/cuda/device_memory.h"
@@ -20,10 +21,11 @@ using cuda::DeviceBuffer;
 struct Timer {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
+  const cuda::CublasLibrary* blas = nullptr;
   cublasHandle_t cublas = nullptr;
   ~Timer() {
     if (stream) cudaStreamSynchronize(stream);
-    if (cublas) cublasDestroy(cublas);
+    if (cublas) blas->Destroy(cublas);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (stream) cudaStreamDestroy(stream);
@@ -58,8 +60,9 @@ Result<CudaPeaks> MeasureCudaPeaks(int device) {
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&timer.stream, cudaStreamNonBlocking));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&timer.start));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&timer.stop));
-  PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasCreate(&timer.cublas));
-  PDSERVE_CUBLAS_RETURN_IF_ERROR(cublasSetStream(timer.cublas, timer.stream));
+  PDSERVE_ASSIGN_OR_RETURN(timer.blas, cuda::Cublas());
+  PDSERVE_CUBLAS_RETURN_IF_ERROR(timer.blas->Create(&timer.cublas));
+  PDSERVE_CUBLAS_RETURN_IF_ERROR(timer.blas->SetStream(timer.cublas, timer.stream));
 
   {  // Copy: 1 GiB (well past any L2), or a quarter of what is free.
     size_t free_bytes = 0, total_bytes = 0;
@@ -91,10 +94,10 @@ Result<CudaPeaks> MeasureCudaPeaks(int device) {
     const float alpha = 1.0f, beta = 0.0f;
     PDSERVE_ASSIGN_OR_RETURN(
         double seconds, BestSeconds(timer, 10, [&]() -> Status {
-          PDSERVE_CUBLAS_RETURN_IF_ERROR(
-              cublasGemmEx(timer.cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a.get<void>(),
-                           CUDA_R_16BF, n, b.get<void>(), CUDA_R_16BF, n, &beta, c.get<void>(),
-                           CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          PDSERVE_CUBLAS_RETURN_IF_ERROR(timer.blas->GemmEx(
+              timer.cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a.get<void>(), CUDA_R_16BF,
+              n, b.get<void>(), CUDA_R_16BF, n, &beta, c.get<void>(), CUDA_R_16BF, n,
+              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
           return Status::Ok();
         }));
     peaks.bf16_tflops = 2.0 * n * static_cast<double>(n) * n / seconds / 1e12;

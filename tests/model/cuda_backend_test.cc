@@ -25,6 +25,8 @@
 
 #if PDSERVE_HAVE_CUDA_BACKEND
 #include <cuda_runtime_api.h>
+
+#include "model/cuda/cublas_library.h"
 #endif
 
 namespace pdserve::model {
@@ -287,6 +289,18 @@ TEST(CudaDeviceTest, ParsesDeviceNames) {
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cpu"}) {
     EXPECT_EQ(ParseCudaDevice(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// cuBLAS is opened at run time, not linked: the library and every entry point must be found
+// (no GPU needed).
+TEST(CudaDeviceTest, CublasOpensWithEveryEntryPoint) {
+#if PDSERVE_HAVE_CUDA_BACKEND
+  auto cublas = cuda::Cublas();
+  ASSERT_TRUE(cublas.ok()) << cublas.status().ToString();
+  EXPECT_STREQ((*cublas)->GetStatusName(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+#else
+  GTEST_SKIP() << "this build has no CUDA backend";
+#endif
 }
 
 // Runs everywhere: without the backend or a device the engine says why; with one, a device
