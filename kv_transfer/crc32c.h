@@ -1,6 +1,7 @@
-// CRC32C (Castagnoli, as in iSCSI and ext4) of KV chunk payloads and frame headers. Uses the
-// SSE4.2 crc32 instruction, three independent streams interleaved to hide its latency, at tens of
-// GB/s per core. Pure functions: safe from any thread.
+// CRC32C (Castagnoli, as in iSCSI and ext4) of KV chunk payloads and frame headers. Backed by
+// Intel's ISA-L (crc32_iscsi), which picks its fastest kernel at run time (AVX-512 VPCLMULQDQ
+// folding where present, about twice the rate of interleaved SSE4.2 crc32 instructions).
+// Pure functions: safe from any thread.
 #pragma once
 
 #include <cstddef>

@@ -14,6 +14,7 @@
 
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
+#include "kv_transfer/large_transfers.h"
 #include "kv_transfer/tcp_transport.h"
 
 namespace pdserve::kv_transfer {
@@ -24,6 +25,10 @@ using asio::ip::tcp;
 namespace {
 
 constexpr size_t kDrainBuffer = 1 << 20;
+// Largest socket read of a chunk payload; each piece is CRC'd while it is still in cache.
+constexpr size_t kPayloadPiece = 1 << 20;
+// Frames read inline (ReadNow) before one goes through the reactor, which unwinds the stack.
+constexpr int kMaxInlineFrames = 16;
 // A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
 constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 
@@ -104,6 +109,8 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   void Start() {
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
+    // Reads first take what the socket holds without a round through the reactor (ReadNow).
+    socket_.non_blocking(true, ignored);
     std::weak_ptr<Session> weak = shared_from_this();
     auto& io = listener_.io_;
     peer_ = receiver_.AddPeer({[weak, &io](uint64_t id, const Status& why) {
@@ -128,10 +135,32 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
  private:
   static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, m}; }
 
+  // Reads what the socket holds now into `buffer`, without waiting: the bytes read (0 when none
+  // are there yet), or an error. System calls are dear on virtual machines; a chunk's frames
+  // usually arrive together and are taken in one pass.
+  Result<size_t> ReadNow(asio::mutable_buffer buffer) {
+    boost::system::error_code ec;
+    const size_t n = socket_.read_some(buffer, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return size_t{0};
+    if (ec) return Unavailable("KV peer lost: " + ec.message());
+    return n;
+  }
+
   void ReadHeader() {
-    asio::async_read(socket_, asio::buffer(header_),
+    size_t got = 0;
+    if (inline_frames_ < kMaxInlineFrames) {  // bounded: each inline frame deepens the stack
+      auto n = ReadNow(asio::buffer(header_));
+      if (!n.ok()) return Close(n.status());
+      got = *n;
+      if (got == header_.size()) {
+        ++inline_frames_;
+        return OnHeader();
+      }
+    }
+    asio::async_read(socket_, asio::buffer(header_.data() + got, header_.size() - got),
                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
                        if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
+                       self->inline_frames_ = 0;
                        self->OnHeader();
                      });
   }
@@ -232,25 +261,44 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       });
       return ReadHeader();
     }
-    asio::async_read(
-        socket_, asio::buffer(target->dst, target->bytes),
-        [self = shared_from_this(), h, t = *target](const boost::system::error_code& ec, size_t) {
+    ReadPayload(h, *target, 0, 0);
+  }
+
+  // Reads a chunk's payload into its pages piece by piece, folding each piece into the CRC as it
+  // lands (still in cache, and while the next piece is on its way), then acks the chunk.
+  void ReadPayload(const FrameHeader& h, const KvReceiver::ChunkTarget& t, size_t done,
+                   uint32_t crc) {
+    while (done < t.bytes) {
+      auto* at = static_cast<unsigned char*>(t.dst) + done;
+      auto n = ReadNow(asio::buffer(at, std::min(t.bytes - done, kPayloadPiece)));
+      if (!n.ok()) {
+        (void)receiver_.EndChunk(peer_, h, Unavailable("KV peer lost mid-chunk"));
+        return Close(n.status());
+      }
+      if (*n == 0) {  // nothing there yet: wait for the socket, then carry on from here
+        socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), h, t, done,
+                                                    crc](const boost::system::error_code& ec) {
           if (ec) {
             (void)self->receiver_.EndChunk(self->peer_, h, Unavailable("KV peer lost mid-chunk"));
             return self->Close(Unavailable("KV peer lost: " + ec.message()));
           }
-          // Verify at once, while the payload is still in cache; ack only after the check.
-          const uint32_t crc = Crc32c(t.dst, t.bytes);
-          Status applied =
-              crc == h.payload_crc
-                  ? Status::Ok()
-                  : DataLoss(fmt::format("KV chunk CRC32C mismatch (request {} layer {} page {}: "
-                                         "header {:08x}, payload {:08x})",
-                                         h.request_id, h.layer, h.first_page, h.payload_crc, crc));
-          self->SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
-                            self->receiver_.EndChunk(self->peer_, h, applied));
-          self->ReadHeader();
+          self->inline_frames_ = 0;
+          self->ReadPayload(h, t, done, crc);
         });
+        return;
+      }
+      crc = Crc32c(at, *n, crc);
+      done += *n;
+    }
+    Status applied =
+        crc == h.payload_crc
+            ? Status::Ok()
+            : DataLoss(fmt::format("KV chunk CRC32C mismatch (request {} layer {} page {}: "
+                                   "header {:08x}, payload {:08x})",
+                                   h.request_id, h.layer, h.first_page, h.payload_crc, crc));
+    SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
+                receiver_.EndChunk(peer_, h, applied));
+    ReadHeader();
   }
 
   // Reads and drops a refused chunk's payload, then nacks it; the connection carries on.
@@ -262,7 +310,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
     if (drain_.empty()) drain_.resize(kDrainBuffer);
     const size_t n = std::min<uint64_t>(left, drain_.size());
     asio::async_read(
-        socket_, asio::buffer(drain_.data(), n),
+        socket_, asio::buffer(drain_.data(), n), LargeTransfers{},
         [self = shared_from_this(), h, left, n, why](const boost::system::error_code& ec, size_t) {
           if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
           self->Drain(h, left - n, why);
@@ -308,7 +356,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       write_buffers_.push_back(asio::buffer(write_queue_[i].first));
       write_buffers_.push_back(asio::buffer(write_queue_[i].second));
     }
-    asio::async_write(socket_, write_buffers_,
+    asio::async_write(socket_, write_buffers_, LargeTransfers{},
                       [self = shared_from_this(), n](const boost::system::error_code& ec, size_t) {
                         if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
                         if (self->closed_) return;  // Close emptied the queue
@@ -347,6 +395,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   PayloadPath path_ = PayloadPath::kTcp;
   std::unique_ptr<DevicePayloadReceiver> device_;
   HeaderBytes header_{};
+  int inline_frames_ = 0;  // frames handled inline since the last reactor round
   std::string control_payload_;
   std::vector<unsigned char> drain_;
   std::deque<std::pair<HeaderBytes, std::string>> write_queue_;

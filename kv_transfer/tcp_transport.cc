@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
+#include "kv_transfer/large_transfers.h"
 #include "kv_transfer/outgoing_transfers.h"
 
 namespace pdserve::kv_transfer {
@@ -32,7 +34,7 @@ struct OutFrame {
   uint64_t request_id = 0;
   bool chunk = false;
   // TCP chunks: the header is finished (CRC, encoding) by the I/O thread just before the write,
-  // so the CRC pass leaves the payload in cache for the socket's copy.
+  // or while the frame before it is being written (Seal).
   bool needs_crc = false;
   FrameHeader pending;
 };
@@ -142,7 +144,9 @@ class TcpTransport::Impl {
     if (device_) PDSERVE_RETURN_IF_ERROR(device_->OnHelloReply(reply_payload, deadline));
 
     io_.restart();
-    ReadHeader();
+    socket_.non_blocking(true, error);  // ReadControl reads what is there, then waits
+    inbox_.resize(kHeaderBytes + kMaxControlPayload);
+    ReadControl();
     thread_ = std::thread([this] { io_.run(); });
     return Status::Ok();
   }
@@ -247,46 +251,71 @@ class TcpTransport::Impl {
     }
     writing_ = true;
     OutFrame& f = write_queue_.front();
-    if (f.needs_crc) {
-      f.needs_crc = false;
-      f.pending.payload_crc = Crc32c(f.payload, f.bytes);
-      if (chunk_index_++ == options_.flip_bit_in_chunk) {  // tests: damage it on the wire
-        const auto* src = static_cast<const unsigned char*>(f.payload);
-        f.owned.assign(src, src + f.bytes);
-        f.owned[f.bytes / 2] ^= 0x10;
-        f.payload = f.owned.data();
-      }
-      f.header = EncodeHeader(f.pending);
-    }
+    Seal(f);
     asio::async_write(socket_,
                       std::array<asio::const_buffer, 2>{asio::buffer(f.header),
                                                         asio::const_buffer(f.payload, f.bytes)},
-                      [this](const boost::system::error_code& ec, size_t) {
+                      LargeTransfers{}, [this](const boost::system::error_code& ec, size_t) {
                         if (ec) return Lost(FromError(ec, "write"));
                         if (lost_) return;  // Lost emptied the queue
                         write_queue_.pop_front();
                         StartWrite();
                       });
+    // The write above went as far as the socket buffer allowed; while the receiver drains it,
+    // CRC the next chunk so its header is ready when this write completes.
+    if (write_queue_.size() > 1) Seal(write_queue_[1]);
   }
 
-  void ReadHeader() {
-    asio::async_read(
-        socket_, asio::buffer(read_header_), [this](const boost::system::error_code& ec, size_t) {
-          if (ec) return Lost(FromError(ec, "read"));
-          auto h = ParseHeader(read_header_);
-          if (!h.ok()) return Lost(h.status());
-          if (h->type != FrameType::kAck && h->type != FrameType::kCancel) {
-            return Lost(InvalidArgument(
-                fmt::format("KV peer sent an unexpected {} frame", FrameTypeName(h->type))));
-          }
-          read_payload_.resize(h->byte_count);
-          asio::async_read(socket_, asio::buffer(read_payload_),
-                           [this, h = *h](const boost::system::error_code& ec, size_t) {
-                             if (ec) return Lost(FromError(ec, "read"));
-                             OnControl(h);
-                             ReadHeader();
-                           });
-        });
+  // Finishes a TCP chunk's header: the payload's CRC, then the encoding.
+  void Seal(OutFrame& f) {
+    if (!f.needs_crc) return;
+    f.needs_crc = false;
+    f.pending.payload_crc = Crc32c(f.payload, f.bytes);
+    if (chunk_index_++ == options_.flip_bit_in_chunk) {  // tests: damage it on the wire
+      const auto* src = static_cast<const unsigned char*>(f.payload);
+      f.owned.assign(src, src + f.bytes);
+      f.owned[f.bytes / 2] ^= 0x10;
+      f.payload = f.owned.data();
+    }
+    f.header = EncodeHeader(f.pending);
+  }
+
+  // Acks and cancels. Takes whatever the socket holds (often several acks at once, in one system
+  // call), handles every whole frame in it, and waits for the socket only when it is empty.
+  void ReadControl() {
+    for (;;) {
+      size_t used = 0;
+      while (inbox_len_ - used >= kHeaderBytes) {
+        HeaderBytes bytes;
+        std::memcpy(bytes.data(), inbox_.data() + used, kHeaderBytes);
+        auto h = ParseHeader(bytes);
+        if (!h.ok()) return Lost(h.status());
+        if (h->type != FrameType::kAck && h->type != FrameType::kCancel) {
+          return Lost(InvalidArgument(
+              fmt::format("KV peer sent an unexpected {} frame", FrameTypeName(h->type))));
+        }
+        if (h->byte_count > kMaxControlPayload) {
+          return Lost(InvalidArgument("KV peer sent an oversized control payload"));
+        }
+        if (inbox_len_ - used - kHeaderBytes < h->byte_count) break;  // the rest is on its way
+        const char* payload = reinterpret_cast<const char*>(inbox_.data() + used + kHeaderBytes);
+        read_payload_.assign(payload, h->byte_count);
+        used += kHeaderBytes + h->byte_count;
+        OnControl(*h);
+      }
+      std::memmove(inbox_.data(), inbox_.data() + used, inbox_len_ - used);
+      inbox_len_ -= used;
+      boost::system::error_code ec;
+      const size_t n = socket_.read_some(
+          asio::buffer(inbox_.data() + inbox_len_, inbox_.size() - inbox_len_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+      if (ec) return Lost(FromError(ec, "read"));
+      inbox_len_ += n;
+    }
+    socket_.async_wait(tcp::socket::wait_read, [this](const boost::system::error_code& ec) {
+      if (ec) return Lost(FromError(ec, "read"));
+      ReadControl();
+    });
   }
 
   void OnControl(const FrameHeader& h) {
@@ -321,8 +350,10 @@ class TcpTransport::Impl {
   std::deque<OutFrame> write_queue_;
   int64_t chunk_index_ = 0;  // TCP chunks written
   bool writing_ = false;
-  HeaderBytes read_header_{};
+  HeaderBytes read_header_{};  // the hello reply
   std::string read_payload_;
+  std::vector<unsigned char> inbox_;  // control frames read but not yet handled
+  size_t inbox_len_ = 0;
   std::atomic<bool> lost_{false};
   OutgoingTransfers table_;  // after the I/O members: its callback posts to io_
   std::thread thread_;

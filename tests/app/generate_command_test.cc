@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/command_run.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -15,27 +16,9 @@ namespace {
 
 using model::testing::TempDir;
 
-struct CommandRun {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-CommandRun Pdserve(const std::string& args) {
-  const std::string cmd = "timeout 120 " PDSERVE_BINARY " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using pdserve::testing::CommandRun;
+using pdserve::testing::Pdserve;
+using pdserve::testing::ReadFile;
 
 TEST(MakeModelCommandTest, SameSeedWritesTheSameModel) {
   TempDir dir;

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "gateway/cost_report_html.h"
+#include "tests/command_run.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve::gateway {
@@ -269,27 +270,9 @@ TEST(CostReportEmptyTest, NoRowsNoPeriodsGivesZerosAndNulls) {
   EXPECT_FALSE(CostReportTable(r).empty());
 }
 
-struct CommandRun {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-CommandRun Pdserve(const std::string& args) {
-  const std::string cmd = "timeout 60 " PDSERVE_BINARY " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using pdserve::testing::CommandRun;
+using pdserve::testing::ReadFile;
+CommandRun Pdserve(const std::string& args) { return pdserve::testing::Pdserve(args, 60); }
 
 constexpr char kSheet[] = R"({
   "sample_spec": {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0,

@@ -1,0 +1,39 @@
+// Test support: runs the built `pdserve` binary as a user would, with a time limit, and reads
+// files it wrote. For tests whose CMake target defines PDSERVE_BINARY (every test file that
+// names it; see tests/CMakeLists.txt).
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace pdserve::testing {
+
+struct CommandRun {
+  int exit_code;
+  std::string out;  // stdout and stderr together
+};
+
+// `pdserve ARGS` through the shell, killed after `timeout_s` seconds (exit code 124 then).
+inline CommandRun Pdserve(const std::string& args, int timeout_s = 120) {
+  const std::string cmd =
+      "timeout " + std::to_string(timeout_s) + " " PDSERVE_BINARY " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace pdserve::testing
