@@ -19,6 +19,12 @@ namespace {
 
 constexpr int kWarps = kAttentionWarps;
 constexpr int kThreads = kWarps * 32;
+// Loads each lane issues before using the first: latency, not bandwidth, bounds a decode step's
+// attention, and these keep several global loads in flight.
+constexpr int kScoreLoads = 4;  // 16-byte pieces of a key row
+// Value rows: 32 / DL, so that the loaded values take 32 registers whatever DL is.
+template <int DL>
+constexpr int kValueLoads = 32 / DL;
 constexpr float kNegInf = -__builtin_inff();
 
 // s[r] = q_s[r] · k for r < rows, k a bf16 row of head_dim elements in global memory.
@@ -27,25 +33,36 @@ __device__ __forceinline__ void Scores(const float* q_s, const bf16* k, int hd, 
                                        float (&s)[RMAX]) {
 #pragma unroll
   for (int r = 0; r < RMAX; ++r) s[r] = 0.0f;
-  if ((hd & 7) == 0) {  // 16-byte loads; every row offset is a multiple of head_dim
-    for (int d = 0; d < hd; d += 8) {
-      float kf[8];
-      Unpack8(__ldg(reinterpret_cast<const uint4*>(k + d)), kf);
+  if ((hd & 7) == 0) {  // 16-byte loads, kScoreLoads in flight; row offsets are multiples of hd
+    for (int d0 = 0; d0 < hd; d0 += 8 * kScoreLoads) {
+      uint4 raw[kScoreLoads];
 #pragma unroll
-      for (int r = 0; r < RMAX; ++r) {
-        if (r < rows) {
-          const float4 a = *reinterpret_cast<const float4*>(q_s + r * hd + d);
-          const float4 b = *reinterpret_cast<const float4*>(q_s + r * hd + d + 4);
-          float acc = s[r];
-          acc = fmaf(a.x, kf[0], acc);
-          acc = fmaf(a.y, kf[1], acc);
-          acc = fmaf(a.z, kf[2], acc);
-          acc = fmaf(a.w, kf[3], acc);
-          acc = fmaf(b.x, kf[4], acc);
-          acc = fmaf(b.y, kf[5], acc);
-          acc = fmaf(b.z, kf[6], acc);
-          acc = fmaf(b.w, kf[7], acc);
-          s[r] = acc;
+      for (int u = 0; u < kScoreLoads; ++u) {
+        const int d = d0 + 8 * u;
+        raw[u] = d < hd ? __ldg(reinterpret_cast<const uint4*>(k + d)) : uint4{};
+      }
+#pragma unroll
+      for (int u = 0; u < kScoreLoads; ++u) {
+        const int d = d0 + 8 * u;
+        if (d >= hd) break;
+        float kf[8];
+        Unpack8(raw[u], kf);
+#pragma unroll
+        for (int r = 0; r < RMAX; ++r) {
+          if (r < rows) {
+            const float4 a = *reinterpret_cast<const float4*>(q_s + r * hd + d);
+            const float4 b = *reinterpret_cast<const float4*>(q_s + r * hd + d + 4);
+            float acc = s[r];
+            acc = fmaf(a.x, kf[0], acc);
+            acc = fmaf(a.y, kf[1], acc);
+            acc = fmaf(a.z, kf[2], acc);
+            acc = fmaf(a.w, kf[3], acc);
+            acc = fmaf(b.x, kf[4], acc);
+            acc = fmaf(b.y, kf[5], acc);
+            acc = fmaf(b.z, kf[6], acc);
+            acc = fmaf(b.w, kf[7], acc);
+            s[r] = acc;
+          }
         }
       }
     }
@@ -116,6 +133,7 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionArgs a
   const int rows = item.n_rows * ht.n_heads_here;  // <= RMAX, the planner's promise
   const int q_dim = a.n_heads * hd, kv_dim = a.n_kv_heads * hd;
   const size_t page_stride = 2ull * ps * kv_dim;
+  const size_t value_offset = static_cast<size_t>(ps) * kv_dim;  // V rows follow a page's K rows
   const int32_t* table = a.tables + item.table;
   const bf16* kv_head = a.kv + static_cast<size_t>(ht.kv_head) * hd;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -140,11 +158,15 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionArgs a
   }
 
   for (int start = item.key_begin + warp * 32; start < item.key_end; start += kWarps * 32) {
+    // Lane j takes key start + j; its row's offset in the pool is shared with the warp for P·V.
     const int key = start + lane;
+    const int clamped = min(key, item.key_end - 1);
+    const unsigned long long row =
+        static_cast<unsigned long long>(table[clamped / ps]) * page_stride +
+        static_cast<unsigned long long>(clamped % ps) * kv_dim;
     float s[RMAX];
     if (key < item.key_end) {
-      const bf16* k =
-          kv_head + table[key / ps] * page_stride + static_cast<size_t>(key % ps) * kv_dim;
+      const bf16* k = kv_head + row;
       Scores<RMAX>(q_s, k, hd, rows, s);
 #pragma unroll
       for (int r = 0; r < RMAX; ++r) {
@@ -173,19 +195,26 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(AttentionArgs a
       }
     }
     __syncwarp();
+    // P·V, kValueLoads value rows in flight: each lane loads its DL dimensions of every row
+    // (a past-the-end row is clamped to the last key and skipped below).
     const int n_keys = min(32, item.key_end - start);
-    for (int j = 0; j < n_keys; ++j) {
-      const int kj = start + j;
-      const bf16* v =
-          kv_head + table[kj / ps] * page_stride + static_cast<size_t>(ps + kj % ps) * kv_dim;
-      float vv[DL];
-      LoadDims<DL>(v, lane, hd, vv);
+    for (int j0 = 0; j0 < n_keys; j0 += kValueLoads<DL>) {
+      float vv[kValueLoads<DL>][DL];
 #pragma unroll
-      for (int r = 0; r < RMAX; ++r) {
-        if (r < rows) {
-          const float pj = my_p[r * 32 + j];
+      for (int u = 0; u < kValueLoads<DL>; ++u) {
+        const unsigned long long key_row = __shfl_sync(0xffffffffu, row, min(j0 + u, n_keys - 1));
+        LoadDims<DL>(kv_head + key_row + value_offset, lane, hd, vv[u]);
+      }
 #pragma unroll
-          for (int i = 0; i < DL; ++i) o[r][i] = fmaf(pj, vv[i], o[r][i]);
+      for (int u = 0; u < kValueLoads<DL>; ++u) {
+        if (j0 + u >= n_keys) break;
+#pragma unroll
+        for (int r = 0; r < RMAX; ++r) {
+          if (r < rows) {
+            const float pj = my_p[r * 32 + j0 + u];
+#pragma unroll
+            for (int i = 0; i < DL; ++i) o[r][i] = fmaf(pj, vv[u][i], o[r][i]);
+          }
         }
       }
     }
