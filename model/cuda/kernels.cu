@@ -11,7 +11,10 @@
 namespace pdserve::model::cuda {
 namespace {
 
-constexpr int kRowThreads = 256;
+// Per-row kernels use wide blocks: at batch-1 decode one block does a row's whole work, so its
+// time is the rounds of dependent loads each thread waits for (dim 4096: 4 elements a thread).
+constexpr int kRowThreads = 1024;
+constexpr int kElementThreads = 256;  // grid-stride element-wise kernels
 
 // Blocks for a grid-stride loop over n elements.
 unsigned GridFor(size_t n, int threads) {
@@ -24,6 +27,7 @@ __global__ void EmbedKernel(const bf16* __restrict__ embed, const int32_t* __res
   const int r = blockIdx.x;
   const bf16* e = embed + static_cast<size_t>(tokens[r]) * dim;
   float* out = x + static_cast<size_t>(r) * dim;
+#pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[i] = __bfloat162float(e[i]);
 }
 
@@ -33,10 +37,12 @@ __global__ void RmsNormKernel(const float* __restrict__ x, const int32_t* __rest
   const int r = blockIdx.x;
   const float* xr = x + static_cast<size_t>(rows ? rows[r] : r) * dim;
   float ss = 0.0f;
+#pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
   ss = BlockSum(ss);
   const float scale = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
   bf16* o = out + static_cast<size_t>(r) * dim;
+#pragma unroll 4
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     o[i] = __float2bfloat16(xr[i] * scale * weight[i]);
   }
@@ -119,6 +125,8 @@ __global__ void ArgmaxKernel(const float* __restrict__ logits, int vocab,
   __shared__ Best warp_best[32];
   const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   Best best{-CUDART_INF_F, INT_MAX};
+  // 128K logits over 1024 threads: keep 8 loads in flight per thread.
+#pragma unroll 8
   for (int i = threadIdx.x; i < vocab; i += blockDim.x) best = Better(best, Best{row[i], i});
   for (int offset = 16; offset > 0; offset >>= 1) {
     Best other{__shfl_xor_sync(0xffffffffu, best.value, offset),
@@ -204,7 +212,8 @@ cudaError_t LaunchSwiGlu(const bf16* gate_up, int rows, int hidden, bf16* act,
                          cudaStream_t stream) {
   const size_t n = static_cast<size_t>(rows) * hidden;
   if (n > 0)
-    SwiGluKernel<<<GridFor(n, kRowThreads), kRowThreads, 0, stream>>>(gate_up, n, hidden, act);
+    SwiGluKernel<<<GridFor(n, kElementThreads), kElementThreads, 0, stream>>>(gate_up, n, hidden,
+                                                                              act);
   return cudaGetLastError();
 }
 
@@ -218,8 +227,8 @@ template <typename T>
 cudaError_t FillNormal(T* out, size_t n, uint64_t seed, float mean, float stddev,
                        cudaStream_t stream) {
   if (n > 0) {
-    FillNormalKernel<<<GridFor(n, kRowThreads), kRowThreads, 0, stream>>>(out, n, seed, mean,
-                                                                          stddev);
+    FillNormalKernel<<<GridFor(n, kElementThreads), kElementThreads, 0, stream>>>(out, n, seed,
+                                                                                  mean, stddev);
   }
   return cudaGetLastError();
 }
