@@ -22,8 +22,9 @@ unsigned GridFor(size_t n, int threads) {
   return static_cast<unsigned>(blocks < 65536 ? (blocks == 0 ? 1 : blocks) : 65536);
 }
 
-__global__ void EmbedKernel(const bf16* __restrict__ embed, const int32_t* __restrict__ tokens,
-                            int dim, float* __restrict__ x) {
+__global__ void __launch_bounds__(kRowThreads)
+    EmbedKernel(const bf16* __restrict__ embed, const int32_t* __restrict__ tokens, int dim,
+                float* __restrict__ x) {
   const int r = blockIdx.x;
   const bf16* e = embed + static_cast<size_t>(tokens[r]) * dim;
   float* out = x + static_cast<size_t>(r) * dim;
@@ -31,9 +32,9 @@ __global__ void EmbedKernel(const bf16* __restrict__ embed, const int32_t* __res
   for (int i = threadIdx.x; i < dim; i += blockDim.x) out[i] = __bfloat162float(e[i]);
 }
 
-__global__ void RmsNormKernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
-                              int dim, const float* __restrict__ weight, float eps,
-                              bf16* __restrict__ out) {
+__global__ void __launch_bounds__(kRowThreads)
+    RmsNormKernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int dim,
+                  const float* __restrict__ weight, float eps, bf16* __restrict__ out) {
   const int r = blockIdx.x;
   const float* xr = x + static_cast<size_t>(rows ? rows[r] : r) * dim;
   float ss = 0.0f;
@@ -60,13 +61,12 @@ __global__ void RopeTableKernel(const int32_t* __restrict__ positions, const dou
   }
 }
 
-__global__ void RopeAndWriteKvKernel(const float* __restrict__ qkv, const float* __restrict__ bias,
-                                     const float* __restrict__ cos_table,
-                                     const float* __restrict__ sin_table,
-                                     const int32_t* __restrict__ positions,
-                                     const int32_t* __restrict__ row_table,
-                                     const int32_t* __restrict__ tables, QkvShape s,
-                                     float* __restrict__ q_out, bf16* __restrict__ kv_layer) {
+__global__ void __launch_bounds__(kRowThreads)
+    RopeAndWriteKvKernel(const float* __restrict__ qkv, const float* __restrict__ bias,
+                         const float* __restrict__ cos_table, const float* __restrict__ sin_table,
+                         const int32_t* __restrict__ positions,
+                         const int32_t* __restrict__ row_table, const int32_t* __restrict__ tables,
+                         QkvShape s, float* __restrict__ q_out, bf16* __restrict__ kv_layer) {
   const int r = blockIdx.x;
   const int hd = s.head_dim, half = hd / 2;
   const int q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
@@ -120,8 +120,8 @@ __device__ Best Better(Best a, Best b) {
   return (b.value > a.value || (b.value == a.value && b.index < a.index)) ? b : a;
 }
 
-__global__ void ArgmaxKernel(const float* __restrict__ logits, int vocab,
-                             int32_t* __restrict__ out) {
+__global__ void __launch_bounds__(kRowThreads)
+    ArgmaxKernel(const float* __restrict__ logits, int vocab, int32_t* __restrict__ out) {
   __shared__ Best warp_best[32];
   const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   Best best{-CUDART_INF_F, INT_MAX};
@@ -219,7 +219,7 @@ cudaError_t LaunchSwiGlu(const bf16* gate_up, int rows, int hidden, bf16* act,
 
 cudaError_t LaunchArgmax(const float* logits, int rows, int vocab, int32_t* out,
                          cudaStream_t stream) {
-  if (rows > 0) ArgmaxKernel<<<rows, 1024, 0, stream>>>(logits, vocab, out);
+  if (rows > 0) ArgmaxKernel<<<rows, kRowThreads, 0, stream>>>(logits, vocab, out);
   return cudaGetLastError();
 }
 
