@@ -13,18 +13,34 @@
 namespace pdserve::model {
 namespace {
 
-// Fixed-order dot product of two f32 vectors (8 lanes, then a fixed tree).
+// Fixed-order horizontal sum: ((0+4)+(2+6)) + ((1+5)+(3+7)).
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
+  return _mm_cvtss_f32(s);
+}
+
+// Fixed-order dot product of two f32 vectors (8 lanes, then a fixed tree, then the tail).
 float Dot(const float* a, const float* b, int n) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
   for (; i + 8 <= n; i += 8)
     acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
-  float r = _mm_cvtss_f32(s);
+  float r = HorizontalSum(acc);
   for (; i < n; ++i) r = std::fma(a[i], b[i], r);
   return r;
+}
+
+// out[0, n) += p * v[0, n), one fused multiply-add per element (the same bits as a scalar loop).
+inline void AddScaled(float p, const float* v, float* out, int n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    _mm256_storeu_ps(out + d,
+                     _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + d), _mm256_loadu_ps(out + d)));
+  }
+  for (; d < n; ++d) out[d] = std::fma(p, v[d], out[d]);
 }
 
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
@@ -103,8 +119,8 @@ class CpuBackend final : public Backend {
     const int32_t* pages;
   };
   std::vector<Row> rows_;
-  std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
-  std::vector<float> rope_cos_, rope_sin_;  // [T][head_dim/2]
+  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_;  // gate_: SwiGLU's output
+  std::vector<float> rope_cos_, rope_sin_;              // [T][head_dim/2]
 };
 
 Status CpuBackend::Validate(const ForwardBatch& batch) const {
@@ -165,9 +181,7 @@ void CpuBackend::PrepareRows(const ForwardBatch& batch) {
   att_.resize(q_.size());
   k_.resize(static_cast<size_t>(t) * c.kv_dim());
   v_.resize(k_.size());
-  tmp_.resize(x_.size());
   gate_.resize(static_cast<size_t>(t) * c.hidden_dim);
-  up_.resize(gate_.size());
 }
 
 // Rotates pairs (i, i + head_dim/2) of each head, the Hugging Face "rotate_half" convention.
@@ -195,44 +209,84 @@ void CpuBackend::WriteKv(int layer) {
   }
 }
 
+// scores[j] = (q · keys[j][0, n)) * scale, each dot product in Dot's order; four keys at a time
+// so their multiply-add chains overlap.
+void ScoreKeys(const float* q, const float* const* keys, int count, int n, float scale,
+               float* scores) {
+  int j = 0;
+  if (n % 8 == 0) {
+    for (; j + 4 <= count; j += 4) {
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                       _mm256_setzero_ps()};
+      for (int d = 0; d < n; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + d);
+        for (int i = 0; i < 4; ++i)
+          acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys[j + i] + d), acc[i]);
+      }
+      for (int i = 0; i < 4; ++i) scores[j + i] = HorizontalSum(acc[i]) * scale;
+    }
+  }
+  for (; j < count; ++j) scores[j] = Dot(q, keys[j], n) * scale;
+}
+
+// out[0, n) = sum over j of p[j] * values[j][0, n), summed in j order per element, with the
+// running sums in registers (64 columns at a time).
+void WeightedSum(const float* p, const float* const* values, int count, int n, float* out) {
+  constexpr int kLanes = 8, kRegs = 8;
+  int d = 0;
+  for (; d + kLanes * kRegs <= n; d += kLanes * kRegs) {
+    __m256 acc[kRegs];
+    for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_setzero_ps();
+    for (int j = 0; j < count; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      for (int i = 0; i < kRegs; ++i)
+        acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(values[j] + d + i * kLanes), acc[i]);
+    }
+    for (int i = 0; i < kRegs; ++i) _mm256_storeu_ps(out + d + i * kLanes, acc[i]);
+  }
+  if (d == n) return;
+  std::fill(out + d, out + n, 0.0f);
+  for (int j = 0; j < count; ++j) AddScaled(p[j], values[j] + d, out + d, n - d);
+}
+
 void CpuBackend::Attention(int layer) {
   const ModelConfig& c = config_;
   const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   const int t = static_cast<int>(rows_.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float* pool = kv_[layer].data();
+  // One item per (row, KV head): the group's query heads share its key and value rows.
 #pragma omp parallel
   {
     std::vector<float> scores;
+    std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic, 1)
-    for (int item = 0; item < t * c.n_heads; ++item) {
-      const int r = item / c.n_heads, h = item % c.n_heads, g = h / group;
-      const int pos = rows_[r].pos;
+    for (int item = 0; item < t * c.n_kv_heads; ++item) {
+      const int r = item / c.n_kv_heads, g = item % c.n_kv_heads;
+      const int count = rows_[r].pos + 1;
       const int32_t* pages = rows_[r].pages;
-      const float* q = &q_[static_cast<size_t>(r) * c.q_dim() + h * hd];
-      scores.resize(pos + 1);
-      float max_score = -INFINITY;
-      for (int j = 0; j <= pos; ++j) {
-        const float* key =
-            pool + shape_.Offset(pages[j / shape_.page_size], 0, j % shape_.page_size) + g * hd;
-        scores[j] = Dot(q, key, hd) * scale;
-        max_score = std::max(max_score, scores[j]);
+      keys.resize(count);
+      values.resize(count);
+      for (int j = 0; j < count; ++j) {
+        const int page = pages[j / shape_.page_size], slot = j % shape_.page_size;
+        keys[j] = pool + shape_.Offset(page, 0, slot) + g * hd;
+        values[j] = pool + shape_.Offset(page, 1, slot) + g * hd;
       }
-      float sum = 0;
-      for (int j = 0; j <= pos; ++j) {
-        scores[j] = std::exp(scores[j] - max_score);
-        sum += scores[j];
+      scores.resize(count);
+      for (int h = g * group; h < (g + 1) * group; ++h) {
+        const float* q = &q_[static_cast<size_t>(r) * c.q_dim() + h * hd];
+        ScoreKeys(q, keys.data(), count, hd, scale, scores.data());
+        const float max_score = *std::max_element(scores.begin(), scores.end());
+        float sum = 0;
+        for (float& s : scores) {
+          s = std::exp(s - max_score);
+          sum += s;
+        }
+        float* out = &att_[static_cast<size_t>(r) * c.q_dim() + h * hd];
+        WeightedSum(scores.data(), values.data(), count, hd, out);
+        const float inv = 1.0f / sum;
+        for (int d = 0; d < hd; ++d) out[d] *= inv;
       }
-      float* out = &att_[static_cast<size_t>(r) * c.q_dim() + h * hd];
-      std::fill_n(out, hd, 0.0f);
-      for (int j = 0; j <= pos; ++j) {
-        const float* value =
-            pool + shape_.Offset(pages[j / shape_.page_size], 1, j % shape_.page_size) + g * hd;
-        const float p = scores[j];
-        for (int d = 0; d < hd; ++d) out[d] = std::fma(p, value[d], out[d]);
-      }
-      const float inv = 1.0f / sum;
-      for (int d = 0; d < hd; ++d) out[d] *= inv;
     }
   }
 }
@@ -245,13 +299,18 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
   const int t = static_cast<int>(rows_.size());
   const int half = c.head_dim / 2;
 
+  // Row-wise steps run on the OpenMP threads only when the batch is big enough to pay for it.
+  const bool rows_in_parallel = t >= 8;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_->layers[l];
+#pragma omp parallel for if (rows_in_parallel)
     for (int r = 0; r < t; ++r)
       RmsNorm(&x_[r * c.dim], w.attn_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
-    MatMul(xn_.data(), t, c.dim, w.wq, q_.data(), c.q_dim());
-    MatMul(xn_.data(), t, c.dim, w.wk, k_.data(), c.kv_dim());
-    MatMul(xn_.data(), t, c.dim, w.wv, v_.data(), c.kv_dim());
+    const MatMulTarget qkv[] = {{&w.wq, q_.data(), c.q_dim()},
+                                {&w.wk, k_.data(), c.kv_dim()},
+                                {&w.wv, v_.data(), c.kv_dim()}};
+    MatMulMany(xn_.data(), t, c.dim, qkv);
+#pragma omp parallel for if (rows_in_parallel)
     for (int r = 0; r < t; ++r) {
       float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
       float* k = &k_[static_cast<size_t>(r) * c.kv_dim()];
@@ -267,19 +326,13 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
     WriteKv(l);
     if (batch.after_layer_kv) batch.after_layer_kv(l);
     Attention(l);
-    MatMul(att_.data(), t, c.q_dim(), w.wo, tmp_.data(), c.dim);
-    for (size_t i = 0; i < static_cast<size_t>(t) * c.dim; ++i) x_[i] += tmp_[i];
+    MatMul(att_.data(), t, c.q_dim(), w.wo, x_.data(), c.dim, MatMulStore::kAdd);
 
+#pragma omp parallel for if (rows_in_parallel)
     for (int r = 0; r < t; ++r)
       RmsNorm(&x_[r * c.dim], w.mlp_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
-    MatMul(xn_.data(), t, c.dim, w.w_gate, gate_.data(), c.hidden_dim);
-    MatMul(xn_.data(), t, c.dim, w.w_up, up_.data(), c.hidden_dim);
-    for (size_t i = 0; i < static_cast<size_t>(t) * c.hidden_dim; ++i) {
-      const float g = gate_[i];
-      gate_[i] = g / (1.0f + std::exp(-g)) * up_[i];
-    }
-    MatMul(gate_.data(), t, c.hidden_dim, w.w_down, tmp_.data(), c.dim);
-    for (size_t i = 0; i < static_cast<size_t>(t) * c.dim; ++i) x_[i] += tmp_[i];
+    MatMulSwiGlu(xn_.data(), t, c.dim, w.w_gate, w.w_up, gate_.data(), c.hidden_dim);
+    MatMul(gate_.data(), t, c.hidden_dim, w.w_down, x_.data(), c.dim, MatMulStore::kAdd);
   }
 
   // Final norm and LM head on the rows whose logits were asked for.

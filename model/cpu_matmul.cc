@@ -4,10 +4,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace pdserve::model {
 namespace {
+
+// ---- The summation order every kernel follows ----
 
 template <DType D>
 inline __m256 Load8(const void* base, size_t index) {
@@ -45,9 +51,21 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// MR rows of X against NR rows of W over the whole K. Every instantiation sums each element in
-// the same order, which is what makes MatMul batch-invariant.
-template <DType D, int MR, int NR>
+// The end of one output element: the 8-lane sum, then the k % 8 tail in order, then the store.
+template <DType D, bool kAdd>
+inline void Finish(__m256 lanes, const float* x, const void* w, int k8_end, int k, float* y) {
+  float s = HorizontalSum(lanes);
+  for (int r = k8_end; r < k; ++r) s = std::fma(x[r], Load1<D>(w, r), s);
+  if constexpr (kAdd) {
+    *y = *y + s;
+  } else {
+    *y = s;
+  }
+}
+
+// ---- AVX2: MR rows of X against NR rows of W over the whole K ----
+
+template <DType D, int MR, int NR, bool kAdd>
 inline void MicroKernel(const float* x, int ldx, const void* w, size_t ldw, int k, float* y,
                         int ldy) {
   __m256 acc[MR][NR];
@@ -62,22 +80,20 @@ inline void MicroKernel(const float* x, int ldx, const void* w, size_t ldw, int 
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
+  const size_t elem = DTypeSize(D);
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float s = HorizontalSum(acc[i][j]);
-      for (int r = kk; r < k; ++r) {
-        s = std::fma(x[static_cast<size_t>(i) * ldx + r], Load1<D>(w, j * ldw + r), s);
-      }
-      y[static_cast<size_t>(i) * ldy + j] = s;
+      Finish<D, kAdd>(acc[i][j], x + static_cast<size_t>(i) * ldx,
+                      static_cast<const uint8_t*>(w) + j * ldw * elem, kk, k,
+                      y + static_cast<size_t>(i) * ldy + j);
     }
   }
 }
 
-// Rows [n0, n1) of W against all T rows of X. W rows are taken in blocks that stay in L2
-// while every group of X rows passes over them.
-template <DType D>
-void MatMulRange(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy, int n0,
-                 int n1) {
+// Rows [n0, n1) of W against all T rows of X; y points at column n0. W rows are taken in blocks
+// that stay in L2 while every group of X rows passes over them.
+template <DType D, bool kAdd>
+void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, float* y, int ldy) {
   constexpr int kMR = 4, kNR = 3;
   const int k = w.cols;
   const size_t ldw = static_cast<size_t>(k);
@@ -87,87 +103,293 @@ void MatMulRange(const float* x, int t, int ldx, const Matrix& w, float* y, int 
       kNR, static_cast<int>(256 * 1024 / std::max<size_t>(1, ldw * elem)) / kNR * kNR);
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
-    int i = 0;
     if (t == 1) {
       // Decode: one X row; more W rows at once keep more loads in flight.
       int n = nb;
       for (; n + 8 <= ne; n += 8)
-        MicroKernel<D, 1, 8>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);
+        MicroKernel<D, 1, 8, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
       for (; n + 4 <= ne; n += 4)
-        MicroKernel<D, 1, 4>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);
-      for (; n < ne; ++n) MicroKernel<D, 1, 1>(x, ldx, wbase + n * ldw * elem, ldw, k, y + n, ldy);
+        MicroKernel<D, 1, 4, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
+      for (; n < ne; ++n)
+        MicroKernel<D, 1, 1, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
       continue;
     }
-    for (; i < t; i += kMR) {
+    for (int i = 0; i < t; i += kMR) {
       const int mr = std::min(kMR, t - i);
       const float* xi = x + static_cast<size_t>(i) * ldx;
       float* yi = y + static_cast<size_t>(i) * ldy;
       int n = nb;
-      for (; n + kNR <= ne; n += kNR) {
+      auto run = [&]<int NR>() {
         const void* wn = wbase + n * ldw * elem;
+        float* yn = yi + (n - n0);
         switch (mr) {
           case 4:
-            MicroKernel<D, 4, kNR>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
+            return MicroKernel<D, 4, NR, kAdd>(xi, ldx, wn, ldw, k, yn, ldy);
           case 3:
-            MicroKernel<D, 3, kNR>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
+            return MicroKernel<D, 3, NR, kAdd>(xi, ldx, wn, ldw, k, yn, ldy);
           case 2:
-            MicroKernel<D, 2, kNR>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
+            return MicroKernel<D, 2, NR, kAdd>(xi, ldx, wn, ldw, k, yn, ldy);
           default:
-            MicroKernel<D, 1, kNR>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
+            return MicroKernel<D, 1, NR, kAdd>(xi, ldx, wn, ldw, k, yn, ldy);
         }
-      }
-      for (; n < ne; ++n) {
-        const void* wn = wbase + n * ldw * elem;
-        switch (mr) {
-          case 4:
-            MicroKernel<D, 4, 1>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
-          case 3:
-            MicroKernel<D, 3, 1>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
-          case 2:
-            MicroKernel<D, 2, 1>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
-          default:
-            MicroKernel<D, 1, 1>(xi, ldx, wn, ldw, k, yi + n, ldy);
-            break;
+      };
+      for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
+      for (; n < ne; ++n) run.template operator()<1>();
+    }
+  }
+}
+
+// ---- AVX-512: two X rows per 16-lane register, each half in the AVX2 order ----
+
+#define PDSERVE_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+// GCC 12's AVX-512 broadcast and extract intrinsics pass an undefined vector as their unused
+// merge source, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// X rows in pairs: for pair p and 8-column block b, 16 floats: row 2p's columns [8b, 8b+8), then
+// row 2p+1's (zeros past the last row). Only whole blocks; the k % 8 tail is read from X itself.
+struct PackedPairs {
+  std::vector<float> data;
+  size_t pair_stride = 0;  // floats from one pair to the next
+};
+
+void PackPairs(const float* x, int t, int ldx, int k8, PackedPairs* out) {
+  const int pairs = (t + 1) / 2;
+  out->pair_stride = static_cast<size_t>(k8) * 16;
+  out->data.resize(pairs * out->pair_stride);
+  for (int p = 0; p < pairs; ++p) {
+    float* dst = out->data.data() + p * out->pair_stride;
+    for (int half = 0; half < 2; ++half) {
+      const int r = 2 * p + half;
+      for (int b = 0; b < k8; ++b) {
+        float* d = dst + b * 16 + half * 8;
+        if (r < t) {
+          std::memcpy(d, x + static_cast<size_t>(r) * ldx + b * 8, 8 * sizeof(float));
+        } else {
+          std::fill_n(d, 8, 0.0f);
         }
       }
     }
   }
 }
 
+// 8 W values at `index`, converted to f32 and copied to both halves.
 template <DType D>
-void MatMulTyped(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy) {
-  // Blocks of W rows handed out dynamically: a thread the OS has parked does not hold up the
-  // others for its whole share. A multiple of 24 rows keeps micro-kernel shapes whole.
-  const int n = w.rows;
-  const int block = std::max(24, (n / (8 * omp_get_max_threads())) / 24 * 24);
-  const int blocks = (n + block - 1) / block;
+PDSERVE_AVX512 inline __m512 Broadcast8(const void* base, size_t index) {
+  if constexpr (D == DType::kF32) {
+    return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + index));
+  } else {
+    const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + index)));
+    if constexpr (D == DType::kBF16) {
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm512_cvtph_ps(h);
+    }
+  }
+}
+
+// MP pairs of X rows (`rows` of them real) against NR rows of W.
+template <DType D, int MP, int NR, bool kAdd>
+PDSERVE_AVX512 void MicroKernel512(const float* xp, size_t pair_stride, const float* x, int ldx,
+                                   int rows, const void* w, size_t ldw, int k, float* y, int ldy) {
+  __m512 acc[MP][NR];
+  for (int p = 0; p < MP; ++p)
+    for (int j = 0; j < NR; ++j) acc[p][j] = _mm512_setzero_ps();
+  const int k8 = k / 8;
+  for (int b = 0; b < k8; ++b) {
+    __m512 xv[MP];
+    for (int p = 0; p < MP; ++p) xv[p] = _mm512_loadu_ps(xp + p * pair_stride + b * 16);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wv = Broadcast8<D>(w, j * ldw + b * 8);
+      for (int p = 0; p < MP; ++p) acc[p][j] = _mm512_fmadd_ps(xv[p], wv, acc[p][j]);
+    }
+  }
+  const size_t elem = DTypeSize(D);
+  for (int p = 0; p < MP; ++p) {
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* wj = static_cast<const uint8_t*>(w) + j * ldw * elem;
+      for (int half = 0; half < 2; ++half) {
+        const int r = 2 * p + half;
+        if (r >= rows) break;
+        const __m256 lanes =
+            half == 0 ? _mm512_castps512_ps256(acc[p][j]) : _mm512_extractf32x8_ps(acc[p][j], 1);
+        Finish<D, kAdd>(lanes, x + static_cast<size_t>(r) * ldx, wj, k8 * 8, k,
+                        y + static_cast<size_t>(r) * ldy + j);
+      }
+    }
+  }
+}
+
+template <DType D, bool kAdd>
+PDSERVE_AVX512 void Rows512(const PackedPairs& xp, const float* x, int t, int ldx, const Matrix& w,
+                            int n0, int n1, float* y, int ldy) {
+  constexpr int kMP = 4, kNR = 6;  // 24 accumulators, 4 X registers, 1 W register
+  const int k = w.cols;
+  const size_t ldw = static_cast<size_t>(k);
+  const size_t elem = DTypeSize(D);
+  const auto* wbase = static_cast<const uint8_t*>(w.data);
+  const int pairs = (t + 1) / 2;
+  const int block = std::max<int>(
+      kNR, static_cast<int>(256 * 1024 / std::max<size_t>(1, ldw * elem)) / kNR * kNR);
+  for (int nb = n0; nb < n1; nb += block) {
+    const int ne = std::min(n1, nb + block);
+    for (int p = 0; p < pairs; p += kMP) {
+      const int mp = std::min(kMP, pairs - p);
+      const int rows = std::min(2 * mp, t - 2 * p);
+      const float* xpp = xp.data.data() + p * xp.pair_stride;
+      const float* xi = x + static_cast<size_t>(2 * p) * ldx;
+      float* yi = y + static_cast<size_t>(2 * p) * ldy;
+      int n = nb;
+      auto run = [&]<int NR>() {
+        const void* wn = wbase + n * ldw * elem;
+        float* yn = yi + (n - n0);
+        const size_t s = xp.pair_stride;
+        switch (mp) {
+          case 4:
+            return MicroKernel512<D, 4, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          case 3:
+            return MicroKernel512<D, 3, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          case 2:
+            return MicroKernel512<D, 2, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          default:
+            return MicroKernel512<D, 1, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+        }
+      };
+      for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
+      for (; n < ne; ++n) run.template operator()<1>();
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// ---- Instruction set ----
+
+bool CpuHasAvx512() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+MatMulIsa InitialIsa() {
+  // PDSERVE_MATMUL_ISA=avx2 pins the AVX2 kernels (benchmarks, comparisons between machines).
+  const char* pinned = std::getenv("PDSERVE_MATMUL_ISA");
+  if (pinned && std::strcmp(pinned, "avx2") == 0) return MatMulIsa::kAvx2;
+  return CpuHasAvx512() ? MatMulIsa::kAvx512 : MatMulIsa::kAvx2;
+}
+
+std::atomic<MatMulIsa>& Isa() {
+  static std::atomic<MatMulIsa> isa{InitialIsa()};
+  return isa;
+}
+
+// ---- Running products: W rows cut into blocks, handed out to threads dynamically ----
+
+struct Product {
+  const Matrix* w;
+  float* y;
+  int ldy;
+  bool add;
+};
+
+struct Job {
+  int product;
+  int n0, n1;
+};
+
+// Rows [n0, n1) of one product into y (pointing at column n0).
+void RunRows(const float* x, int t, int ldx, const PackedPairs* packed, const Matrix& w, bool add,
+             int n0, int n1, float* y, int ldy) {
+  auto typed = [&]<DType D>() {
+    if (packed) {
+      add ? Rows512<D, true>(*packed, x, t, ldx, w, n0, n1, y, ldy)
+          : Rows512<D, false>(*packed, x, t, ldx, w, n0, n1, y, ldy);
+    } else {
+      add ? RowsAvx2<D, true>(x, t, ldx, w, n0, n1, y, ldy)
+          : RowsAvx2<D, false>(x, t, ldx, w, n0, n1, y, ldy);
+    }
+  };
+  switch (w.dtype) {
+    case DType::kF32:
+      return typed.template operator()<DType::kF32>();
+    case DType::kBF16:
+      return typed.template operator()<DType::kBF16>();
+    case DType::kF16:
+      return typed.template operator()<DType::kF16>();
+  }
+}
+
+// Blocks handed out dynamically, so a thread the OS has parked does not hold up the others for
+// its whole share. A multiple of 24 rows keeps micro-kernel shapes whole.
+int BlockRows(int n) { return std::max(24, (n / (8 * omp_get_max_threads())) / 24 * 24); }
+
+// X packed in pairs when the AVX-512 kernels serve this product, else null. One buffer per
+// calling thread, reused.
+const PackedPairs* MaybePack(const float* x, int t, int ldx, int k) {
+  if (t < 2 || Isa().load(std::memory_order_relaxed) != MatMulIsa::kAvx512) return nullptr;
+  thread_local PackedPairs packed;
+  PackPairs(x, t, ldx, k / 8, &packed);
+  return &packed;
+}
+
+void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
+  if (t <= 0 || products.empty()) return;
+  const PackedPairs* packed = MaybePack(x, t, ldx, products[0].w->cols);
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const int n = products[i].w->rows;
+    const int block = BlockRows(n);
+    for (int n0 = 0; n0 < n; n0 += block) {
+      jobs.push_back({static_cast<int>(i), n0, std::min(n, n0 + block)});
+    }
+  }
+  const int count = static_cast<int>(jobs.size());
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int b = 0; b < blocks; ++b) {
-    MatMulRange<D>(x, t, ldx, w, y, ldy, b * block, std::min(n, (b + 1) * block));
+  for (int j = 0; j < count; ++j) {
+    const Job& job = jobs[j];
+    const Product& p = products[job.product];
+    RunRows(x, t, ldx, packed, *p.w, p.add, job.n0, job.n1, p.y + job.n0, p.ldy);
   }
 }
 
 }  // namespace
 
-void MatMul(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy) {
-  if (t <= 0 || w.rows <= 0) return;
-  switch (w.dtype) {
-    case DType::kF32:
-      MatMulTyped<DType::kF32>(x, t, ldx, w, y, ldy);
-      return;
-    case DType::kBF16:
-      MatMulTyped<DType::kBF16>(x, t, ldx, w, y, ldy);
-      return;
-    case DType::kF16:
-      MatMulTyped<DType::kF16>(x, t, ldx, w, y, ldy);
-      return;
+void MatMul(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy, MatMulStore store) {
+  if (w.rows <= 0) return;
+  const Product p{&w, y, ldy, store == MatMulStore::kAdd};
+  RunProducts(x, t, ldx, {&p, 1});
+}
+
+void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets) {
+  std::vector<Product> products;
+  for (const MatMulTarget& target : targets) {
+    if (target.w->rows > 0) products.push_back({target.w, target.y, target.ldy, false});
+  }
+  RunProducts(x, t, ldx, products);
+}
+
+void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matrix& up, float* out,
+                  int ldo) {
+  const int n = gate.rows;
+  if (t <= 0 || n <= 0) return;
+  const PackedPairs* packed = MaybePack(x, t, ldx, gate.cols);
+  const int block = BlockRows(n);
+  const int count = (n + block - 1) / block;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int b = 0; b < count; ++b) {
+    const int n0 = b * block, n1 = std::min(n, n0 + block), width = n1 - n0;
+    thread_local std::vector<float> g, u;
+    g.resize(static_cast<size_t>(t) * width);
+    u.resize(g.size());
+    RunRows(x, t, ldx, packed, gate, false, n0, n1, g.data(), width);
+    RunRows(x, t, ldx, packed, up, false, n0, n1, u.data(), width);
+    for (int r = 0; r < t; ++r) {
+      float* o = out + static_cast<size_t>(r) * ldo + n0;
+      const float* gr = g.data() + static_cast<size_t>(r) * width;
+      const float* ur = u.data() + static_cast<size_t>(r) * width;
+      for (int i = 0; i < width; ++i) o[i] = gr[i] / (1.0f + std::exp(-gr[i])) * ur[i];
+    }
   }
 }
 
@@ -177,16 +399,26 @@ float DotRow(const float* x, const Matrix& w, int row) {
   const void* wr = static_cast<const uint8_t*>(w.data) + offset;
   switch (w.dtype) {
     case DType::kF32:
-      MicroKernel<DType::kF32, 1, 1>(x, w.cols, wr, w.cols, w.cols, &y, 1);
+      MicroKernel<DType::kF32, 1, 1, false>(x, w.cols, wr, w.cols, w.cols, &y, 1);
       break;
     case DType::kBF16:
-      MicroKernel<DType::kBF16, 1, 1>(x, w.cols, wr, w.cols, w.cols, &y, 1);
+      MicroKernel<DType::kBF16, 1, 1, false>(x, w.cols, wr, w.cols, w.cols, &y, 1);
       break;
     case DType::kF16:
-      MicroKernel<DType::kF16, 1, 1>(x, w.cols, wr, w.cols, w.cols, &y, 1);
+      MicroKernel<DType::kF16, 1, 1, false>(x, w.cols, wr, w.cols, w.cols, &y, 1);
       break;
   }
   return y;
 }
+
+MatMulIsa ActiveMatMulIsa() { return Isa().load(); }
+
+bool SetMatMulIsa(MatMulIsa isa) {
+  if (isa == MatMulIsa::kAvx512 && !CpuHasAvx512()) return false;
+  Isa().store(isa);
+  return true;
+}
+
+const char* MatMulIsaName(MatMulIsa isa) { return isa == MatMulIsa::kAvx512 ? "avx512" : "avx2"; }
 
 }  // namespace pdserve::model

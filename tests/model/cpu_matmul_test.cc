@@ -1,0 +1,149 @@
+// The CPU matrix products: right against a double-precision reference, and batch-invariant bit
+// for bit (every row of every shape equals DotRow) on the AVX2 and the AVX-512 kernels alike,
+// for each weight dtype, with K not a multiple of 8 and T not a multiple of the kernels' blocks.
+#include "model/cpu_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace pdserve::model {
+namespace {
+
+struct Weights {
+  std::vector<uint16_t> half;
+  std::vector<float> f32;
+  Matrix m;
+};
+
+// Random weights in `dtype`; `values` gets what they hold, as f32.
+Weights MakeWeights(DType dtype, int rows, int cols, std::mt19937& rng,
+                    std::vector<float>* values) {
+  std::normal_distribution<float> d(0.0f, 0.5f);
+  Weights w;
+  values->resize(static_cast<size_t>(rows) * cols);
+  for (float& v : *values) v = d(rng);
+  if (dtype == DType::kF32) {
+    w.f32 = *values;
+    w.m = {w.f32.data(), dtype, rows, cols};
+    return w;
+  }
+  w.half.resize(values->size());
+  for (size_t i = 0; i < values->size(); ++i) {
+    w.half[i] = dtype == DType::kBF16 ? FloatToBF16((*values)[i]) : FloatToF16((*values)[i]);
+    (*values)[i] = dtype == DType::kBF16 ? BF16ToFloat(w.half[i]) : F16ToFloat(w.half[i]);
+  }
+  w.m = {w.half.data(), dtype, rows, cols};
+  return w;
+}
+
+std::vector<float> RandomRows(int t, int ld, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(t) * ld);
+  for (float& v : x) v = d(rng);
+  return x;
+}
+
+// Runs the body once per instruction set this CPU has, restoring the default after.
+template <typename Body>
+void ForEachIsa(Body body) {
+  const MatMulIsa initial = ActiveMatMulIsa();
+  for (MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
+    if (!SetMatMulIsa(isa)) continue;
+    SCOPED_TRACE(MatMulIsaName(isa));
+    body();
+  }
+  SetMatMulIsa(initial);
+}
+
+class CpuMatMulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CpuMatMulTest, EveryRowEqualsDotRowAndTheDoubleReference) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(7);
+  for (int k : {7, 64, 77, 200}) {
+    for (int n : {1, 5, 31}) {
+      std::vector<float> wv;
+      Weights w = MakeWeights(dtype, n, k, rng, &wv);
+      for (int t : {1, 2, 3, 7, 8, 9, 16, 33}) {
+        const int ldx = k + 3, ldy = n + 2;
+        const std::vector<float> x = RandomRows(t, ldx, rng);
+        ForEachIsa([&] {
+          std::vector<float> y(static_cast<size_t>(t) * ldy, -1.0f);
+          MatMul(x.data(), t, ldx, w.m, y.data(), ldy);
+          for (int r = 0; r < t; ++r) {
+            for (int j = 0; j < n; ++j) {
+              const float got = y[static_cast<size_t>(r) * ldy + j];
+              ASSERT_EQ(got, DotRow(&x[static_cast<size_t>(r) * ldx], w.m, j))
+                  << "k " << k << " n " << n << " t " << t << " row " << r << " col " << j;
+              double ref = 0, mag = 0;
+              for (int i = 0; i < k; ++i) {
+                const double p = static_cast<double>(x[static_cast<size_t>(r) * ldx + i]) *
+                                 wv[static_cast<size_t>(j) * k + i];
+                ref += p;
+                mag += std::abs(p);
+              }
+              EXPECT_NEAR(got, ref, 1e-5 * mag + 1e-6);
+            }
+            // Columns past N are not written.
+            for (int j = n; j < ldy; ++j) EXPECT_EQ(y[static_cast<size_t>(r) * ldy + j], -1.0f);
+          }
+        });
+      }
+    }
+  }
+}
+
+TEST_P(CpuMatMulTest, AddStoreManyAndSwiGluEqualTheirPlainProducts) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(11);
+  const int k = 45, n = 29;
+  std::vector<float> v;
+  Weights a = MakeWeights(dtype, n, k, rng, &v), b = MakeWeights(dtype, n, k, rng, &v),
+          c = MakeWeights(dtype, 13, k, rng, &v);
+  for (int t : {1, 5, 12}) {
+    const std::vector<float> x = RandomRows(t, k, rng);
+    ForEachIsa([&] {
+      std::vector<float> ya(t * n), yb(t * n), yc(t * 13);
+      MatMul(x.data(), t, k, a.m, ya.data(), n);
+      MatMul(x.data(), t, k, b.m, yb.data(), n);
+      MatMul(x.data(), t, k, c.m, yc.data(), 13);
+
+      std::vector<float> residual = RandomRows(t, n, rng), added = residual;
+      MatMul(x.data(), t, k, a.m, added.data(), n, MatMulStore::kAdd);
+      for (int i = 0; i < t * n; ++i) ASSERT_EQ(added[i], residual[i] + ya[i]);
+
+      std::vector<float> ma(t * n), mb(t * n), mc(t * 13);
+      const MatMulTarget targets[] = {
+          {&a.m, ma.data(), n}, {&b.m, mb.data(), n}, {&c.m, mc.data(), 13}};
+      MatMulMany(x.data(), t, k, targets);
+      EXPECT_EQ(ma, ya);
+      EXPECT_EQ(mb, yb);
+      EXPECT_EQ(mc, yc);
+
+      std::vector<float> swiglu(t * n);
+      MatMulSwiGlu(x.data(), t, k, a.m, b.m, swiglu.data(), n);
+      for (int i = 0; i < t * n; ++i) {
+        ASSERT_EQ(swiglu[i], ya[i] / (1.0f + std::exp(-ya[i])) * yb[i]) << i;
+      }
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CpuMatMulTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(CpuMatMulIsaTest, NamesAndPinning) {
+  EXPECT_STREQ(MatMulIsaName(MatMulIsa::kAvx2), "avx2");
+  EXPECT_STREQ(MatMulIsaName(MatMulIsa::kAvx512), "avx512");
+  const MatMulIsa initial = ActiveMatMulIsa();
+  ASSERT_TRUE(SetMatMulIsa(MatMulIsa::kAvx2));  // every supported CPU has AVX2
+  EXPECT_EQ(ActiveMatMulIsa(), MatMulIsa::kAvx2);
+  SetMatMulIsa(initial);
+}
+
+}  // namespace
+}  // namespace pdserve::model
