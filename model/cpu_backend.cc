@@ -9,17 +9,10 @@
 #include <thread>
 
 #include "model/cpu_matmul.h"
+#include "model/simd.h"
 
 namespace pdserve::model {
 namespace {
-
-// Fixed-order horizontal sum: ((0+4)+(2+6)) + ((1+5)+(3+7)).
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55));
-  return _mm_cvtss_f32(s);
-}
 
 // Fixed-order dot product of two f32 vectors (8 lanes, then a fixed tree, then the tail).
 float Dot(const float* a, const float* b, int n) {

@@ -5,8 +5,9 @@
 // combined as they are made.
 //
 // Batch invariance: every output element is the dot product of one X row and one W row, summed
-// in the same order (8 lanes over k, then a fixed tree, then the k % 8 tail) whatever T, the
-// blocking, the thread count or the instruction set. So a sequence's logits do not depend on what
+// in the same order (8 lanes over k, then a fixed tree, then the k % 8 tail; bf16 weights have
+// an order of their own, cpu_matmul_bf16.h) whatever T, the blocking, the thread count or the
+// instruction set. So a sequence's logits do not depend on what
 // else is in its batch, and greedy tokens match bit for bit between one engine, a colocated
 // worker and a prefill/decode pair, on AVX2 and AVX-512 machines alike. The AVX-512 kernels
 // (T > 1 on CPUs that have it) keep that order by putting two X rows side by side in one

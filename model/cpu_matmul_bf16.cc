@@ -1,0 +1,257 @@
+#include "model/cpu_matmul_bf16.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/simd.h"
+
+namespace pdserve::model::bf16 {
+namespace {
+
+// GCC 12's AVX-512 broadcast and extract intrinsics pass an undefined vector as their unused
+// merge source, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+constexpr int kOddMask = static_cast<int>(0xffff0000u);
+
+// 16 bf16 values: the even columns and the odd columns as f32, 8 each.
+inline void Split(const uint16_t* w, __m256* even, __m256* odd) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  *even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  *odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(kOddMask)));
+}
+
+// The 8-lane sum, the k % 16 tail in order, the store.
+template <bool kAdd>
+inline void Finish(__m256 lanes, const float* x, const uint16_t* w, int k16_end, int k, float* y) {
+  float s = HorizontalSum(lanes);
+  for (int r = k16_end; r < k; ++r) s = std::fma(x[r], BF16ToFloat(w[r]), s);
+  if constexpr (kAdd) {
+    *y = *y + s;
+  } else {
+    *y = s;
+  }
+}
+
+// AVX2: MR packed X rows against NR W rows.
+template <int MR, int NR, bool kAdd>
+inline void Kernel(const float* xp, size_t xs, const float* x, int ldx, const uint16_t* w,
+                   size_t ldw, int k, float* y, int ldy) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  const int k16 = k / 16;
+  // Decode streams W from memory once: ask for the next group of rows (contiguous, right after
+  // these) a little at a time, so DRAM is busy while these rows are multiplied.
+  const char* next = reinterpret_cast<const char*>(w + NR * ldw);
+  const size_t ahead_per_block = MR == 1 && k16 > 0 ? (NR * ldw * 2 / k16 + 63) / 64 * 64 : 0;
+  for (int b = 0; b < k16; ++b) {
+    for (size_t off = 0; off < ahead_per_block; off += 64)
+      _mm_prefetch(next + b * ahead_per_block + off, _MM_HINT_T0);
+    __m256 xe[MR], xo[MR];
+    for (int i = 0; i < MR; ++i) {
+      xe[i] = _mm256_loadu_ps(xp + i * xs + b * 16);
+      xo[i] = _mm256_loadu_ps(xp + i * xs + b * 16 + 8);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m256 we, wo;
+      Split(w + j * ldw + b * 16, &we, &wo);
+      for (int i = 0; i < MR; ++i) {
+        acc[i][j] = _mm256_fmadd_ps(xe[i], we, acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(xo[i], wo, acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j)
+      Finish<kAdd>(acc[i][j], x + static_cast<size_t>(i) * ldx, w + j * ldw, k16 * 16, k,
+                   y + static_cast<size_t>(i) * ldy + j);
+}
+
+// AVX-512: MP pairs of X rows (`rows` real) against NR W rows; pair p's block b is 32 floats:
+// even columns of rows 2p and 2p+1, then their odd columns.
+PDSERVE_AVX512 inline void Split512(const uint16_t* w, __m512* even, __m512* odd) {
+  const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+  *even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  *odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(kOddMask)));
+}
+
+template <int MP, int NR, bool kAdd>
+PDSERVE_AVX512 void Kernel512(const float* xp, size_t ps, const float* x, int ldx, int rows,
+                              const uint16_t* w, size_t ldw, int k, float* y, int ldy) {
+  __m512 acc[MP][NR];
+  for (int p = 0; p < MP; ++p)
+    for (int j = 0; j < NR; ++j) acc[p][j] = _mm512_setzero_ps();
+  const int k16 = k / 16;
+  for (int b = 0; b < k16; ++b) {
+    __m512 xe[MP], xo[MP];
+    for (int p = 0; p < MP; ++p) {
+      xe[p] = _mm512_loadu_ps(xp + p * ps + b * 32);
+      xo[p] = _mm512_loadu_ps(xp + p * ps + b * 32 + 16);
+    }
+    for (int j = 0; j < NR; ++j) {
+      __m512 we, wo;
+      Split512(w + j * ldw + b * 16, &we, &wo);
+      for (int p = 0; p < MP; ++p) {
+        acc[p][j] = _mm512_fmadd_ps(xe[p], we, acc[p][j]);
+        acc[p][j] = _mm512_fmadd_ps(xo[p], wo, acc[p][j]);
+      }
+    }
+  }
+  for (int p = 0; p < MP; ++p) {
+    for (int j = 0; j < NR; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const int r = 2 * p + half;
+        if (r >= rows) break;
+        const __m256 lanes =
+            half == 0 ? _mm512_castps512_ps256(acc[p][j]) : _mm512_extractf32x8_ps(acc[p][j], 1);
+        Finish<kAdd>(lanes, x + static_cast<size_t>(r) * ldx, w + j * ldw, k16 * 16, k,
+                     y + static_cast<size_t>(r) * ldy + j);
+      }
+    }
+  }
+}
+
+// W rows in blocks that stay in L2 while every group of X rows passes over them.
+int BlockRows(int k, int nr) {
+  return std::max(nr, static_cast<int>(256 * 1024 / (static_cast<size_t>(k) * 2)) / nr * nr);
+}
+
+template <bool kAdd>
+PDSERVE_AVX512 void Rows512(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w,
+                            int n0, int n1, float* y, int ldy) {
+  constexpr int kMP = 4, kNR = 4;  // 16 accumulators, 8 X registers, 2 W registers
+  const int k = w.cols;
+  const size_t ldw = static_cast<size_t>(k);
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  const int pairs = (t + 1) / 2;
+  const int block = BlockRows(k, kNR);
+  for (int nb = n0; nb < n1; nb += block) {
+    const int ne = std::min(n1, nb + block);
+    for (int p = 0; p < pairs; p += kMP) {
+      const int mp = std::min(kMP, pairs - p);
+      const int rows = std::min(2 * mp, t - 2 * p);
+      const float* xpp = xp.data.data() + p * xp.stride;
+      const float* xi = x + static_cast<size_t>(2 * p) * ldx;
+      float* yi = y + static_cast<size_t>(2 * p) * ldy;
+      int n = nb;
+      auto run = [&]<int NR>() {
+        const uint16_t* wn = wb + n * ldw;
+        float* yn = yi + (n - n0);
+        const size_t s = xp.stride;
+        switch (mp) {
+          case 4:
+            return Kernel512<4, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          case 3:
+            return Kernel512<3, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          case 2:
+            return Kernel512<2, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+          default:
+            return Kernel512<1, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+        }
+      };
+      for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
+      for (; n < ne; ++n) run.template operator()<1>();
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+template <bool kAdd>
+void RowsAvx2(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, int n0, int n1,
+              float* y, int ldy) {
+  const int k = w.cols;
+  const size_t ldw = static_cast<size_t>(k);
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  const size_t xs = xp.stride;
+  if (t == 1) {  // decode: eight W rows in flight, 8 accumulators + 4 of X and W of 16 registers
+    int n = n0;
+    for (; n + 8 <= n1; n += 8)
+      Kernel<1, 8, kAdd>(xp.data.data(), xs, x, ldx, wb + n * ldw, ldw, k, y + (n - n0), ldy);
+    for (; n < n1; ++n)
+      Kernel<1, 1, kAdd>(xp.data.data(), xs, x, ldx, wb + n * ldw, ldw, k, y + (n - n0), ldy);
+    return;
+  }
+  constexpr int kMR = 2, kNR = 4;
+  const int block = BlockRows(k, kNR);
+  for (int nb = n0; nb < n1; nb += block) {
+    const int ne = std::min(n1, nb + block);
+    for (int i = 0; i < t; i += kMR) {
+      const int mr = std::min(kMR, t - i);
+      const float* xpi = xp.data.data() + i * xs;
+      const float* xi = x + static_cast<size_t>(i) * ldx;
+      float* yi = y + static_cast<size_t>(i) * ldy;
+      int n = nb;
+      auto run = [&]<int NR>() {
+        const uint16_t* wn = wb + n * ldw;
+        float* yn = yi + (n - n0);
+        return mr == 2 ? Kernel<2, NR, kAdd>(xpi, xs, xi, ldx, wn, ldw, k, yn, ldy)
+                       : Kernel<1, NR, kAdd>(xpi, xs, xi, ldx, wn, ldw, k, yn, ldy);
+      };
+      for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
+      for (; n < ne; ++n) run.template operator()<1>();
+    }
+  }
+}
+
+}  // namespace
+
+void Pack(const float* x, int t, int ldx, int k, bool pairs, PackedX* out) {
+  const int k16 = k / 16;
+  out->pairs = pairs;
+  if (!pairs) {
+    out->stride = static_cast<size_t>(k16) * 16;
+    out->data.resize(t * out->stride);
+    for (int r = 0; r < t; ++r) {
+      const float* src = x + static_cast<size_t>(r) * ldx;
+      float* dst = out->data.data() + r * out->stride;
+      for (int b = 0; b < k16; ++b) {
+        for (int i = 0; i < 8; ++i) {
+          dst[b * 16 + i] = src[b * 16 + 2 * i];
+          dst[b * 16 + 8 + i] = src[b * 16 + 2 * i + 1];
+        }
+      }
+    }
+    return;
+  }
+  const int count = (t + 1) / 2;
+  out->stride = static_cast<size_t>(k16) * 32;
+  out->data.resize(count * out->stride);
+  for (int p = 0; p < count; ++p) {
+    float* dst = out->data.data() + p * out->stride;
+    for (int half = 0; half < 2; ++half) {
+      const int r = 2 * p + half;
+      const float* src = r < t ? x + static_cast<size_t>(r) * ldx : nullptr;  // null: padding
+      for (int b = 0; b < k16; ++b) {
+        for (int i = 0; i < 8; ++i) {
+          dst[b * 32 + half * 8 + i] = src ? src[b * 16 + 2 * i] : 0.0f;
+          dst[b * 32 + 16 + half * 8 + i] = src ? src[b * 16 + 2 * i + 1] : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+void Rows(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, bool add, int n0,
+          int n1, float* y, int ldy) {
+  if (xp.pairs) {
+    add ? Rows512<true>(xp, x, t, ldx, w, n0, n1, y, ldy)
+        : Rows512<false>(xp, x, t, ldx, w, n0, n1, y, ldy);
+  } else {
+    add ? RowsAvx2<true>(xp, x, t, ldx, w, n0, n1, y, ldy)
+        : RowsAvx2<false>(xp, x, t, ldx, w, n0, n1, y, ldy);
+  }
+}
+
+float DotRow(const float* x, const Matrix& w, int row) {
+  PackedX xp;
+  Pack(x, 1, w.cols, w.cols, false, &xp);
+  const auto* wr = static_cast<const uint16_t*>(w.data) + static_cast<size_t>(row) * w.cols;
+  float y = 0;
+  Kernel<1, 1, false>(xp.data.data(), xp.stride, x, w.cols, wr, w.cols, w.cols, &y, 1);
+  return y;
+}
+
+}  // namespace pdserve::model::bf16
