@@ -42,7 +42,7 @@ struct BenchKvOptions {
   std::string transport = "tcp";
   uint64_t min_bytes = 64ull << 10;
   uint64_t max_bytes = 1ull << 30;
-  int iters = 5;
+  int iters = 21;    // paired ratios are noisy on shared machines: 21 gives a steady median
   std::string peer;  // HOST:PORT of a `--listen` process
   int listen = -1;   // control port to serve on
   std::string json_path;
@@ -300,15 +300,25 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     host_copy.assign(o.max_bytes, 7);
     baseline_src = host_copy.data();
   }
-  uint64_t next_id = 1;
-  std::vector<Row> rows;
-  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
-    const int n = static_cast<int>(std::max<uint64_t>(1, bytes / layout.page_bytes()));
-    const uint64_t moved = static_cast<uint64_t>(n) * layout.page_bytes();
+  // Sizes are measured round-robin, one iteration of every size at a time, so a slow spell of
+  // a shared machine spreads over all sizes instead of spoiling one.
+  struct Samples {
+    int pages = 0;
+    uint64_t bytes = 0;
     std::vector<double> kv, base, paired;
-    for (int it = -1; it < o.iters; ++it) {  // it == -1: warm-up, not counted
+  };
+  std::vector<Samples> sizes;
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    Samples s;
+    s.pages = static_cast<int>(std::max<uint64_t>(1, bytes / layout.page_bytes()));
+    s.bytes = static_cast<uint64_t>(s.pages) * layout.page_bytes();
+    sizes.push_back(std::move(s));
+  }
+  uint64_t next_id = 1;
+  for (int it = -1; it < o.iters; ++it) {  // it == -1: warm-up, not counted
+    for (Samples& s : sizes) {
       const uint64_t id = next_id++;
-      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "reserve"}, {"id", id}, {"pages", n}}));
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "reserve"}, {"id", id}, {"pages", s.pages}}));
       PDSERVE_ASSIGN_OR_RETURN(json reserved, RecvJson(fd));
       if (reserved.contains("error")) return Internal(reserved["error"].get<std::string>());
       const std::vector<int32_t> dst = reserved["pages"].get<std::vector<int32_t>>();
@@ -316,26 +326,33 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // of a shared machine hits both alike; the ratio is the median of the paired ratios.
       const bool baseline_first = it % 2 != 0;
       Result<double> base_s = 0.0;
-      if (baseline_first) base_s = TimeBaseline(fd, baseline_src, moved);
+      if (baseline_first) base_s = TimeBaseline(fd, baseline_src, s.bytes);
       PDSERVE_RETURN_IF_ERROR(base_s.status());
-      PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, n, dst));
+      PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, s.pages, dst));
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
-      if (!baseline_first) base_s = TimeBaseline(fd, baseline_src, moved);
+      if (!baseline_first) base_s = TimeBaseline(fd, baseline_src, s.bytes);
       PDSERVE_RETURN_IF_ERROR(base_s.status());
-      if (it >= 0) kv.push_back(kv_s), base.push_back(*base_s), paired.push_back(*base_s / kv_s);
+      if (it >= 0) {
+        s.kv.push_back(kv_s);
+        s.base.push_back(*base_s);
+        s.paired.push_back(*base_s / kv_s);
+      }
     }
+  }
+  std::vector<Row> rows;
+  for (Samples& s : sizes) {
     if (o.transport == "ipc") {  // the IPC target: a device-to-device copy of the same bytes
-      PDSERVE_ASSIGN_OR_RETURN(double d2d, kvt::TimeDeviceCopy(o.device, moved, o.iters));
-      base.assign(1, d2d);
+      PDSERVE_ASSIGN_OR_RETURN(double d2d, kvt::TimeDeviceCopy(o.device, s.bytes, o.iters));
+      s.base.assign(1, d2d);
     }
     Row r;
-    r.bytes = moved;
-    r.seconds = Median(kv);
-    r.gbps = moved / r.seconds / 1e9;
-    r.baseline_gbps = moved / Median(base) / 1e9;
-    r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(paired);
+    r.bytes = s.bytes;
+    r.seconds = Median(s.kv);
+    r.gbps = s.bytes / r.seconds / 1e9;
+    r.baseline_gbps = s.bytes / Median(s.base) / 1e9;
+    r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(s.paired);
     rows.push_back(r);
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}\n", r.bytes,
                              r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio)

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "model/cpu_matmul.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/model_maker.h"
 #include "model/tokenizer_writer.h"
@@ -183,6 +184,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   const size_t weight_bytes = cuda ? 2 : DTypeSize(*ParseDType(r.dtype));
   r.weight_bytes_per_token = MatrixElementsPerToken(config, true) * weight_bytes;
   r.prefill_flops_per_token = 2.0 * MatrixElementsPerToken(config, false);
+  r.cpu_kernels = MatMulIsaName(ActiveMatMulIsa());
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
@@ -242,6 +244,7 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"device", device},
           {"device_name", device_name},
           {"threads", threads},
+          {"cpu_kernels", cpu_kernels},
           {"read_gbps", read_gbps},
           {"copy_gbps", copy_gbps},
           {"weight_bytes_per_token", weight_bytes_per_token},
@@ -269,8 +272,9 @@ std::string EngineBenchResult::ToTable() const {
                   "TFLOP/s\n",
                   copy_gbps, matmul_tflops);
   } else {
-    std::snprintf(line, sizeof line, "model %s: %.1fM parameters, %s weights, cpu, %d threads\n",
-                  model_id.c_str(), params_millions, dtype.c_str(), threads);
+    std::snprintf(line, sizeof line,
+                  "model %s: %.1fM parameters, %s weights, cpu, %d threads, %s kernels\n",
+                  model_id.c_str(), params_millions, dtype.c_str(), threads, cpu_kernels.c_str());
     out << line;
     std::snprintf(line, sizeof line,
                   "memory bandwidth: read %.1f GB/s, copy %.1f GB/s (same run)\n", read_gbps,

@@ -34,8 +34,9 @@ struct EngineBenchResult {
   std::string dtype;
   double params_millions = 0;
   int threads = 0;
-  double read_gbps = 0;  // parallel streaming read of a buffer larger than the caches
-  double copy_gbps = 0;  // memcpy, counting bytes read plus bytes written (STREAM's convention)
+  std::string cpu_kernels;  // "avx512" or "avx2" (cpu_matmul.h; PDSERVE_MATMUL_ISA=avx2 pins it)
+  double read_gbps = 0;     // parallel streaming read of a buffer larger than the caches
+  double copy_gbps = 0;     // memcpy, counting bytes read plus bytes written (STREAM's convention)
   double weight_bytes_per_token = 0;
   std::map<int, double> prefill_tokens_per_s;
   std::map<int, double> decode_tokens_per_s;
