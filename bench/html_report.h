@@ -21,7 +21,4 @@ struct HtmlSection {
 std::string HtmlReport(const std::string& title, const ServeSession& session,
                        const std::vector<HtmlSection>& sections);
 
-// The characters &, <, >, " and ' as entities.
-std::string HtmlEscape(std::string_view text);
-
 }  // namespace pdserve::bench

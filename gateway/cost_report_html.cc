@@ -6,36 +6,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/html_escape.h"
+
 namespace pdserve::gateway {
 namespace {
 
 constexpr size_t kMaxApisCharted = 20;  // a full LiteLLM sheet has thousands; JSON has them all
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string Money(double v) { return fmt::format("${:.4f}", v); }
 
@@ -64,17 +40,17 @@ std::string BarChart(const std::string& title, const std::vector<Series>& series
   std::string svg = fmt::format(
       "<h3>{}</h3>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "role=\"img\">\n",
-      Escape(title), label_w + plot_w + 120, height);
+      HtmlEscape(title), label_w + plot_w + 120, height);
   for (size_t i = 0; i < series.size(); ++i) {
     svg += fmt::format(
         "<rect x=\"{}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" "
         "y=\"19\">{}</text>\n",
-        label_w + i * 150, series[i].color, label_w + i * 150 + 16, Escape(series[i].name));
+        label_w + i * 150, series[i].color, label_w + i * 150 + 16, HtmlEscape(series[i].name));
   }
   int y = 36;
   for (const Bar& b : bars) {
     svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", label_w - 8,
-                       y + row_h / 2, Escape(b.label));
+                       y + row_h / 2, HtmlEscape(b.label));
     double x = 0;
     for (size_t i = 0; i < series.size() && i < b.values.size(); ++i) {
       const double v = b.values[i];
@@ -85,7 +61,7 @@ std::string BarChart(const std::string& title, const std::vector<Series>& series
           "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: "
           "{}</title></rect>\n",
           label_w + x, bar_y, std::max(w, 0.5), stacked ? 18 : 10, series[i].color,
-          Escape(series[i].name), Money(v));
+          HtmlEscape(series[i].name), Money(v));
       if (!stacked) {
         svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"v\">{}</text>\n", label_w + w + 4,
                            bar_y + 9, Money(v));
@@ -176,7 +152,7 @@ std::string SectionRow(const std::string& name, const ReportSection& s) {
   return fmt::format(
       "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
       "<td>{}</td></tr>\n",
-      Escape(name), s.requests, s.input_tokens, s.output_tokens, Money(s.capacity_usd),
+      HtmlEscape(name), s.requests, s.input_tokens, s.output_tokens, Money(s.capacity_usd),
       Money(s.request_usd), Money(s.retry_waste_usd), Money(s.idle_usd));
 }
 
@@ -198,8 +174,9 @@ std::string Tables(const CostReport& r) {
     const BreakEven b = ReservedBreakEven(r.overall, a);
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        Escape(a.price.name), Escape(a.price.provider), Money(a.price.input_cost_per_token * 1e6),
-        Money(a.price.output_cost_per_token * 1e6), Money(a.api_cost_usd),
+        HtmlEscape(a.price.name), HtmlEscape(a.price.provider),
+        Money(a.price.input_cost_per_token * 1e6), Money(a.price.output_cost_per_token * 1e6),
+        Money(a.api_cost_usd),
         b.never ? std::string("never") : fmt::format("{:.1f}%", b.utilisation.value_or(0) * 100));
   }
   html +=
@@ -210,7 +187,7 @@ std::string Tables(const CostReport& r) {
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{:.1f}</td>"
         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        Escape(w.worker.name), Escape(w.worker.capacity_class), w.worker.gpu_count,
+        HtmlEscape(w.worker.name), HtmlEscape(w.worker.capacity_class), w.worker.gpu_count,
         w.worker.price_per_gpu_hour, w.uptime_seconds, w.busy_seconds, Money(w.capacity_usd),
         Money(w.idle_usd), Money(w.retry_waste_usd));
   }
@@ -229,7 +206,7 @@ std::string CostReportHtml(const CostReport& r) {
       "color:#222}svg text{font:12px sans-serif}svg text.v{fill:#555}table{border-collapse:"
       "collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
       "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
-  html += "<h2>pdserve cost report" + Escape(window) + "</h2>\n";
+  html += "<h2>pdserve cost report" + HtmlEscape(window) + "</h2>\n";
   html += fmt::format(
       "<p>{} requests, {} input and {} output tokens. Capacity {}, request cost {}, retry "
       "waste {}, idle waste {}.</p>\n",

@@ -1,0 +1,12 @@
+// Escapes text for HTML element content and quoted attribute values (& < > " '). Used by the
+// HTML reports (bench/html_report, gateway/cost_report_html). Pure function: safe from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pdserve {
+
+std::string HtmlEscape(std::string_view text);
+
+}  // namespace pdserve
