@@ -260,10 +260,11 @@ void CpuBackend::Attention(int layer) {
       const int32_t* pages = rows_[r].pages;
       keys.resize(count);
       values.resize(count);
-      for (int j = 0; j < count; ++j) {
-        const int page = pages[j / shape_.page_size], slot = j % shape_.page_size;
-        keys[j] = pool + shape_.Offset(page, 0, slot) + g * hd;
-        values[j] = pool + shape_.Offset(page, 1, slot) + g * hd;
+      for (int j = 0, p = 0; j < count; ++p) {  // page by page: no division per position
+        for (int slot = 0; slot < shape_.page_size && j < count; ++slot, ++j) {
+          keys[j] = pool + shape_.Offset(pages[p], 0, slot) + g * hd;
+          values[j] = pool + shape_.Offset(pages[p], 1, slot) + g * hd;
+        }
       }
       scores.resize(count);
       for (int h = g * group; h < (g + 1) * group; ++h) {
