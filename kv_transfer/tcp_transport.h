@@ -28,7 +28,7 @@ struct TcpTransportOptions {
   // Connect and handshake must finish within this.
   std::chrono::milliseconds connect_timeout{5000};
   // Runs longer than this are cut into several chunks (>= one page); each chunk is acked.
-  size_t max_chunk_bytes = 4u << 20;
+  size_t max_chunk_bytes = 2u << 20;
   PayloadPath path = PayloadPath::kTcp;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
