@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <thread>
 
 #include "model/cpu_matmul.h"
@@ -42,38 +41,11 @@ void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) 
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-// Inverse frequencies of rotary embeddings, with Llama-3 or linear scaling.
-std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
-  std::vector<double> inv(half);
-  for (int i = 0; i < half; ++i) inv[i] = 1.0 / std::pow(c.rope_theta, 2.0 * i / c.head_dim);
-  if (!c.rope_scaling) return inv;
-  const RopeScaling& s = *c.rope_scaling;
-  if (s.type == "linear") {
-    for (double& f : inv) f /= s.factor;
-    return inv;
-  }
-  const double old_len = s.original_max_position_embeddings;
-  const double low_wavelen = old_len / s.low_freq_factor;
-  const double high_wavelen = old_len / s.high_freq_factor;
-  for (double& f : inv) {
-    const double wavelen = 2 * std::numbers::pi / f;
-    if (wavelen > low_wavelen) {
-      f /= s.factor;
-    } else if (wavelen >= high_wavelen) {
-      const double smooth =
-          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-      f = (1 - smooth) * f / s.factor + smooth * f;
-    }
-  }
-  return inv;
-}
-
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Weights> weights, const ModelConfig& config,
              const CpuBackendOptions& options)
-      : weights_(std::move(weights)), config_(config), inv_freq_(RopeInverseFrequencies(config)) {
+      : weights_(std::move(weights)), config_(config), inv_freq_(config.RopeInverseFrequencies()) {
     shape_.n_layers = config.n_layers;
     shape_.num_pages = options.num_pages;
     shape_.page_size = options.page_size;

@@ -1,7 +1,9 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 
 namespace pdserve::model {
 namespace {
@@ -58,6 +60,32 @@ std::vector<int> ReadTokenIds(const json& j) {
 }
 
 }  // namespace
+
+std::vector<double> ModelConfig::RopeInverseFrequencies() const {
+  const int half = head_dim / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) inv[i] = 1.0 / std::pow(rope_theta, 2.0 * i / head_dim);
+  if (!rope_scaling) return inv;
+  const RopeScaling& s = *rope_scaling;
+  if (s.type == "linear") {
+    for (double& f : inv) f /= s.factor;
+    return inv;
+  }
+  const double old_len = s.original_max_position_embeddings;
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_wavelen) {
+      f /= s.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return inv;
+}
 
 Result<ModelConfig> ModelConfig::FromJson(const json& j, const std::string& source) {
   if (!j.is_object()) return InvalidArgument(source + ": not a JSON object");

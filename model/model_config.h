@@ -44,6 +44,9 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // RoPE's inverse frequency of each pair of a head's dimensions (head_dim / 2 of them), with
+  // Llama-3 or linear scaling applied, in double. Every backend rotates by these angles.
+  std::vector<double> RopeInverseFrequencies() const;
 
   // `source` names the file in error messages.
   static Result<ModelConfig> FromJson(const nlohmann::json& j, const std::string& source);

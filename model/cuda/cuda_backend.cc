@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "model/cuda/cublas_library.h"
 #include "model/cuda/cuda_check.h"
@@ -31,31 +30,6 @@ struct DeviceLayer {
   DeviceBuffer mlp_norm;   // f32 [dim]
   DeviceBuffer bqkv;       // f32 [q_dim + 2 kv_dim]; empty unless attention_bias
 };
-
-// RoPE inverse frequencies with Llama-3 or linear scaling, in double: CpuBackend's formula, so
-// both backends rotate by the same angles.
-std::vector<double> InverseFrequencies(const ModelConfig& c) {
-  std::vector<double> inv(c.head_dim / 2);
-  for (size_t i = 0; i < inv.size(); ++i) {
-    double f = 1.0 / std::pow(c.rope_theta, 2.0 * static_cast<double>(i) / c.head_dim);
-    if (c.rope_scaling && c.rope_scaling->type == "linear") {
-      f /= c.rope_scaling->factor;
-    } else if (c.rope_scaling) {
-      const RopeScaling& s = *c.rope_scaling;
-      const double old_len = s.original_max_position_embeddings;
-      const double wavelen = 2 * std::numbers::pi / f;
-      if (wavelen > old_len / s.low_freq_factor) {
-        f /= s.factor;
-      } else if (wavelen >= old_len / s.high_freq_factor) {
-        const double smooth =
-            (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-        f = (1 - smooth) * f / s.factor + smooth * f;
-      }
-    }
-    inv[i] = f;
-  }
-  return inv;
-}
 
 // n elements of `dtype` at src as bf16 bits.
 void ConvertToBf16(DType dtype, const void* src, uint16_t* dst, size_t n) {
@@ -227,7 +201,7 @@ Status CudaBackendImpl::Init(const Weights* weights) {
 
   PDSERVE_RETURN_IF_ERROR(weights ? UploadWeights(*weights)
                                   : MakeRandomWeights(*options_.random_weights_seed));
-  PDSERVE_RETURN_IF_ERROR(UploadVector(InverseFrequencies(c), inv_freq_));
+  PDSERVE_RETURN_IF_ERROR(UploadVector(c.RopeInverseFrequencies(), inv_freq_));
   const size_t kv_bytes = shape_.layer_bytes() * c.n_layers;
   PDSERVE_RETURN_IF_ERROR(kv_.Reserve(kv_bytes));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_.get<void>(), 0, kv_bytes, stream_));
