@@ -12,30 +12,21 @@ namespace {
 using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
-using testing::StreamedText;
 
 class ColocatedServingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = dir_ / "tiny";
-    ASSERT_NE(testing::RunPdserve("make-model --preset tiny --out " + model_).find("wrote"),
-              std::string::npos);
-    gateway_ = std::make_unique<Process>(
-        std::vector<std::string>{"gateway", "--model", model_, "--port", "0", "--control-port", "0",
-                                 "--ready-file", dir_ / "ready.json"},
-        dir_ / "gateway.log");
-    auto ready = testing::WaitForJsonFile(dir_ / "ready.json", std::chrono::seconds(30));
-    ASSERT_FALSE(ready.is_null()) << "gateway did not start";
-    http_ = ready["http_port"];
-    control_ = ready["control_port"];
+    model_ = testing::MakeTinyModel(dir_.path());
+    ASSERT_FALSE(model_.empty()) << "make-model failed";
+    auto gateway = testing::StartGateway(dir_.path(), model_);
+    ASSERT_TRUE(gateway.process) << "gateway did not start";
+    gateway_ = std::move(gateway.process);
+    http_ = gateway.http_port;
+    control_ = gateway.control_port;
   }
 
   std::unique_ptr<Process> StartWorker() {
-    auto w = std::make_unique<Process>(
-        std::vector<std::string>{"decode", "--role", "both", "--model", model_, "--threads", "1",
-                                 "--gateway", "127.0.0.1:" + std::to_string(control_)},
-        dir_ / "worker.log");
-    return w;
+    return testing::StartColocatedWorker(model_, control_, dir_ / "worker.log");
   }
 
   void WaitForWorkers(size_t n) {
@@ -59,30 +50,7 @@ TEST_F(ColocatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
   for (int i = 0; i < 20; ++i) {
     const std::string prompt =
         "Prompt number " + std::to_string(i) + (i % 3 ? " about cats" : " ... and dogs");
-    auto reference = nlohmann::json::parse(
-        testing::RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
-                            model_ + " --prompt '" + prompt + "'"));
-    const nlohmann::json body = {{"model", "tiny"},
-                                 {"prompt", prompt},
-                                 {"max_tokens", 12},
-                                 {"temperature", 0},
-                                 {"ignore_eos", true}};
-    auto plain = Curl(http_, "/v1/completions", body.dump());
-    ASSERT_EQ(plain.status, 200) << plain.body;
-    auto j = nlohmann::json::parse(plain.body);
-    EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
-    EXPECT_EQ(j["usage"]["completion_tokens"], 12);
-    EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
-
-    nlohmann::json streamed_body = body;
-    streamed_body["stream"] = true;
-    streamed_body["stream_options"] = {{"include_usage", true}};
-    auto streamed = Curl(http_, "/v1/completions", streamed_body.dump());
-    int tokens = 0;
-    bool done = false;
-    EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;
-    EXPECT_EQ(tokens, 12);
-    EXPECT_TRUE(done);
+    testing::ExpectGreedyMatchesGenerate(http_, model_, prompt);
   }
 }
 

@@ -17,7 +17,6 @@ namespace {
 using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
-using testing::StreamedText;
 
 struct Worker {
   std::unique_ptr<Process> process;
@@ -27,17 +26,13 @@ struct Worker {
 class DisaggregatedServingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = dir_ / "tiny";
-    ASSERT_NE(testing::RunPdserve("make-model --preset tiny --out " + model_).find("wrote"),
-              std::string::npos);
-    gateway_ = std::make_unique<Process>(
-        std::vector<std::string>{"gateway", "--model", model_, "--port", "0", "--control-port", "0",
-                                 "--ready-file", dir_ / "ready.json"},
-        dir_ / "gateway.log");
-    auto ready = testing::WaitForJsonFile(dir_ / "ready.json", std::chrono::seconds(30));
-    ASSERT_FALSE(ready.is_null()) << "gateway did not start";
-    http_ = ready["http_port"];
-    control_ = ready["control_port"];
+    model_ = testing::MakeTinyModel(dir_.path());
+    ASSERT_FALSE(model_.empty()) << "make-model failed";
+    auto gateway = testing::StartGateway(dir_.path(), model_);
+    ASSERT_TRUE(gateway.process) << "gateway did not start";
+    gateway_ = std::move(gateway.process);
+    http_ = gateway.http_port;
+    control_ = gateway.control_port;
   }
 
   Worker Start(const std::string& kind, std::vector<std::string> extra = {}) {
@@ -129,31 +124,8 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
     const std::string prompt = "Prompt number " + std::to_string(i) +
                                std::string(static_cast<size_t>(i) * 7, i % 2 ? 'x' : ' ') +
                                (i % 3 ? " about cats" : " ... and dogs");
-    auto reference = nlohmann::json::parse(
-        testing::RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
-                            model_ + " --prompt '" + prompt + "'"));
-    const nlohmann::json body = {{"model", "tiny"},
-                                 {"prompt", prompt},
-                                 {"max_tokens", 12},
-                                 {"temperature", 0},
-                                 {"ignore_eos", true}};
-    auto plain = Curl(http_, "/v1/completions", body.dump());
-    ASSERT_EQ(plain.status, 200) << plain.body;
-    auto j = nlohmann::json::parse(plain.body);
-    EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
-    EXPECT_EQ(j["usage"]["completion_tokens"], 12);
-    EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
-
-    nlohmann::json streamed_body = body;
-    streamed_body["stream"] = true;
-    streamed_body["stream_options"] = {{"include_usage", true}};
-    auto streamed = Curl(http_, "/v1/completions", streamed_body.dump());
-    int tokens = 0;
-    bool done = false;
-    EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;
-    EXPECT_EQ(tokens, 12);
-    EXPECT_TRUE(done);
-    EXPECT_NE(streamed.body.find("kv_transfer;dur="), std::string::npos);
+    const std::string streamed = testing::ExpectGreedyMatchesGenerate(http_, model_, prompt);
+    EXPECT_NE(streamed.find("kv_transfer;dur="), std::string::npos);
   }
   // A request that ends at its first token (max_tokens 1) frees the decode worker's reservation.
   auto one = Curl(http_, "/v1/completions",

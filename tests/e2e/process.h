@@ -375,6 +375,39 @@ inline std::unique_ptr<Process> StartColocatedWorker(const std::string& model, i
       log_path);
 }
 
+// Sends `prompt` greedily for 12 tokens through the gateway on `http_port`, plain and streamed,
+// and expects the text (and token counts) of `pdserve generate` on `model`: the reference every
+// serving setup must match token for token. Returns the streamed response's body.
+inline std::string ExpectGreedyMatchesGenerate(int http_port, const std::string& model,
+                                               const std::string& prompt) {
+  auto reference = nlohmann::json::parse(
+      RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " + model +
+                 " --prompt '" + prompt + "'"));
+  const nlohmann::json body = {{"model", "tiny"},
+                               {"prompt", prompt},
+                               {"max_tokens", 12},
+                               {"temperature", 0},
+                               {"ignore_eos", true}};
+  auto plain = Curl(http_port, "/v1/completions", body.dump());
+  EXPECT_EQ(plain.status, 200) << plain.body;
+  if (plain.status != 200) return "";
+  auto j = nlohmann::json::parse(plain.body);
+  EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
+
+  nlohmann::json streamed_body = body;
+  streamed_body["stream"] = true;
+  streamed_body["stream_options"] = {{"include_usage", true}};
+  auto streamed = Curl(http_port, "/v1/completions", streamed_body.dump());
+  int tokens = 0;
+  bool done = false;
+  EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;
+  EXPECT_EQ(tokens, 12);
+  EXPECT_TRUE(done);
+  return streamed.body;
+}
+
 // Waits up to `timeout` until `n` workers have registered and sent a load report.
 inline bool WaitForWorkerLoad(int http_port, size_t n, std::chrono::seconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
