@@ -16,6 +16,9 @@
 namespace pdserve::model {
 namespace {
 
+using testing::Iota;
+using testing::RandomTokens;
+
 using testing::SmallConfig;
 using testing::TempDir;
 using testing::WriteModel;
@@ -161,19 +164,6 @@ std::unique_ptr<Backend> MakeBackend(const ModelConfig& c, const std::string& di
   auto backend = CreateCpuBackend(*weights, c, {pages, page_size, threads});
   EXPECT_TRUE(backend.ok());
   return std::move(backend).value();
-}
-
-std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-std::vector<int32_t> Iota(int n, int from = 0) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), from);
-  return v;
 }
 
 double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {

@@ -32,6 +32,9 @@
 namespace pdserve::model {
 namespace {
 
+using testing::Iota;
+using testing::RandomTokens;
+
 using testing::SmallConfig;
 using testing::WriteModel;
 
@@ -46,41 +49,6 @@ constexpr double kTolerance = 2e-2;
     if (CudaDeviceCount() == 0)                                                              \
       GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none (or fails)";          \
   } while (0)
-
-// A scratch folder under the system's temp directory (not the build tree's, which a build
-// carried to a GPU machine may not have), removed at the end.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("pdserve-cuda-test." + std::string(info ? info->name() : "x") + "." +
-             std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-std::vector<int32_t> Iota(int n, int from = 0) {
-  std::vector<int32_t> v(n);
-  std::iota(v.begin(), v.end(), from);
-  return v;
-}
 
 // max |got - want| / max |want| over rows [row, row + rows) of vocab-wide logits.
 double RelativeError(const std::vector<float>& got, const std::vector<float>& want, int vocab,
@@ -156,7 +124,7 @@ void ExpectChunksThenDecodes(Pair& p, std::span<const int32_t> tokens,
 
 // A prompt in one step, with every row's logits.
 void ExpectPromptMatches(const ModelConfig& c, DType dtype, int gemv_max_rows = 4) {
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 7, dtype);
   Pair p = MakePair(c, dir.path(), 64, 4, gemv_max_rows);
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -306,7 +274,7 @@ TEST(CudaDeviceTest, CublasOpensWithEveryEntryPoint) {
 // Runs everywhere: without the backend or a device the engine says why; with one, a device
 // that does not exist is refused.
 TEST(CudaDeviceTest, EngineRefusesAMissingDeviceClearly) {
-  ScratchDir dir;
+  testing::TempDir dir;
   MakeModelOptions m;
   m.out_dir = dir.path();
   ASSERT_TRUE(MakeModel(m).ok());
@@ -392,7 +360,7 @@ TEST(CudaBackendTest, OtherHeadSizesMatchCpu) {
 TEST(CudaBackendTest, ChunkedPromptAndDecodeStepsMatchCpu) {
   REQUIRE_GPU();
   const ModelConfig c = WideConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 3, DType::kBF16);
   Pair p = MakePair(c, dir.path(), 64, 16);
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -404,7 +372,7 @@ TEST(CudaBackendTest, ChunkedPromptAndDecodeStepsMatchCpu) {
 TEST(CudaBackendTest, LongContextSplitKeysMatchCpu) {
   REQUIRE_GPU();
   const ModelConfig c = WideConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 4, DType::kBF16);
   Pair p = MakePair(c, dir.path(), 160, 16);
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -419,7 +387,7 @@ TEST(CudaBackendTest, LongContextSplitKeysMatchCpu) {
 TEST(CudaBackendTest, MixedBatchOfPromptsAndDecodesMatchesCpu) {
   REQUIRE_GPU();
   for (const ModelConfig& c : {SmallConfig(), WideConfig()}) {
-    ScratchDir dir;
+    testing::TempDir dir;
     WriteModel(c, dir.path(), 9, DType::kBF16);
     Pair p = MakePair(c, dir.path(), 128, 4);
     ASSERT_TRUE(p.cpu && p.gpu);
@@ -458,7 +426,7 @@ TEST(CudaBackendTest, KvPagesHoldTheCpuLayoutInBf16OnTheDevice) {
   REQUIRE_GPU();
 #if PDSERVE_HAVE_CUDA_BACKEND
   const ModelConfig c = SmallConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 2, DType::kBF16);
   Pair p = MakePair(c, dir.path(), 16, 4);
   ASSERT_TRUE(p.cpu && p.gpu);
@@ -500,7 +468,7 @@ TEST(CudaBackendTest, KvPagesHoldTheCpuLayoutInBf16OnTheDevice) {
 TEST(CudaBackendTest, AfterLayerKvIsCalledOncePerLayerInOrder) {
   REQUIRE_GPU();
   const ModelConfig c = SmallConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 2, DType::kBF16);
   Pair p = MakePair(c, dir.path());
   ASSERT_TRUE(p.gpu);
@@ -518,7 +486,7 @@ TEST(CudaBackendTest, AfterLayerKvIsCalledOncePerLayerInOrder) {
 TEST(CudaBackendTest, DeviceArgmaxPicksTheLargestLogit) {
   REQUIRE_GPU();
   const ModelConfig c = WideConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path(), 6, DType::kBF16);
   Pair p = MakePair(c, dir.path());
   ASSERT_TRUE(p.gpu);
@@ -542,7 +510,7 @@ TEST(CudaBackendTest, DeviceArgmaxPicksTheLargestLogit) {
 TEST(CudaBackendTest, RefusesBadTokensPositionsAndPages) {
   REQUIRE_GPU();
   const ModelConfig c = SmallConfig();
-  ScratchDir dir;
+  testing::TempDir dir;
   WriteModel(c, dir.path());
   Pair p = MakePair(c, dir.path(), 8, 4);
   ASSERT_TRUE(p.gpu);
@@ -605,7 +573,7 @@ std::vector<int32_t> Generate(Engine& engine, const std::vector<int32_t>& prompt
 // the first position where the CPU's two best logits are within tolerance of each other.
 TEST(CudaBackendTest, GreedyTokensAgreeWithCpuUpToTheFirstNearTie) {
   REQUIRE_GPU();
-  ScratchDir dir;
+  testing::TempDir dir;
   MakeModelOptions m;
   m.out_dir = dir.path();
   m.dtype = DType::kBF16;  // the same weights on both devices

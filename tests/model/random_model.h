@@ -5,22 +5,33 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "model/model_config.h"
 #include "model/model_maker.h"
 
 namespace pdserve::model::testing {
 
+// A fresh folder for one test, removed at its end: under the build's test-tmp, or under the
+// system's temp directory where that build folder is not there (a build carried to a GPU
+// machine).
 class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::path(PDSERVE_TEST_TMP) /
-            (std::string(info ? info->test_suite_name() : "t") + "." + (info ? info->name() : "x") +
-             "." + std::to_string(::getpid()));
+    const std::filesystem::path test_tmp(PDSERVE_TEST_TMP);
+    const std::filesystem::path root =
+        std::filesystem::exists(test_tmp.parent_path())
+            ? test_tmp
+            : std::filesystem::temp_directory_path() / "pdserve-test";
+    path_ = root / (std::string(info ? info->test_suite_name() : "t") + "." +
+                    (info ? info->name() : "x") + "." + std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -34,6 +45,21 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// n random token ids below `vocab`, the same for the same seed.
+inline std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+// from, from + 1, ..., from + n - 1 (block tables of consecutive pages).
+inline std::vector<int32_t> Iota(int n, int from = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
 
 // A small Llama config; tests change fields before writing.
 inline ModelConfig SmallConfig() {
