@@ -223,8 +223,9 @@ void CpuBackend::Attention(int layer) {
   // One item per (row, KV head): the group's query heads share its key and value rows.
 #pragma omp parallel
   {
-    std::vector<float> scores;
-    std::vector<const float*> keys, values;
+    // Per OpenMP thread, reused from layer to layer.
+    thread_local std::vector<float> scores;
+    thread_local std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic, 1)
     for (int item = 0; item < t * c.n_kv_heads; ++item) {
       const int r = item / c.n_kv_heads, g = item % c.n_kv_heads;

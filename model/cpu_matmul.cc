@@ -348,7 +348,8 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
   bool any_bf16 = false, any_other = false;
   for (const Product& p : products) (p.w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
   const PreparedX prepared = Prepare(x, t, ldx, products[0].w->cols, any_other, any_bf16);
-  std::vector<Job> jobs;
+  thread_local std::vector<Job> jobs;  // reused: decode runs ~60 products a step
+  jobs.clear();
   for (size_t i = 0; i < products.size(); ++i) {
     const int n = products[i].w->rows;
     const int block = BlockRows(n);
@@ -357,9 +358,10 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
     }
   }
   const int count = static_cast<int>(jobs.size());
+  const Job* job_list = jobs.data();  // the calling thread's list; `jobs` is per thread
 #pragma omp parallel for schedule(dynamic, 1)
   for (int j = 0; j < count; ++j) {
-    const Job& job = jobs[j];
+    const Job& job = job_list[j];
     const Product& p = products[job.product];
     RunRows(prepared, *p.w, p.add, job.n0, job.n1, p.y + job.n0, p.ldy);
   }
@@ -374,7 +376,8 @@ void MatMul(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy, 
 }
 
 void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets) {
-  std::vector<Product> products;
+  thread_local std::vector<Product> products;
+  products.clear();
   for (const MatMulTarget& target : targets) {
     if (target.w->rows > 0) products.push_back({target.w, target.y, target.ldy, false});
   }
