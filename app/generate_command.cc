@@ -28,6 +28,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   int threads = 0;
   std::string device = "cpu";
+  std::string dtype = "auto";
 };
 
 [[noreturn]] void Fail(const Status& s) {
@@ -45,6 +46,7 @@ void Run(const GenerateFlags& f) {
   model::EngineOptions options;
   options.threads = f.threads;
   options.device = f.device;
+  options.dtype = f.dtype;
   auto engine = model::Engine::Load(dir, options);
   if (!engine.ok()) Fail(engine.status());
   auto tokenizer = model::Tokenizer::Load(dir);
@@ -135,6 +137,10 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--threads", f->threads, "CPU threads (0: all)");
   cmd->add_option("--device", f->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
+  cmd->add_option(
+         "--dtype", f->dtype,
+         "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16 (converted at load)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
   cmd->add_flag("--json", f->json, "Print one JSON object with the token ids and text");
   cmd->callback([f] { Run(*f); });
 }

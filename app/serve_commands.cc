@@ -109,7 +109,8 @@ struct UpFlags {
   int prefill = 1;
   int decode = 1;
   int colocated = 0;
-  int threads = 0;  // per worker; 0: the machine's cores shared among the workers
+  int threads = 0;             // per worker; 0: the machine's cores shared among the workers
+  std::string dtype = "auto";  // every worker's, so prefill and decode compute alike
   std::string ledger = "pdserve-ledger.sqlite";
   double price_per_gpu_hour = 0;  // passed to every worker
   bool no_auth = true;
@@ -184,7 +185,7 @@ void RunUp(const UpFlags& f) {
   const std::string price = std::to_string(f.price_per_gpu_hour);
   for (int i = 0; i < f.prefill; ++i) {
     spawn({"pdserve", "prefill", "--model", model_dir, "--gateway", control, "--threads", threads,
-           "--price-per-gpu-hour", price});
+           "--dtype", f.dtype, "--price-per-gpu-hour", price});
   }
   for (int i = 0; i < f.decode; ++i) {
     spawn({"pdserve", "decode", "--role", "decode", "--model", model_dir, "--gateway", control,
@@ -271,6 +272,10 @@ void AddServeCommands(CLI::App& app) {
     cmd->add_option("--device", o->engine.device,
                     "cpu, or cuda:N for GPU N (builds with CUDA; colocated workers only for now)");
     cmd->add_option("--threads", o->engine.threads, "CPU threads (0: all)");
+    cmd->add_option(
+           "--dtype", o->engine.dtype,
+           "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16 (converted at load)")
+        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
     cmd->add_option("--page-size", o->engine.page_size, "Tokens per KV page")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--kv-memory-mb", o->engine.kv_memory_mb, "KV pool size");
@@ -324,6 +329,8 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
+  up->add_option("--dtype", u->dtype, "Every worker's matrix dtype (auto, f32, bf16, f16)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,

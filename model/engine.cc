@@ -1,6 +1,7 @@
 #include "model/engine.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "model/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
@@ -27,6 +28,17 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
   if (options.page_size < 1 || options.max_batch_tokens < 1 || options.max_running < 1) {
     return InvalidArgument("page_size, max_batch_tokens and max_running must be >= 1");
   }
+  std::optional<DType> dtype;
+  if (options.dtype != "auto") {
+    dtype = ParseDType(options.dtype);
+    if (!dtype) {
+      return InvalidArgument("dtype '" + options.dtype + "' is not one of auto, f32, bf16, f16");
+    }
+    if (options.device != "cpu" && *dtype != DType::kBF16) {
+      return InvalidArgument("device '" + options.device + "' holds weights in bf16; dtype '" +
+                             options.dtype + "' is for the cpu");
+    }
+  }
   PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
   // Pages that kv_memory_mb holds when num_pages is 0: K and V of every layer, per page.
   auto pages_for_memory = [&](DType kv_dtype) {
@@ -37,6 +49,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
   std::unique_ptr<Backend> backend;
   if (options.device == "cpu") {
     PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
+    if (dtype) weights = Weights::ConvertedTo(std::move(weights), *dtype);
     CpuBackendOptions cpu;
     cpu.page_size = options.page_size;
     cpu.threads = options.threads;

@@ -33,6 +33,9 @@ struct EngineOptions {
   int max_batch_tokens = 2048;  // tokens per step (decode tokens + prompt chunks); >= 1
   int max_running = 256;        // sequences decoding at once
   int threads = 0;              // CPU threads; 0 = all
+  // Matrix dtype on the CPU: "auto" keeps the checkpoint's; "f32", "bf16" or "f16" converts at
+  // load (Weights::ConvertedTo). The CUDA backend always holds bf16 ("auto" or "bf16").
+  std::string dtype = "auto";
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled };

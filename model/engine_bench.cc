@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -67,17 +68,20 @@ Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const Engi
 
 }  // namespace
 
-std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
-  const size_t n = bytes / sizeof(float) / 64 * 64;
-  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
-  double best_read = 0, best_copy = 0;
+MemoryBandwidthProbe::MemoryBandwidthProbe(int threads, size_t bytes)
+    : threads_(threads), src_(bytes / sizeof(float) / 64 * 64, 1.0f), dst_(src_.size(), 0.0f) {}
+
+double MemoryBandwidthProbe::ReadGbps(int passes) {
+  const size_t n = src_.size();
+  const float* src = src_.data();
+  double best = 0;
   float sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = Clock::now();
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = Clock::now();
     float total = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
+#pragma omp parallel for num_threads(threads_) reduction(+ : total) schedule(static)
     for (size_t block = 0; block < n / 64; ++block) {
-      const float* p = &src[block * 64];
+      const float* p = src + block * 64;
       __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8), c = _mm256_loadu_ps(p + 16),
              d = _mm256_loadu_ps(p + 24);
       a = _mm256_add_ps(a, _mm256_loadu_ps(p + 32));
@@ -87,22 +91,34 @@ std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
       __m256 s = _mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(c, d));
       total += _mm256_cvtss_f32(s);
     }
-    auto t1 = Clock::now();
+    const auto t1 = Clock::now();
     sink += total;
-    best_read = std::max(best_read, n * sizeof(float) / Seconds(t0, t1) / 1e9);
+    best = std::max(best, n * sizeof(float) / Seconds(t0, t1) / 1e9);
+  }
+  if (sink == -1.0f) std::fputs("", stderr);  // keeps the read loop from being optimised away
+  return best;
+}
 
-    t0 = Clock::now();
-#pragma omp parallel num_threads(threads)
+double MemoryBandwidthProbe::CopyGbps(int passes) {
+  const size_t n = src_.size();
+  double best = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads_)
     {
       const size_t parts = omp_get_num_threads(), id = omp_get_thread_num();
       const size_t begin = n * id / parts, end = n * (id + 1) / parts;
-      std::memcpy(&dst[begin], &src[begin], (end - begin) * sizeof(float));
+      std::memcpy(&dst_[begin], &src_[begin], (end - begin) * sizeof(float));
     }
-    t1 = Clock::now();
-    best_copy = std::max(best_copy, 2.0 * n * sizeof(float) / Seconds(t0, t1) / 1e9);
+    const auto t1 = Clock::now();
+    best = std::max(best, 2.0 * n * sizeof(float) / Seconds(t0, t1) / 1e9);
   }
-  if (sink == -1.0f) std::fputs("", stderr);  // keeps the read loop from being optimised away
-  return {best_read, best_copy};
+  return best;
+}
+
+std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
+  MemoryBandwidthProbe probe(threads, bytes);
+  return {probe.ReadGbps(5), probe.CopyGbps(5)};
 }
 
 namespace {
@@ -149,9 +165,13 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   if (!o.random_shape.empty() && !cuda) {
     return InvalidArgument("--random-shape makes its weights on a GPU: it needs --device cuda:N");
   }
+  if (!o.compare_dtype.empty() && (cuda || !o.random_shape.empty())) {
+    return InvalidArgument("--compare-dtype is for the cpu: a GPU holds its weights in bf16");
+  }
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   EngineOptions eo;
   eo.device = o.device;
+  eo.dtype = o.dtype;
   eo.threads = o.threads;
   eo.max_running = max_batch;
   eo.max_batch_tokens = max_batch * o.prompt_len;
@@ -172,7 +192,9 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     auto weights = Weights::Load(model_dir, config);  // cheap: a second map of the same files
     if (!weights.ok()) return weights.status();
     // A GPU holds every matrix in bf16, whatever the file's dtype.
-    r.dtype = cuda ? "bf16" : std::string(DTypeName((*weights)->layers[0].wq.dtype));
+    r.dtype = cuda                ? "bf16"
+              : o.dtype != "auto" ? o.dtype
+                                  : std::string(DTypeName((*weights)->layers[0].wq.dtype));
     double params = 0;
     for (const auto& f : (*weights)->files)
       for (const auto& [name, t] : f->tensors()) params += static_cast<double>(t.numel());
@@ -188,36 +210,73 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  double roofline_gbps = 0;
   if (cuda) {
     PDSERVE_ASSIGN_OR_RETURN(int device, ParseCudaDevice(o.device));
     PDSERVE_ASSIGN_OR_RETURN(CudaPeaks peaks, MeasureCudaPeaks(device));
     r.device_name = peaks.device_name;
     r.copy_gbps = peaks.copy_gbps;
     r.matmul_tflops = peaks.bf16_tflops;
-    roofline_gbps = r.copy_gbps;
-  } else {
-    // A buffer at least four times the last-level cache and the weights' size.
-    const size_t bw_bytes =
-        std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2);
-    std::tie(r.read_gbps, r.copy_gbps) = MeasureMemoryBandwidth(r.threads, bw_bytes);
-    roofline_gbps = r.read_gbps;
+  }
+  // CPU: a buffer at least four times the last-level cache and the weights' size.
+  std::optional<MemoryBandwidthProbe> probe;
+  if (!cuda) {
+    probe.emplace(r.threads,
+                  std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2));
+    r.copy_gbps = probe->CopyGbps(5);
   }
 
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
+  std::vector<double> reads, roofline_ratios;
   for (int batch : o.batches) {
     std::vector<double> prefill, decode;
     for (int rep = 0; rep < o.repeats; ++rep) {
+      // Batch 1 is held against the bandwidth of the same minute (reads take ~50 ms).
+      const double read = probe && batch == 1 ? probe->ReadGbps(3) : 0;
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
       prefill.push_back(tps.first);
       decode.push_back(tps.second);
+      if (read > 0) {
+        reads.push_back(read);
+        roofline_ratios.push_back(tps.second / (read * 1e9 / r.weight_bytes_per_token));
+      }
     }
     r.prefill_tokens_per_s[batch] = Median(prefill);
     r.decode_tokens_per_s[batch] = Median(decode);
   }
-  r.roofline_tokens_per_s = roofline_gbps * 1e9 / r.weight_bytes_per_token;
-  if (r.decode_tokens_per_s.count(1))
-    r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
+  if (cuda) {
+    r.roofline_tokens_per_s = r.copy_gbps * 1e9 / r.weight_bytes_per_token;
+    if (r.decode_tokens_per_s.count(1))
+      r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
+  } else {
+    r.read_gbps = reads.empty() ? probe->ReadGbps(5) : Median(reads);
+    r.roofline_tokens_per_s = r.read_gbps * 1e9 / r.weight_bytes_per_token;
+    if (!roofline_ratios.empty()) r.roofline_ratio = Median(roofline_ratios);
+  }
+
+  if (!o.compare_dtype.empty()) {
+    EngineOptions other = eo;
+    other.dtype = o.compare_dtype;
+    PDSERVE_ASSIGN_OR_RETURN(auto compared, Engine::Load(model_dir, other));
+    PDSERVE_RETURN_IF_ERROR(RunBatch(*compared, 1, o, 1).status());  // warm-up
+    std::vector<double> base, with, ratios;
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      // Alternate which goes first, so a drift in the machine's speed favours neither.
+      double a = 0, b = 0;
+      for (int turn = 0; turn < 2; ++turn) {
+        const bool first_engine = (turn == 0) == (rep % 2 == 0);
+        PDSERVE_ASSIGN_OR_RETURN(auto tps,
+                                 RunBatch(first_engine ? *engine : *compared, 1, o, 200 + rep));
+        (first_engine ? a : b) = tps.second;
+      }
+      base.push_back(a);
+      with.push_back(b);
+      ratios.push_back(b / a);
+    }
+    r.compare_dtype = o.compare_dtype;
+    r.compare_base_tokens_per_s = Median(base);
+    r.compare_decode_tokens_per_s = Median(with);
+    r.compare_ratio = Median(ratios);
+  }
   if (cuda) {
     double best = 0;
     for (auto [b, tps] : r.prefill_tokens_per_s) best = std::max(best, tps);
@@ -252,10 +311,23 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"decode_tokens_per_s", decode},
           {"roofline_tokens_per_s", roofline_tokens_per_s},
           {"roofline_ratio", roofline_ratio},
+          {"roofline_method", device == "cpu" ? "median over batch-1 runs of tokens/s over the "
+                                                "roofline of a read taken right before each run"
+                                              : "median batch-1 tokens/s over the roofline"},
           {"matmul_tflops", matmul_tflops},
           {"prefill_flops_per_token", prefill_flops_per_token},
           {"prefill_tflops", prefill_tflops},
-          {"prefill_peak_ratio", prefill_peak_ratio}};
+          {"prefill_peak_ratio", prefill_peak_ratio},
+          {"dtype_comparison",
+           compare_dtype.empty()
+               ? nlohmann::json(nullptr)
+               : nlohmann::json{{"dtype", compare_dtype},
+                                {"decode_tokens_per_s", compare_decode_tokens_per_s},
+                                {"base_decode_tokens_per_s", compare_base_tokens_per_s},
+                                {"ratio", compare_ratio},
+                                {"ratio_method",
+                                 "median over paired batch-1 runs, alternating which runs "
+                                 "first, of tokens/s over the first engine's"}}}};
 }
 
 std::string EngineBenchResult::ToTable() const {
@@ -277,8 +349,9 @@ std::string EngineBenchResult::ToTable() const {
                   model_id.c_str(), params_millions, dtype.c_str(), threads, cpu_kernels.c_str());
     out << line;
     std::snprintf(line, sizeof line,
-                  "memory bandwidth: read %.1f GB/s, copy %.1f GB/s (same run)\n", read_gbps,
-                  copy_gbps);
+                  "memory bandwidth: read %.1f GB/s (median, one before each batch-1 run), "
+                  "copy %.1f GB/s (same run)\n",
+                  read_gbps, copy_gbps);
   }
   out << line;
   out << "batch  prefill tok/s  decode tok/s  decode vs batch 1\n";
@@ -291,10 +364,17 @@ std::string EngineBenchResult::ToTable() const {
   std::snprintf(
       line, sizeof line,
       "roofline (batch-1 decode): %.1f MB of matrices per token / %.1f GB/s %s = %.1f tok/s; "
-      "measured %.1f tok/s = %.2f of roofline\n",
+      "measured %.1f tok/s = %.2f of roofline%s\n",
       weight_bytes_per_token / 1e6, gpu ? copy_gbps : read_gbps, gpu ? "copy" : "read",
-      roofline_tokens_per_s, base, roofline_ratio);
+      roofline_tokens_per_s, base, roofline_ratio, gpu ? "" : " (median of per-run ratios)");
   out << line;
+  if (!compare_dtype.empty()) {
+    std::snprintf(line, sizeof line,
+                  "%s weights (same run, paired batch-1 runs): %.1f tok/s vs %.1f = %.2fx\n",
+                  compare_dtype.c_str(), compare_decode_tokens_per_s, compare_base_tokens_per_s,
+                  compare_ratio);
+    out << line;
+  }
   if (gpu) {
     std::snprintf(line, sizeof line,
                   "prefill: %.2f GFLOP per token, best %.1f TFLOP/s = %.2f of the bf16 GEMM "

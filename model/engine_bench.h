@@ -24,6 +24,10 @@ struct EngineBenchOptions {
   int repeats = 3;             // the median of this many runs is reported
   int threads = 0;             // 0: all
   std::string device = "cpu";  // or "cuda:N"
+  std::string dtype = "auto";  // the engine's matrix dtype (EngineOptions::dtype)
+  // CPU: also time batch-1 decode with the matrices in this dtype ("bf16", ...), each run paired
+  // with one of the first engine, so their ratio is taken in the same minute of the machine.
+  std::string compare_dtype;
   // Instead of a model directory: random bf16 weights shaped like this make-model preset
   // ("llama3-8b", "small", ...), made on the device in moments. Needs a cuda device.
   std::string random_shape;
@@ -35,13 +39,23 @@ struct EngineBenchResult {
   double params_millions = 0;
   int threads = 0;
   std::string cpu_kernels;  // "avx512" or "avx2" (cpu_matmul.h; PDSERVE_MATMUL_ISA=avx2 pins it)
-  double read_gbps = 0;     // parallel streaming read of a buffer larger than the caches
+  double read_gbps = 0;     // parallel streaming read of a buffer larger than the caches (CPU:
+                            // the median of reads taken right before each batch-1 run)
   double copy_gbps = 0;     // memcpy, counting bytes read plus bytes written (STREAM's convention)
   double weight_bytes_per_token = 0;
   std::map<int, double> prefill_tokens_per_s;
   std::map<int, double> decode_tokens_per_s;
   double roofline_tokens_per_s = 0;  // roofline bandwidth / weight bytes per token
-  double roofline_ratio = 0;         // batch-1 decode over the roofline
+  // Batch-1 decode over the roofline. CPU: the median over batch-1 runs of each run's tokens/s
+  // over the roofline of the read measured right before it (a machine whose bandwidth drifts
+  // from minute to minute then compares like with like).
+  double roofline_ratio = 0;
+  // compare_dtype: batch-1 decode with the matrices in that dtype, and the median over paired
+  // runs of its tokens/s over the first engine's.
+  std::string compare_dtype;
+  double compare_decode_tokens_per_s = 0;
+  double compare_base_tokens_per_s = 0;  // the first engine in those pairs
+  double compare_ratio = 0;
   // GPU runs (device "cuda:N"): the roofline's bandwidth is copy_gbps, and prompt processing is
   // compared with a bf16 GEMM's rate. Prefill FLOPs per token: 2 x the layers' matrix
   // parameters (the LM head runs for one token per prompt; attention is not counted).
@@ -56,7 +70,19 @@ struct EngineBenchResult {
   std::string ToTable() const;
 };
 
-// Measures memory bandwidth with `threads` threads: {read GB/s, copy GB/s}, best of several.
+// Memory bandwidth with `threads` threads over buffers of `bytes` (made once, reused).
+class MemoryBandwidthProbe {
+ public:
+  MemoryBandwidthProbe(int threads, size_t bytes);
+  double ReadGbps(int passes);  // best of `passes` parallel reads of the whole buffer
+  double CopyGbps(int passes);  // best of `passes` memcpy; bytes read plus bytes written
+
+ private:
+  int threads_;
+  std::vector<float> src_, dst_;
+};
+
+// {read GB/s, copy GB/s}, best of five each.
 std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes);
 
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,

@@ -1,7 +1,10 @@
 #include "model/weights.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 
 namespace pdserve::model {
@@ -91,7 +94,57 @@ Result<std::vector<float>> GetVector(const TensorIndex& index, const std::string
   return out;
 }
 
+// Row `row` of `src` (any dtype) as `dtype` at dst.
+void ConvertRow(const Matrix& src, int row, DType dtype, std::vector<float>& scratch, void* dst) {
+  const size_t n = static_cast<size_t>(src.cols);
+  scratch.resize(n);
+  ConvertToFloat(src.dtype, static_cast<const uint8_t*>(src.data) + row * n * DTypeSize(src.dtype),
+                 scratch.data(), n);
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, scratch.data(), n * sizeof(float));
+      break;
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToBF16(scratch[i]);
+      break;
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToF16(scratch[i]);
+      break;
+  }
+}
+
+// `m` converted to `dtype` in a new buffer (kept in `buffers`); m itself when already so.
+Matrix ConvertMatrix(const Matrix& m, DType dtype, std::vector<std::shared_ptr<void>>* buffers) {
+  if (m.dtype == dtype || m.rows == 0) return m;
+  const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(dtype);
+  const size_t bytes = (m.rows * row_bytes + 63) / 64 * 64;
+  std::shared_ptr<void> buffer(std::aligned_alloc(64, bytes), std::free);
+  if (!buffer) throw std::bad_alloc();
+  auto* out = static_cast<uint8_t*>(buffer.get());
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int r = 0; r < m.rows; ++r) ConvertRow(m, r, dtype, scratch, out + r * row_bytes);
+  }
+  buffers->push_back(std::move(buffer));
+  return Matrix{out, dtype, m.rows, m.cols};
+}
+
 }  // namespace
+
+std::shared_ptr<const Weights> Weights::ConvertedTo(std::shared_ptr<const Weights> weights,
+                                                    DType dtype) {
+  auto w = std::make_shared<Weights>(*weights);
+  const bool tied = weights->lm_head.data == weights->embed.data;
+  w->embed = ConvertMatrix(weights->embed, dtype, &w->buffers);
+  w->lm_head = tied ? w->embed : ConvertMatrix(weights->lm_head, dtype, &w->buffers);
+  for (LayerWeights& l : w->layers) {
+    for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      *m = ConvertMatrix(*m, dtype, &w->buffers);
+  }
+  return w;
+}
 
 size_t Weights::MatrixBytesPerToken() const {
   size_t bytes = lm_head.bytes();

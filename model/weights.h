@@ -50,10 +50,19 @@ struct Weights {
 
   // Keeps the mapped files alive as long as the views.
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
+  // Matrices converted at load (ConvertedTo) live here.
+  std::vector<std::shared_ptr<void>> buffers;
 
   // Loads and checks every tensor the config needs. Errors name the file and the tensor.
   static Result<std::shared_ptr<const Weights>> Load(const std::string& model_dir,
                                                      const ModelConfig& config);
+
+  // A copy whose matrices (the embedding and LM head too) hold `dtype`, converted from the file's
+  // (f32 to bf16 or f16 rounds to nearest even; the other way is exact). Matrices already in
+  // `dtype` stay views of the files. Serving an f32 checkpoint in bf16 halves the bytes a decode
+  // step reads, as vLLM's --dtype does.
+  static std::shared_ptr<const Weights> ConvertedTo(std::shared_ptr<const Weights> weights,
+                                                    DType dtype);
 };
 
 }  // namespace pdserve::model

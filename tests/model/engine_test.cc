@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -86,6 +87,63 @@ TEST_F(EngineTest, GreedyTokensDoNotDependOnBatchingOrChunking) {
   auto few_slots = MakeEngine(2048, 256, /*max_running=*/2);
   EXPECT_EQ(RunAll(*few_slots, 6, 12), alone);
   EXPECT_EQ(few_slots->pages().used_pages(), 0);
+}
+
+TEST_F(EngineTest, ConvertedMatricesServeBatchInvariantlyAndCloseToTheCheckpoint) {
+  EngineOptions o;
+  o.page_size = 4;
+  o.num_pages = 256;
+  o.threads = 2;
+  auto f32 = Engine::Load(dir_.path(), o);
+  o.dtype = "bf16";
+  auto bf16 = Engine::Load(dir_.path(), o);
+  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+
+  // A prompt's logits stay within bf16's precision of the f32 checkpoint's.
+  const std::vector<int32_t> prompt = Prompt(1), pages = {0, 1, 2};
+  ForwardBatch batch;
+  batch.chunks.push_back({prompt, 0, pages, true});
+  std::vector<float> a, b;
+  ASSERT_TRUE((*f32)->backend().Forward(batch, &a).ok());
+  ASSERT_TRUE((*bf16)->backend().Forward(batch, &b).ok());
+  ASSERT_EQ(a.size(), b.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+    norm += a[i] * static_cast<double>(a[i]);
+  }
+  EXPECT_LT(std::sqrt(err / norm), 2e-2);
+  EXPECT_GT(err, 0.0);  // the matrices really were rounded
+
+  // The bf16 kernels keep batch invariance: six prompts together give each its tokens alone.
+  std::map<int, std::vector<int32_t>> alone;
+  for (int i = 0; i < 6; ++i) {
+    auto e = Engine::Load(dir_.path(), o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 8;
+    ASSERT_TRUE((*e)->Add(Prompt(i), p).ok());
+    std::vector<TokenEvent> events;
+    while ((*e)->HasWork()) ASSERT_TRUE((*e)->Step(&events).ok());
+    for (const auto& ev : events) alone[i].push_back(ev.token);
+  }
+  EXPECT_EQ(RunAll(**bf16, 6, 8), alone);
+}
+
+TEST_F(EngineTest, RefusesUnknownDtypesAndNonBf16OnAGpu) {
+  EngineOptions o;
+  o.num_pages = 16;
+  o.dtype = "q4";
+  auto unknown = Engine::Load(dir_.path(), o);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'q4'"), std::string::npos);
+  o.dtype = "f32";
+  o.device = "cuda:0";
+  auto gpu = Engine::Load(dir_.path(), o);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("bf16"), std::string::npos) << gpu.status().ToString();
 }
 
 TEST_F(EngineTest, AdmissionWaitsForPagesAndEveryPageComesBack) {

@@ -47,6 +47,49 @@ TEST(WeightsTest, TiedEmbeddingsNeedNoLmHead) {
   EXPECT_EQ((*w)->lm_head.data, (*w)->embed.data);
 }
 
+TEST(WeightsTest, ConvertedToRoundsEveryMatrixAndKeepsTheVectors) {
+  ModelConfig c = SmallConfig();
+  c.tie_word_embeddings = true;
+  TempDir dir;
+  WriteModel(c, dir.path(), 3, DType::kF32);
+  auto loaded = Weights::Load(dir.path(), c);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const auto& f32 = *loaded;
+  const auto bf16 = Weights::ConvertedTo(f32, DType::kBF16);
+  auto expect_rounded = [](const Matrix& from, const Matrix& to) {
+    ASSERT_EQ(to.dtype, DType::kBF16);
+    ASSERT_EQ(to.rows, from.rows);
+    ASSERT_EQ(to.cols, from.cols);
+    const auto* in = static_cast<const float*>(from.data);
+    const auto* out = static_cast<const uint16_t*>(to.data);
+    for (size_t i = 0; i < static_cast<size_t>(from.rows) * from.cols; ++i)
+      ASSERT_EQ(out[i], FloatToBF16(in[i])) << i;
+  };
+  expect_rounded(f32->embed, bf16->embed);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights &a = f32->layers[l], &b = bf16->layers[l];
+    expect_rounded(a.wq, b.wq);
+    expect_rounded(a.wk, b.wk);
+    expect_rounded(a.wv, b.wv);
+    expect_rounded(a.wo, b.wo);
+    expect_rounded(a.w_gate, b.w_gate);
+    expect_rounded(a.w_up, b.w_up);
+    expect_rounded(a.w_down, b.w_down);
+    EXPECT_EQ(a.attn_norm, b.attn_norm);  // vectors stay f32
+    EXPECT_EQ(a.mlp_norm, b.mlp_norm);
+  }
+  EXPECT_EQ(bf16->lm_head.data, bf16->embed.data);  // still tied: converted once
+  EXPECT_EQ(bf16->MatrixBytesPerToken() * 2, f32->MatrixBytesPerToken());
+
+  // Back to f32 is exact; converting to the file's own dtype keeps the mapped views.
+  const auto back = Weights::ConvertedTo(bf16, DType::kF32);
+  for (int i = 0; i < c.dim; ++i) {
+    EXPECT_EQ(static_cast<const float*>(back->layers[0].wq.data)[i],
+              BF16ToFloat(static_cast<const uint16_t*>(bf16->layers[0].wq.data)[i]));
+  }
+  EXPECT_EQ(Weights::ConvertedTo(f32, DType::kF32)->layers[0].wq.data, f32->layers[0].wq.data);
+}
+
 TEST(WeightsTest, MissingTensorNamesFileAndTensor) {
   ModelConfig c = SmallConfig();
   TempDir dir;

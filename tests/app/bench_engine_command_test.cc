@@ -1,0 +1,70 @@
+// `pdserve bench engine` as a user runs it, on a small random model: every figure of the table
+// and the JSON file, the roofline against reads paired with the batch-1 runs, and a second
+// matrix dtype timed in the same run.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/command_run.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve {
+namespace {
+
+using pdserve::testing::Pdserve;
+using pdserve::testing::ReadFile;
+
+TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
+  model::testing::TempDir dir;
+  const std::string json_path = dir / "engine.json";
+  auto run = Pdserve(
+      "bench engine --batches 1,2 --repeats 2 --prompt-len 8 --decode-steps 4 --threads 2 "
+      "--compare-dtype bf16 --json " +
+      json_path);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("of roofline"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("bf16 weights (same run, paired batch-1 runs)"), std::string::npos)
+      << run.out;
+
+  const auto doc = nlohmann::json::parse(ReadFile(json_path));
+  EXPECT_EQ(doc["dtype"], "f32");  // the built-in model's checkpoint
+  EXPECT_EQ(doc["threads"], 2);
+  for (const char* batch : {"1", "2"}) {
+    EXPECT_GT(doc["prefill_tokens_per_s"][batch].get<double>(), 0.0) << batch;
+    EXPECT_GT(doc["decode_tokens_per_s"][batch].get<double>(), 0.0) << batch;
+  }
+  EXPECT_GT(doc["read_gbps"].get<double>(), 0.0);
+  EXPECT_GT(doc["copy_gbps"].get<double>(), 0.0);
+  EXPECT_GT(doc["roofline_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(doc["roofline_ratio"].get<double>(), 0.0);
+  EXPECT_NE(doc["roofline_method"].get<std::string>().find("right before"), std::string::npos);
+  const auto& compared = doc["dtype_comparison"];
+  EXPECT_EQ(compared["dtype"], "bf16");
+  EXPECT_GT(compared["decode_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(compared["base_decode_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(compared["ratio"].get<double>(), 0.0);
+}
+
+TEST(BenchEngineCommandTest, ConvertsTheMatricesWithDtype) {
+  model::testing::TempDir dir;
+  const std::string json_path = dir / "engine.json";
+  auto run = Pdserve(
+      "bench engine --batches 1 --repeats 1 --prompt-len 4 --decode-steps 2 --dtype f16 --json " +
+      json_path);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto doc = nlohmann::json::parse(ReadFile(json_path));
+  EXPECT_EQ(doc["dtype"], "f16");
+  EXPECT_TRUE(doc["dtype_comparison"].is_null());
+}
+
+TEST(BenchEngineCommandTest, RefusesADtypeComparisonOnAGpuAndUnknownDtypes) {
+  auto gpu = Pdserve("bench engine --device cuda:0 --compare-dtype bf16");
+  EXPECT_NE(gpu.exit_code, 0);
+  EXPECT_NE(gpu.out.find("--compare-dtype is for the cpu"), std::string::npos) << gpu.out;
+  auto unknown = Pdserve("bench engine --dtype q4");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.out.find("--dtype"), std::string::npos) << unknown.out;
+}
+
+}  // namespace
+}  // namespace pdserve
