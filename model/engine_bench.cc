@@ -226,22 +226,32 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   }
 
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
+  // Batch sizes take turns, one run each per round, so a slow spell of the machine spreads over
+  // all of them, and each round's runs are compared with its batch-1 run.
   std::vector<double> reads, roofline_ratios;
-  for (int batch : o.batches) {
-    std::vector<double> prefill, decode;
-    for (int rep = 0; rep < o.repeats; ++rep) {
-      // Batch 1 is held against the bandwidth of the same minute (reads take ~50 ms).
+  std::map<int, std::vector<double>> prefill, decode, vs_batch1;
+  for (int rep = 0; rep < o.repeats; ++rep) {
+    double batch1 = 0;
+    for (int batch : o.batches) {
+      // Batch 1 is held against the bandwidth of the same moment (the reads take ~50 ms).
       const double read = probe && batch == 1 ? probe->ReadGbps(3) : 0;
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
-      prefill.push_back(tps.first);
-      decode.push_back(tps.second);
+      prefill[batch].push_back(tps.first);
+      decode[batch].push_back(tps.second);
+      if (batch == 1) batch1 = tps.second;
       if (read > 0) {
         reads.push_back(read);
         roofline_ratios.push_back(tps.second / (read * 1e9 / r.weight_bytes_per_token));
       }
     }
-    r.prefill_tokens_per_s[batch] = Median(prefill);
-    r.decode_tokens_per_s[batch] = Median(decode);
+    if (batch1 > 0) {
+      for (int batch : o.batches) vs_batch1[batch].push_back(decode[batch].back() / batch1);
+    }
+  }
+  for (int batch : o.batches) {
+    r.prefill_tokens_per_s[batch] = Median(prefill[batch]);
+    r.decode_tokens_per_s[batch] = Median(decode[batch]);
+    if (!vs_batch1[batch].empty()) r.decode_vs_batch1[batch] = Median(vs_batch1[batch]);
   }
   if (cuda) {
     r.roofline_tokens_per_s = r.copy_gbps * 1e9 / r.weight_bytes_per_token;
@@ -295,6 +305,8 @@ nlohmann::json EngineBenchResult::ToJson() const {
   nlohmann::json prefill = nlohmann::json::object(), decode = nlohmann::json::object();
   for (auto [b, v] : prefill_tokens_per_s) prefill[std::to_string(b)] = v;
   for (auto [b, v] : decode_tokens_per_s) decode[std::to_string(b)] = v;
+  nlohmann::json vs_batch1 = nlohmann::json::object();
+  for (auto [b, v] : decode_vs_batch1) vs_batch1[std::to_string(b)] = v;
   return {{"date", date},
           {"host", host},
           {"model", model_id},
@@ -309,6 +321,10 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"weight_bytes_per_token", weight_bytes_per_token},
           {"prefill_tokens_per_s", prefill},
           {"decode_tokens_per_s", decode},
+          {"decode_vs_batch1", vs_batch1},
+          {"decode_vs_batch1_method",
+           "median over rounds (each batch size runs once per round) of its tokens/s over batch "
+           "1's in the same round"},
           {"roofline_tokens_per_s", roofline_tokens_per_s},
           {"roofline_ratio", roofline_ratio},
           {"roofline_method", device == "cpu" ? "median over batch-1 runs of tokens/s over the "
@@ -354,11 +370,13 @@ std::string EngineBenchResult::ToTable() const {
                   read_gbps, copy_gbps);
   }
   out << line;
-  out << "batch  prefill tok/s  decode tok/s  decode vs batch 1\n";
+  out << "batch  prefill tok/s  decode tok/s  decode vs batch 1 (paired)\n";
   const double base = decode_tokens_per_s.count(1) ? decode_tokens_per_s.at(1) : 0;
   for (auto [b, decode] : decode_tokens_per_s) {
+    const auto vs = decode_vs_batch1.find(b);
     std::snprintf(line, sizeof line, "%5d  %13.1f  %12.1f  %16.2fx\n", b,
-                  prefill_tokens_per_s.at(b), decode, base > 0 ? decode / base : 0.0);
+                  prefill_tokens_per_s.at(b), decode,
+                  vs == decode_vs_batch1.end() ? 0.0 : vs->second);
     out << line;
   }
   std::snprintf(

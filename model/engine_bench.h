@@ -45,6 +45,9 @@ struct EngineBenchResult {
   double weight_bytes_per_token = 0;
   std::map<int, double> prefill_tokens_per_s;
   std::map<int, double> decode_tokens_per_s;
+  // Median over rounds of each batch's decode tokens/s over batch 1's in the same round (the
+  // batch sizes run in turn, round after round). Empty without batch 1.
+  std::map<int, double> decode_vs_batch1;
   double roofline_tokens_per_s = 0;  // roofline bandwidth / weight bytes per token
   // Batch-1 decode over the roofline. CPU: the median over batch-1 runs of each run's tokens/s
   // over the roofline of the read measured right before it (a machine whose bandwidth drifts

@@ -32,7 +32,9 @@ TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
   for (const char* batch : {"1", "2"}) {
     EXPECT_GT(doc["prefill_tokens_per_s"][batch].get<double>(), 0.0) << batch;
     EXPECT_GT(doc["decode_tokens_per_s"][batch].get<double>(), 0.0) << batch;
+    EXPECT_GT(doc["decode_vs_batch1"][batch].get<double>(), 0.0) << batch;
   }
+  EXPECT_EQ(doc["decode_vs_batch1"]["1"].get<double>(), 1.0);
   EXPECT_GT(doc["read_gbps"].get<double>(), 0.0);
   EXPECT_GT(doc["copy_gbps"].get<double>(), 0.0);
   EXPECT_GT(doc["roofline_tokens_per_s"].get<double>(), 0.0);
