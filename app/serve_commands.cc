@@ -82,17 +82,6 @@ void RunWorker(const char* command, Options o) {
   if (!s.ok()) Fail(command, s);
 }
 
-// The workers' KV transports read and write the pool as host memory (TCP). A GPU's pool is device
-// memory, so until the workers choose kv_transfer's CUDA-IPC/NCCL paths for it, a GPU worker
-// may only be colocated (decode --role both), where no KV crosses processes.
-void RefuseGpuKvTransfer(const char* command, const std::string& device) {
-  if (device == "cpu") return;
-  Fail(command,
-       Unimplemented("--device " + device + " with KV transfer is not wired yet (" + command +
-                     " would move GPU KV pages over TCP): run a colocated GPU "
-                     "worker (pdserve decode --role both) or use --device cpu"));
-}
-
 // Splits --gateway host:port.
 void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
                          uint16_t* port) {
@@ -269,8 +258,7 @@ void AddServeCommands(CLI::App& app) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--zone", o->identity.zone, "Zone (KV crossing zones is charged egress)");
     cmd->add_option("--cluster-token", o->identity.cluster_token, "Token the gateway expects");
-    cmd->add_option("--device", o->engine.device,
-                    "cpu, or cuda:N for GPU N (builds with CUDA; colocated workers only for now)");
+    cmd->add_option("--device", o->engine.device, "cpu, or cuda:N for GPU N (builds with CUDA)");
     cmd->add_option("--threads", o->engine.threads, "CPU threads (0: all)");
     cmd->add_option(
            "--dtype", o->engine.dtype,
@@ -300,7 +288,6 @@ void AddServeCommands(CLI::App& app) {
   dec->add_option("--kv-port", w->kv_port, "KV listener port (0: any free port)");
   dec->callback([w, decode_gateway] {
     ParseGatewayAddress("decode", *decode_gateway, &w->gateway.host, &w->gateway.port);
-    if (w->role == "decode") RefuseGpuKvTransfer("decode", w->engine.device);
     RunWorker<decode_pool::Worker>("decode", *w);
   });
 
@@ -309,12 +296,15 @@ void AddServeCommands(CLI::App& app) {
   CLI::App* pre = app.add_subcommand(
       "prefill", "A prefill worker: prompts in, KV pushed to decode workers, first token out");
   common_flags(pre, pw.get(), prefill_gateway.get());
+  pre->add_option("--kv-path", pw->kv_path,
+                  "How KV reaches decode workers: tcp (cpu), nccl (GPU to GPU), ipc (both on one "
+                  "GPU); auto: tcp on the cpu, nccl on a GPU")
+      ->check(CLI::IsMember({"auto", "tcp", "nccl", "ipc"}));
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden
   pre->callback([pw, prefill_gateway] {
     ParseGatewayAddress("prefill", *prefill_gateway, &pw->gateway.host, &pw->gateway.port);
-    RefuseGpuKvTransfer("prefill", pw->engine.device);
     RunWorker<prefill_pool::PrefillWorker>("prefill", *pw);
   });
 

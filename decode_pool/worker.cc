@@ -54,6 +54,10 @@ Status Worker::StartKvListener() {
   kv_transfer::TcpKvListenerOptions o;
   o.bind_address = options_.kv_bind_address;
   o.port = options_.kv_port;
+  if (options_.engine.device != "cpu") {
+    o.pools_on_device = true;
+    PDSERVE_ASSIGN_OR_RETURN(o.device, model::ParseCudaDevice(options_.engine.device));
+  }
   PDSERVE_ASSIGN_OR_RETURN(listener_, kv_transfer::TcpKvListener::Start(*receiver_, o));
   spdlog::info("receiving KV on {}:{} ({})", options_.kv_advertise_host, listener_->port(),
                layout_->ToString());

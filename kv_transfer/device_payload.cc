@@ -6,6 +6,33 @@
 
 namespace pdserve::kv_transfer {
 
+Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device) {
+  const bool gpu = device != "cpu";
+  PayloadPath path;
+  if (name == "auto") {
+    path = gpu ? PayloadPath::kNccl : PayloadPath::kTcp;
+  } else if (name == "tcp") {
+    path = PayloadPath::kTcp;
+  } else if (name == "nccl") {
+    path = PayloadPath::kNccl;
+  } else if (name == "ipc") {
+    path = PayloadPath::kCudaIpc;
+  } else {
+    return InvalidArgument("--kv-path '" + std::string(name) +
+                           "' is not one of auto, tcp, nccl, ipc");
+  }
+  if (gpu && path == PayloadPath::kTcp) {
+    return InvalidArgument("--kv-path tcp moves host memory, but the KV pages of --device " +
+                           std::string(device) + " are in GPU memory: use nccl or ipc");
+  }
+  if (!gpu && path != PayloadPath::kTcp) {
+    return InvalidArgument("--kv-path " + std::string(name) +
+                           " moves GPU memory, but the KV pages of --device cpu are in host "
+                           "memory: use tcp");
+  }
+  return path;
+}
+
 Result<std::unique_ptr<DevicePayloadSender>> MakeDevicePayloadSender(PayloadPath path,
                                                                      const KvLayout& layout,
                                                                      int device) {

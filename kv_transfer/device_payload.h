@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -16,6 +17,11 @@
 #include "kv_transfer/wire.h"
 
 namespace pdserve::kv_transfer {
+
+// The path for KV pools on `device` ("cpu" or "cuda:N"): `name` is "auto" (tcp on the cpu, nccl
+// on a GPU), "tcp", "nccl" or "ipc". Host pools only travel by TCP and GPU pools never do; a
+// mismatch is refused with a message naming --kv-path.
+Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device);
 
 class DevicePayloadSender {
  public:

@@ -211,6 +211,11 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       refusal = FailedPrecondition(
           fmt::format("KV layout mismatch: the sender's hash is {:016x}, this receiver has {}",
                       h.layout_hash, layout.ToString()));
+    } else if ((h.path != PayloadPath::kTcp) != listener_.options_.pools_on_device) {
+      refusal = FailedPrecondition(fmt::format(
+          "KV path {} cannot reach this receiver: its KV pages are in {} memory (send them by {})",
+          PayloadPathName(h.path), listener_.options_.pools_on_device ? "GPU" : "host",
+          listener_.options_.pools_on_device ? "nccl or ipc" : "tcp"));
     } else if (h.path != PayloadPath::kTcp) {
       std::vector<void*> bases(layout.n_layers);
       for (int l = 0; l < layout.n_layers; ++l) bases[l] = receiver_.layer_base(l);

@@ -68,6 +68,9 @@ struct TcpKvListenerOptions {
   // A connection must send its hello within this.
   std::chrono::milliseconds handshake_timeout{5000};
   int device = 0;  // CUDA device of the receiver's pools (GPU paths only)
+  // Where the receiver's pools are: host memory takes only the TCP path, GPU memory only the
+  // GPU paths; a sender on the other kind is refused at its hello.
+  bool pools_on_device = false;
 };
 
 class TcpKvListener {

@@ -1,5 +1,6 @@
 #include "prefill_pool/prefill_worker.h"
 
+#include "kv_transfer/device_payload.h"
 #include "model/sampling_proto.h"
 
 #include <spdlog/spdlog.h>
@@ -20,12 +21,18 @@ double Seconds(std::chrono::steady_clock::duration d) {
 Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorkerOptions& options) {
   PDSERVE_RETURN_IF_ERROR(options.identity.Validate());
   if (options.gateway.port == 0) return InvalidArgument("the gateway's control port is required");
+  PDSERVE_ASSIGN_OR_RETURN(const kv_transfer::PayloadPath path,
+                           kv_transfer::ChoosePayloadPath(options.kv_path, options.engine.device));
   PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
   const model::KvCacheShape& shape = engine->backend().kv_shape();
   PDSERVE_ASSIGN_OR_RETURN(auto layout, kv_transfer::KvLayout::FromConfig(
                                             engine->config(), shape.page_size, shape.dtype));
   auto worker = std::unique_ptr<PrefillWorker>(
       new PrefillWorker(options, std::move(engine), std::move(layout)));
+  worker->kv_path_ = path;
+  if (path != kv_transfer::PayloadPath::kTcp) {
+    PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
+  }
   if (options.metrics_port >= 0) {
     PDSERVE_ASSIGN_OR_RETURN(worker->metrics_,
                              WorkerMetrics::Start("127.0.0.1", options.metrics_port, "prefill"));
@@ -132,6 +139,8 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   if (port <= 0 || port > 65535)
     return InvalidArgument("bad KV endpoint port in '" + endpoint + "'");
   o.port = static_cast<uint16_t>(port);
+  o.path = kv_path_;
+  o.device = kv_device_;
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
   PDSERVE_ASSIGN_OR_RETURN(auto transport,

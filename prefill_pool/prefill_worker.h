@@ -38,6 +38,9 @@ struct PrefillWorkerOptions {
   WorkerIdentity identity;
   std::string model_dir;
   model::EngineOptions engine;
+  // How KV bytes reach decode workers: "tcp" (host pools), "nccl" (GPU to GPU) or "ipc" (CUDA
+  // IPC, both workers on one GPU); "auto" is tcp on the cpu and nccl on a GPU.
+  std::string kv_path = "auto";
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the
@@ -92,6 +95,8 @@ class PrefillWorker {
   PrefillWorkerOptions options_;
   std::unique_ptr<model::Engine> engine_;
   const kv_transfer::KvLayout layout_;
+  kv_transfer::PayloadPath kv_path_ = kv_transfer::PayloadPath::kTcp;  // set by Create
+  int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::atomic<bool> draining_{false};

@@ -136,6 +136,28 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
   ExpectPagesReturnToZero(d);
 }
 
+// Both workers on GPU 0: the KV pages stay in GPU memory and move by CUDA IPC (the TCP
+// connection carries only headers and acks). Needs a CUDA device; scripts/gpu-check runs it.
+TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) {
+  const std::string probe = testing::RunPdserve(
+      "generate --json --max-tokens 1 --prompt hi --device cuda:0 --model " + model_);
+  if (probe.find("\"text\"") == std::string::npos) {
+    GTEST_SKIP() << "no CUDA device here (pdserve generate --device cuda:0 did not run)";
+  }
+  auto p = Start("prefill", {"--device", "cuda:0", "--kv-path", "ipc"});
+  auto d = Start("decode", {"--device", "cuda:0"});
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  for (int i = 0; i < 6; ++i) {
+    const std::string prompt = "GPU prompt " + std::to_string(i) + std::string(i * 9, 'y');
+    const std::string streamed =
+        testing::ExpectGreedyMatchesGenerate(http_, model_, prompt, "--device cuda:0");
+    EXPECT_NE(streamed.find("kv_transfer;dur="), std::string::npos);
+  }
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
 TEST_F(DisaggregatedServingTest, KilledDecodeWorkerEndsTheStreamAndTheNextRequestGoesElsewhere) {
   auto p = Start("prefill");
   auto d1 = Start("decode");

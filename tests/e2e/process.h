@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -28,6 +29,13 @@
 
 namespace pdserve::testing {
 
+// The pdserve binary the processes run: the build's, or $PDSERVE_TEST_BINARY where the test
+// binary travelled without its build folder (scripts/gpu-check's bundle).
+inline const char* PdserveBinary() {
+  const char* carried = std::getenv("PDSERVE_TEST_BINARY");
+  return carried && *carried ? carried : PDSERVE_BINARY;
+}
+
 class Process {
  public:
   explicit Process(std::vector<std::string> args, const std::string& log_path = "/dev/null") {
@@ -36,10 +44,10 @@ class Process {
       std::freopen(log_path.c_str(), "a", stderr);
       std::freopen(log_path.c_str(), "a", stdout);
       std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PDSERVE_BINARY));
+      argv.push_back(const_cast<char*>(PdserveBinary()));
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(PDSERVE_BINARY, argv.data());
+      ::execv(PdserveBinary(), argv.data());
       ::_exit(127);
     }
   }
@@ -138,7 +146,8 @@ inline std::string StreamedText(const std::string& sse, int* completion_tokens, 
 }
 
 inline std::string RunPdserve(const std::string& args) {
-  FILE* p = ::popen(("timeout 120 " PDSERVE_BINARY " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* p = ::popen(
+      ("timeout 120 " + std::string(PdserveBinary()) + " " + args + " 2>/dev/null").c_str(), "r");
   std::string out;
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
@@ -377,12 +386,14 @@ inline std::unique_ptr<Process> StartColocatedWorker(const std::string& model, i
 
 // Sends `prompt` greedily for 12 tokens through the gateway on `http_port`, plain and streamed,
 // and expects the text (and token counts) of `pdserve generate` on `model`: the reference every
-// serving setup must match token for token. Returns the streamed response's body.
+// serving setup must match token for token (`generate_flags`: e.g. the workers' --device).
+// Returns the streamed response's body.
 inline std::string ExpectGreedyMatchesGenerate(int http_port, const std::string& model,
-                                               const std::string& prompt) {
+                                               const std::string& prompt,
+                                               const std::string& generate_flags = "") {
   auto reference = nlohmann::json::parse(
       RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " + model +
-                 " --prompt '" + prompt + "'"));
+                 " --prompt '" + prompt + "' " + generate_flags));
   const nlohmann::json body = {{"model", "tiny"},
                                {"prompt", prompt},
                                {"max_tokens", 12},

@@ -229,12 +229,13 @@ TEST(TcpTransport, ReceiverKilledFailsTheSendersRequest) {
 
 // In one process from here on: the listener and the transport talk over loopback TCP.
 struct LoopbackPair {
-  explicit LoopbackPair(KvLayout sender_layout, TcpTransportOptions o = {})
+  explicit LoopbackPair(KvLayout sender_layout, TcpTransportOptions o = {},
+                        TcpKvListenerOptions lo = {})
       : layout(SmallLayout(3)),
         send(sender_layout, 64),
         recv(layout, 64),
         receiver(layout, recv.pool, recv.bases()),
-        listener(TcpKvListener::Start(receiver, {}).value()) {
+        listener(TcpKvListener::Start(receiver, lo).value()) {
     o.port = listener->port();
     connected = TcpTransport::Connect(sender_layout, send.const_bases(), 64, o);
   }
@@ -282,6 +283,18 @@ TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
   EXPECT_EQ(p.receiver.State(1), TransferState::kReserved);  // not a byte arrived
   p.receiver.Cancel(1, "test over");
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(TcpTransport, HostBytesAreRefusedByAReceiverWhosePagesAreOnAGpu) {
+  TcpKvListenerOptions lo;
+  lo.pools_on_device = true;  // refused at the hello, before the pools are touched
+  LoopbackPair p(SmallLayout(3), {}, lo);
+  ASSERT_FALSE(p.connected.ok());
+  EXPECT_EQ(p.connected.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(p.connected.status().message().find("KV path tcp cannot reach this receiver"),
+            std::string::npos)
+      << p.connected.status().ToString();
+  EXPECT_NE(p.connected.status().message().find("nccl or ipc"), std::string::npos);
 }
 
 TEST(TcpTransport, DeadlineAndCancelFailBothSides) {

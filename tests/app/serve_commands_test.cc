@@ -1,0 +1,34 @@
+// The worker commands' flags as a user types them: a KV path that cannot carry the pool's memory
+// is refused at once, with a message naming the flag, before a model loads or a gateway is dialled.
+#include <gtest/gtest.h>
+
+#include "tests/command_run.h"
+
+namespace pdserve {
+namespace {
+
+using pdserve::testing::Pdserve;
+
+TEST(ServeCommandsTest, PrefillRefusesAGpuKvPathForHostPages) {
+  auto run = Pdserve("prefill --gateway 127.0.0.1:1 --kv-path nccl", 30);
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("--kv-path nccl moves GPU memory"), std::string::npos) << run.out;
+}
+
+TEST(ServeCommandsTest, PrefillRefusesTcpForGpuPages) {
+  auto run = Pdserve("prefill --gateway 127.0.0.1:1 --device cuda:0 --kv-path tcp", 30);
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("--kv-path tcp moves host memory"), std::string::npos) << run.out;
+}
+
+TEST(ServeCommandsTest, UnknownKvPathAndDtypeAreRefusedByTheParser) {
+  auto path = Pdserve("prefill --gateway 127.0.0.1:1 --kv-path rdma", 30);
+  EXPECT_NE(path.exit_code, 0);
+  EXPECT_NE(path.out.find("--kv-path"), std::string::npos) << path.out;
+  auto dtype = Pdserve("decode --gateway 127.0.0.1:1 --dtype int4", 30);
+  EXPECT_NE(dtype.exit_code, 0);
+  EXPECT_NE(dtype.out.find("--dtype"), std::string::npos) << dtype.out;
+}
+
+}  // namespace
+}  // namespace pdserve
