@@ -298,7 +298,8 @@ void AddServeCommands(CLI::App& app) {
   common_flags(pre, pw.get(), prefill_gateway.get());
   pre->add_option("--kv-path", pw->kv_path,
                   "How KV reaches decode workers: tcp (cpu), nccl (GPU to GPU), ipc (both on one "
-                  "GPU); auto: tcp on the cpu, nccl on a GPU")
+                  "GPU); auto: tcp on the cpu, and on a GPU ipc to a decode worker on the same GPU "
+                  "and machine, nccl to others")
       ->check(CLI::IsMember({"auto", "tcp", "nccl", "ipc"}));
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")

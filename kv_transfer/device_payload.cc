@@ -33,6 +33,12 @@ Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view de
   return path;
 }
 
+PayloadPath GpuPathTo(std::string_view device, std::string_view host_id,
+                      std::string_view peer_device, std::string_view peer_host_id) {
+  const bool same_gpu = !peer_host_id.empty() && peer_host_id == host_id && peer_device == device;
+  return same_gpu ? PayloadPath::kCudaIpc : PayloadPath::kNccl;
+}
+
 Result<std::unique_ptr<DevicePayloadSender>> MakeDevicePayloadSender(PayloadPath path,
                                                                      const KvLayout& layout,
                                                                      int device) {

@@ -23,6 +23,11 @@ namespace pdserve::kv_transfer {
 // mismatch is refused with a message naming --kv-path.
 Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device);
 
+// For "auto" on a GPU, once the receiver is known: CUDA IPC when it has the same GPU on the same
+// machine (NCCL cannot pair two ranks on one GPU), else NCCL. An unknown peer gets NCCL.
+PayloadPath GpuPathTo(std::string_view device, std::string_view host_id,
+                      std::string_view peer_device, std::string_view peer_host_id);
+
 class DevicePayloadSender {
  public:
   virtual ~DevicePayloadSender() = default;

@@ -1,5 +1,6 @@
 #include "prefill_pool/prefill_worker.h"
 
+#include "common/host_identity.h"
 #include "kv_transfer/device_payload.h"
 #include "model/sampling_proto.h"
 
@@ -30,6 +31,7 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   auto worker = std::unique_ptr<PrefillWorker>(
       new PrefillWorker(options, std::move(engine), std::move(layout)));
   worker->kv_path_ = path;
+  worker->kv_path_auto_ = options.kv_path == "auto" && path != kv_transfer::PayloadPath::kTcp;
   if (path != kv_transfer::PayloadPath::kTcp) {
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
@@ -126,7 +128,8 @@ void PrefillWorker::SendError(uint64_t request_id, const std::string& message, b
 }
 
 Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
-    const std::string& endpoint) {
+    const proto::Reserved& dst) {
+  const std::string& endpoint = dst.kv_endpoint();
   auto it = transports_.find(endpoint);
   if (it != transports_.end() && it->second->connected()) return it->second;
   const size_t colon = endpoint.rfind(':');
@@ -139,7 +142,9 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   if (port <= 0 || port > 65535)
     return InvalidArgument("bad KV endpoint port in '" + endpoint + "'");
   o.port = static_cast<uint16_t>(port);
-  o.path = kv_path_;
+  o.path = kv_path_auto_ ? kv_transfer::GpuPathTo(options_.engine.device, HostIdentity(),
+                                                  dst.device(), dst.host_id())
+                         : kv_path_;
   o.device = kv_device_;
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
@@ -148,7 +153,7 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
                                                               engine_->pages().num_pages(), o));
   std::shared_ptr<kv_transfer::TcpTransport> shared = std::move(transport);
   transports_[endpoint] = shared;
-  spdlog::info("KV transport to {} connected", endpoint);
+  spdlog::info("KV transport to {} connected ({})", endpoint, kv_transfer::PayloadPathName(o.path));
   return shared;
 }
 
@@ -161,7 +166,7 @@ void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
                          layout_.ToString() + ")",
                      true, true);
   }
-  auto transport = TransportTo(dst.kv_endpoint());
+  auto transport = TransportTo(dst);
   if (!transport.ok()) {
     return SendError(p.request_id(),
                      "cannot reach the decode worker's KV endpoint " + dst.kv_endpoint() + ": " +

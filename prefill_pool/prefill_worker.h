@@ -39,7 +39,8 @@ struct PrefillWorkerOptions {
   std::string model_dir;
   model::EngineOptions engine;
   // How KV bytes reach decode workers: "tcp" (host pools), "nccl" (GPU to GPU) or "ipc" (CUDA
-  // IPC, both workers on one GPU); "auto" is tcp on the cpu and nccl on a GPU.
+  // IPC, both workers on one GPU); "auto" is tcp on the cpu, and on a GPU ipc to a decode worker
+  // on the same GPU and machine (its Reserved says), nccl to others.
   std::string kv_path = "auto";
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
@@ -83,7 +84,7 @@ class PrefillWorker {
                 kv_transfer::KvLayout layout);
   void HandlePrefill(const proto::Prefill& p);
   void HandleCancel(uint64_t request_id);
-  Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const std::string& endpoint);
+  Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const proto::Reserved& dst);
   void OnLayer(int layer, std::span<const model::PromptDone> done);
   void RunStep();
   void FinishLoop();
@@ -96,7 +97,8 @@ class PrefillWorker {
   std::unique_ptr<model::Engine> engine_;
   const kv_transfer::KvLayout layout_;
   kv_transfer::PayloadPath kv_path_ = kv_transfer::PayloadPath::kTcp;  // set by Create
-  int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
+  bool kv_path_auto_ = false;  // on a GPU: ipc or nccl per decode worker (GpuPathTo)
+  int kv_device_ = 0;          // CUDA device of the KV pool (GPU paths)
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::atomic<bool> draining_{false};

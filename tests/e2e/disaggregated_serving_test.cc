@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -136,15 +137,16 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
   ExpectPagesReturnToZero(d);
 }
 
-// Both workers on GPU 0: the KV pages stay in GPU memory and move by CUDA IPC (the TCP
-// connection carries only headers and acks). Needs a CUDA device; scripts/gpu-check runs it.
+// Both workers on GPU 0: the KV pages stay in GPU memory and move by CUDA IPC, which the prefill
+// worker picks by itself (--kv-path auto) for a decode worker on its GPU and machine; the TCP
+// connection carries only headers and acks. Needs a CUDA device; scripts/gpu-check runs it.
 TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) {
   const std::string probe = testing::RunPdserve(
       "generate --json --max-tokens 1 --prompt hi --device cuda:0 --model " + model_);
   if (probe.find("\"text\"") == std::string::npos) {
     GTEST_SKIP() << "no CUDA device here (pdserve generate --device cuda:0 did not run)";
   }
-  auto p = Start("prefill", {"--device", "cuda:0", "--kv-path", "ipc"});
+  auto p = Start("prefill", {"--device", "cuda:0"});
   auto d = Start("decode", {"--device", "cuda:0"});
   WaitForWorkers("prefill", 1);
   WaitForWorkers("decode", 1);
@@ -154,6 +156,10 @@ TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) 
         testing::ExpectGreedyMatchesGenerate(http_, model_, prompt, "--device cuda:0");
     EXPECT_NE(streamed.find("kv_transfer;dur="), std::string::npos);
   }
+  std::ifstream log(p.log);
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("connected (ipc)"), std::string::npos) << text.str();
   ExpectPagesReturnToZero(p);
   ExpectPagesReturnToZero(d);
 }

@@ -21,5 +21,12 @@ TEST(ChoosePayloadPath, FollowsWhereThePoolsAreAndRefusesTheOtherKind) {
   EXPECT_FALSE(ChoosePayloadPath("rdma", "cpu").ok());
 }
 
+TEST(GpuPathTo, IpcOnlyForTheSameGpuOnTheSameMachine) {
+  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:0", "boot-a"), PayloadPath::kCudaIpc);
+  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:1", "boot-a"), PayloadPath::kNccl);
+  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:0", "boot-b"), PayloadPath::kNccl);
+  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "", ""), PayloadPath::kNccl);  // an older peer
+}
+
 }  // namespace
 }  // namespace pdserve::kv_transfer
