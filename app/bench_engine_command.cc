@@ -24,9 +24,7 @@ void AddBenchEngineCommand(CLI::App& bench) {
       ->check(CLI::Range(1, 100));
   cmd->add_option("--threads", o->threads, "CPU threads (0: all)");
   cmd->add_option("--device", o->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
-  cmd->add_option("--dtype", o->dtype,
-                  "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+  AddDtypeOption(*cmd, o->dtype);
   cmd->add_option("--compare-dtype", o->compare_dtype,
                   "Also time batch-1 decode with the matrices in this dtype, in runs paired with "
                   "the first engine's (cpu)")

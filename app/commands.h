@@ -36,6 +36,9 @@ struct LedgerFilterFlags {
 };
 void AddLedgerFilterFlags(CLI::App& cmd, LedgerFilterFlags& flags);
 Result<gateway::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags);
+// `--dtype auto|f32|bf16|f16`, the engine's matrix dtype (model::EngineOptions::dtype), for
+// every command that loads an engine (defined in app/generate_command.cc).
+void AddDtypeOption(CLI::App& cmd, std::string& dtype);
 // Writes `text` to stdout when `path` is empty, else to `path` through a temporary file renamed
 // into place, so a failed run never leaves a partial file.
 Status WriteOutput(const std::string& path, const std::string& text);

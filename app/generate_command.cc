@@ -120,6 +120,13 @@ void Run(const GenerateFlags& f) {
 
 }  // namespace
 
+void AddDtypeOption(CLI::App& cmd, std::string& dtype) {
+  cmd.add_option("--dtype", dtype,
+                 "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16 (converted "
+                 "at load)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+}
+
 void AddGenerateCommand(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from one prompt with one engine");
@@ -137,10 +144,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--threads", f->threads, "CPU threads (0: all)");
   cmd->add_option("--device", f->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
-  cmd->add_option(
-         "--dtype", f->dtype,
-         "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16 (converted at load)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+  AddDtypeOption(*cmd, f->dtype);
   cmd->add_flag("--json", f->json, "Print one JSON object with the token ids and text");
   cmd->callback([f] { Run(*f); });
 }

@@ -171,19 +171,19 @@ void RunUp(const UpFlags& f) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string threads =
       std::to_string(f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, workers)));
+  // Flags every worker gets alike (the same dtype, so prefill and decode compute alike).
   const std::string price = std::to_string(f.price_per_gpu_hour);
-  for (int i = 0; i < f.prefill; ++i) {
-    spawn({"pdserve", "prefill", "--model", model_dir, "--gateway", control, "--threads", threads,
-           "--dtype", f.dtype, "--price-per-gpu-hour", price});
-  }
-  for (int i = 0; i < f.decode; ++i) {
-    spawn({"pdserve", "decode", "--role", "decode", "--model", model_dir, "--gateway", control,
-           "--threads", threads, "--price-per-gpu-hour", price});
-  }
-  for (int i = 0; i < f.colocated; ++i) {
-    spawn({"pdserve", "decode", "--role", "both", "--model", model_dir, "--gateway", control,
-           "--threads", threads, "--price-per-gpu-hour", price});
-  }
+  const std::vector<std::string> shared = {"--model", model_dir,   "--gateway",
+                                           control,   "--threads", threads,
+                                           "--dtype", f.dtype,     "--price-per-gpu-hour",
+                                           price};
+  auto spawn_worker = [&](std::vector<std::string> args, int count) {
+    args.insert(args.end(), shared.begin(), shared.end());
+    for (int i = 0; i < count; ++i) spawn(args);
+  };
+  spawn_worker({"pdserve", "prefill"}, f.prefill);
+  spawn_worker({"pdserve", "decode", "--role", "decode"}, f.decode);
+  spawn_worker({"pdserve", "decode", "--role", "both"}, f.colocated);
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
   std::cout
@@ -260,10 +260,7 @@ void AddServeCommands(CLI::App& app) {
     cmd->add_option("--cluster-token", o->identity.cluster_token, "Token the gateway expects");
     cmd->add_option("--device", o->engine.device, "cpu, or cuda:N for GPU N (builds with CUDA)");
     cmd->add_option("--threads", o->engine.threads, "CPU threads (0: all)");
-    cmd->add_option(
-           "--dtype", o->engine.dtype,
-           "Matrix dtype on the cpu: auto (the checkpoint's), f32, bf16 or f16 (converted at load)")
-        ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+    AddDtypeOption(*cmd, o->engine.dtype);
     cmd->add_option("--page-size", o->engine.page_size, "Tokens per KV page")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--kv-memory-mb", o->engine.kv_memory_mb, "KV pool size");
@@ -320,8 +317,7 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
-  up->add_option("--dtype", u->dtype, "Every worker's matrix dtype (auto, f32, bf16, f16)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16"}));
+  AddDtypeOption(*up, u->dtype);  // passed to every worker
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,

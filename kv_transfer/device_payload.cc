@@ -2,22 +2,20 @@
 // and NCCL implementations when they are built, and version probes for reports.
 #include "kv_transfer/device_payload.h"
 
+#include <optional>
+
 #include "kv_transfer/gpu_payloads.h"
 
 namespace pdserve::kv_transfer {
 
 Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device) {
   const bool gpu = device != "cpu";
-  PayloadPath path;
-  if (name == "auto") {
-    path = gpu ? PayloadPath::kNccl : PayloadPath::kTcp;
-  } else if (name == "tcp") {
-    path = PayloadPath::kTcp;
-  } else if (name == "nccl") {
-    path = PayloadPath::kNccl;
-  } else if (name == "ipc") {
-    path = PayloadPath::kCudaIpc;
-  } else {
+  std::optional<PayloadPath> path;
+  if (name == "auto") path = gpu ? PayloadPath::kNccl : PayloadPath::kTcp;
+  for (PayloadPath p : {PayloadPath::kTcp, PayloadPath::kNccl, PayloadPath::kCudaIpc}) {
+    if (name == PayloadPathName(p)) path = p;
+  }
+  if (!path) {
     return InvalidArgument("--kv-path '" + std::string(name) +
                            "' is not one of auto, tcp, nccl, ipc");
   }
@@ -30,7 +28,7 @@ Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view de
                            " moves GPU memory, but the KV pages of --device cpu are in host "
                            "memory: use tcp");
   }
-  return path;
+  return *path;
 }
 
 PayloadPath GpuPathTo(std::string_view device, std::string_view host_id,

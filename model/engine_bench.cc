@@ -116,11 +116,6 @@ double MemoryBandwidthProbe::CopyGbps(int passes) {
   return best;
 }
 
-std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes) {
-  MemoryBandwidthProbe probe(threads, bytes);
-  return {probe.ReadGbps(5), probe.CopyGbps(5)};
-}
-
 namespace {
 
 // Elements of the matrices one token reads: every layer's projections and the LM head.
@@ -217,9 +212,9 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     r.copy_gbps = peaks.copy_gbps;
     r.matmul_tflops = peaks.bf16_tflops;
   }
-  // CPU: a buffer at least four times the last-level cache and the weights' size.
   std::optional<MemoryBandwidthProbe> probe;
   if (!cuda) {
+    // A buffer at least four times the last-level cache and the weights' size.
     probe.emplace(r.threads,
                   std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2));
     r.copy_gbps = probe->CopyGbps(5);

@@ -85,9 +85,6 @@ class MemoryBandwidthProbe {
   std::vector<float> src_, dst_;
 };
 
-// {read GB/s, copy GB/s}, best of five each.
-std::pair<double, double> MeasureMemoryBandwidth(int threads, size_t bytes);
-
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                                          const EngineBenchOptions& options);
 

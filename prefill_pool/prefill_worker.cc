@@ -31,7 +31,6 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   auto worker = std::unique_ptr<PrefillWorker>(
       new PrefillWorker(options, std::move(engine), std::move(layout)));
   worker->kv_path_ = path;
-  worker->kv_path_auto_ = options.kv_path == "auto" && path != kv_transfer::PayloadPath::kTcp;
   if (path != kv_transfer::PayloadPath::kTcp) {
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
@@ -142,9 +141,11 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   if (port <= 0 || port > 65535)
     return InvalidArgument("bad KV endpoint port in '" + endpoint + "'");
   o.port = static_cast<uint16_t>(port);
-  o.path = kv_path_auto_ ? kv_transfer::GpuPathTo(options_.engine.device, HostIdentity(),
-                                                  dst.device(), dst.host_id())
-                         : kv_path_;
+  // On a GPU, "auto" is decided per decode worker: CUDA IPC to one on this GPU, else NCCL.
+  const bool per_peer = options_.kv_path == "auto" && kv_path_ != kv_transfer::PayloadPath::kTcp;
+  o.path = per_peer ? kv_transfer::GpuPathTo(options_.engine.device, HostIdentity(), dst.device(),
+                                             dst.host_id())
+                    : kv_path_;
   o.device = kv_device_;
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));

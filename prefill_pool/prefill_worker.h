@@ -97,8 +97,7 @@ class PrefillWorker {
   std::unique_ptr<model::Engine> engine_;
   const kv_transfer::KvLayout layout_;
   kv_transfer::PayloadPath kv_path_ = kv_transfer::PayloadPath::kTcp;  // set by Create
-  bool kv_path_auto_ = false;  // on a GPU: ipc or nccl per decode worker (GpuPathTo)
-  int kv_device_ = 0;          // CUDA device of the KV pool (GPU paths)
+  int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::atomic<bool> draining_{false};

@@ -9,22 +9,11 @@
 namespace pdserve {
 namespace {
 
-using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
 
-class ColocatedServingTest : public ::testing::Test {
+class ColocatedServingTest : public testing::GatewayFixture {
  protected:
-  void SetUp() override {
-    model_ = testing::MakeTinyModel(dir_.path());
-    ASSERT_FALSE(model_.empty()) << "make-model failed";
-    auto gateway = testing::StartGateway(dir_.path(), model_);
-    ASSERT_TRUE(gateway.process) << "gateway did not start";
-    gateway_ = std::move(gateway.process);
-    http_ = gateway.http_port;
-    control_ = gateway.control_port;
-  }
-
   std::unique_ptr<Process> StartWorker() {
     return testing::StartColocatedWorker(model_, control_, dir_ / "worker.log");
   }
@@ -37,11 +26,6 @@ class ColocatedServingTest : public ::testing::Test {
     }
     FAIL() << "workers did not register";
   }
-
-  TempDir dir_;
-  std::string model_;
-  std::unique_ptr<Process> gateway_;
-  int http_ = 0, control_ = 0;
 };
 
 TEST_F(ColocatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {

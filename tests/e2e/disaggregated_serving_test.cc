@@ -15,7 +15,6 @@
 namespace pdserve {
 namespace {
 
-using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
 
@@ -24,18 +23,8 @@ struct Worker {
   std::string log;
 };
 
-class DisaggregatedServingTest : public ::testing::Test {
+class DisaggregatedServingTest : public testing::GatewayFixture {
  protected:
-  void SetUp() override {
-    model_ = testing::MakeTinyModel(dir_.path());
-    ASSERT_FALSE(model_.empty()) << "make-model failed";
-    auto gateway = testing::StartGateway(dir_.path(), model_);
-    ASSERT_TRUE(gateway.process) << "gateway did not start";
-    gateway_ = std::move(gateway.process);
-    http_ = gateway.http_port;
-    control_ = gateway.control_port;
-  }
-
   Worker Start(const std::string& kind, std::vector<std::string> extra = {}) {
     const std::string log = dir_ / (kind + std::to_string(++started_) + ".log");
     std::vector<std::string> args{kind,
@@ -108,10 +97,6 @@ class DisaggregatedServingTest : public ::testing::Test {
     EXPECT_EQ(used, 0) << w.log;
   }
 
-  TempDir dir_;
-  std::string model_;
-  std::unique_ptr<Process> gateway_;
-  int http_ = 0, control_ = 0;
   int started_ = 0;
 };
 

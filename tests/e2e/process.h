@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/model/random_model.h"
+
 namespace pdserve::testing {
 
 // The pdserve binary the processes run: the build's, or $PDSERVE_TEST_BINARY where the test
@@ -428,5 +430,25 @@ inline bool WaitForWorkerLoad(int http_port, size_t n, std::chrono::seconds time
   }
   return false;
 }
+
+// A fixture with the tiny model made in a temporary folder and a gateway serving it on
+// OS-chosen ports; each test starts the workers it needs.
+class GatewayFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = MakeTinyModel(dir_.path());
+    ASSERT_FALSE(model_.empty()) << "make-model failed";
+    auto gateway = StartGateway(dir_.path(), model_);
+    ASSERT_TRUE(gateway.process) << "gateway did not start";
+    gateway_ = std::move(gateway.process);
+    http_ = gateway.http_port;
+    control_ = gateway.control_port;
+  }
+
+  model::testing::TempDir dir_;
+  std::string model_;
+  std::unique_ptr<Process> gateway_;
+  int http_ = 0, control_ = 0;
+};
 
 }  // namespace pdserve::testing
