@@ -29,6 +29,7 @@
 #include "app/commands.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/kv_receiver.h"
+#include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
 
 namespace pdserve::app {
@@ -48,6 +49,8 @@ struct BenchKvOptions {
   std::string json_path;
   int device = 0;
   size_t chunk_bytes = kvt::TcpTransportOptions{}.max_chunk_bytes;
+  size_t lead_chunk_bytes = kvt::TcpTransportOptions{}.lead_chunk_bytes;
+  std::string congestion = "auto";  // KV and baseline sockets alike
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -59,12 +62,15 @@ kvt::KvLayout BenchLayout() {
 
 constexpr int kSocketTimeoutSeconds = 120;
 
-void SetTimeouts(int fd) {
+// The control socket also carries the baseline's bytes, so it gets the KV sockets' options: no
+// Nagle, and the same congestion control, which moves loopback bandwidth more than anything else.
+Status ConfigureSocket(int fd, const std::string& congestion) {
   timeval tv{kSocketTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return kvt::SetCongestionControl(fd, congestion);
 }
 
 Status SendAll(int fd, const void* data, size_t n) {
@@ -126,7 +132,7 @@ Result<int> ListenOn(int port, bool any_host, uint16_t* bound) {
   return fd;
 }
 
-Result<int> Dial(const std::string& host, uint16_t port) {
+Result<int> Dial(const std::string& host, uint16_t port, const std::string& congestion) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -134,7 +140,11 @@ Result<int> Dial(const std::string& host, uint16_t port) {
     return Unavailable("bench kv: cannot resolve " + host);
   }
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  SetTimeouts(fd);
+  if (Status s = ConfigureSocket(fd, congestion); !s.ok()) {
+    freeaddrinfo(res);
+    ::close(fd);
+    return s;
+  }
   const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
   freeaddrinfo(res);
   if (rc != 0) {
@@ -195,10 +205,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
   kvt::TcpKvListenerOptions lo;
   lo.bind_address = o.listen >= 0 ? "0.0.0.0" : "127.0.0.1";
   lo.device = o.device;
+  lo.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
   const int fd = ::accept(listen_fd, nullptr, nullptr);
   if (fd < 0) return Unavailable("bench kv: accept failed");
-  SetTimeouts(fd);
+  if (Status s = ConfigureSocket(fd, o.congestion); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
   PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
   std::vector<unsigned char> baseline_buffer;
   for (;;) {
@@ -282,15 +296,18 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   const int num_pages = static_cast<int>(o.max_bytes / layout.page_bytes());
   BenchPool memory;
   PDSERVE_RETURN_IF_ERROR(MakePool(o, num_pages * layout.page_bytes(), &memory));
-  PDSERVE_ASSIGN_OR_RETURN(int fd, Dial(host, port));
+  PDSERVE_ASSIGN_OR_RETURN(int fd, Dial(host, port, o.congestion));
   PDSERVE_ASSIGN_OR_RETURN(json hello, RecvJson(fd));
   (*env)["hosts"] = {HostName(), hello.value("host", "?")};
+  (*env)["congestion_control"] = kvt::CongestionControlOf(fd);
   kvt::TcpTransportOptions to;
   to.host = host;
   to.port = hello.value("kv_port", uint16_t{0});
   to.path = PathOf(o.transport);
   to.device = o.device;
   to.max_chunk_bytes = o.chunk_bytes;
+  to.lead_chunk_bytes = o.lead_chunk_bytes;
+  to.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
@@ -430,6 +447,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["transport"] = o.transport;
   doc["iters"] = o.iters;
   doc["chunk_bytes"] = o.chunk_bytes;
+  doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
   doc["cuda_version"] = kvt::CudaRuntimeVersion();
@@ -441,8 +459,11 @@ void RunBenchKv(const BenchKvOptions& o) {
       o.transport == "ipc"
           ? "median KV GB/s over median device-copy GB/s"
           : "median over iterations of baseline time / KV time, timed back to back";
-  std::cout << fmt::format("# pdserve bench kv: transport {}, {} iterations (median)\n",
-                           o.transport, o.iters)
+  const std::string congestion = kvt::ResolveCongestionControl(o.congestion);
+  std::cout << fmt::format(
+                   "# pdserve bench kv: transport {}, {} iterations (median), TCP congestion "
+                   "control {}\n",
+                   o.transport, o.iters, congestion.empty() ? "of the host" : congestion)
             << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8}\n", "bytes", "time_us", "GB/s",
                            "baseline_GB/s", "ratio");
   auto rows = Drive(o, host, port, &doc);
@@ -488,6 +509,13 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_option("--device", o->device, "CUDA device (nccl, ipc)");
   cmd->add_option("--chunk-bytes", o->chunk_bytes, "Largest KV chunk (one header, one ack)")
       ->check(CLI::Range(size_t{1} << 16, size_t{1} << 30));
+  cmd->add_option("--lead-chunk-bytes", o->lead_chunk_bytes,
+                  "TCP: a layer's first chunk, each next one twice the last up to --chunk-bytes "
+                  "(0: all chunks --chunk-bytes)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 30));
+  cmd->add_option("--congestion", o->congestion,
+                  "TCP congestion control of the KV and baseline sockets alike: auto (the host's, "
+                  "but cubic or reno instead of bbr), default (the host's), or a name");
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->callback([o] { RunBenchKv(*o); });
 }

@@ -26,6 +26,11 @@
 namespace pdserve::app {
 namespace {
 
+constexpr const char* kKvCongestionHelp =
+    "TCP congestion control of KV connections: auto (the host's, but cubic or reno where the host "
+    "runs bbr, which paces bursty KV transfers well below the link), default (the host's), or a "
+    "name";
+
 [[noreturn]] void Fail(const char* command, const Status& s) {
   std::cerr << "pdserve " << command << ": " << s.ToString() << "\n";
   throw CLI::RuntimeError(1);
@@ -283,6 +288,7 @@ void AddServeCommands(CLI::App& app) {
   dec->add_option("--kv-bind", w->kv_bind_address, "Address the KV listener binds");
   dec->add_option("--kv-host", w->kv_advertise_host, "Address prefill workers dial for KV");
   dec->add_option("--kv-port", w->kv_port, "KV listener port (0: any free port)");
+  dec->add_option("--kv-tcp-congestion", w->kv_tcp_congestion, kKvCongestionHelp);
   dec->callback([w, decode_gateway] {
     ParseGatewayAddress("decode", *decode_gateway, &w->gateway.host, &w->gateway.port);
     RunWorker<decode_pool::Worker>("decode", *w);
@@ -298,6 +304,7 @@ void AddServeCommands(CLI::App& app) {
                   "GPU); auto: tcp on the cpu, and on a GPU ipc to a decode worker on the same GPU "
                   "and machine, nccl to others")
       ->check(CLI::IsMember({"auto", "tcp", "nccl", "ipc"}));
+  pre->add_option("--kv-tcp-congestion", pw->kv_tcp_congestion, kKvCongestionHelp);
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden

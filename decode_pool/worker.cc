@@ -55,6 +55,7 @@ Status Worker::StartKvListener() {
   kv_transfer::TcpKvListenerOptions o;
   o.bind_address = options_.kv_bind_address;
   o.port = options_.kv_port;
+  o.congestion_control = options_.kv_tcp_congestion;
   if (options_.engine.device != "cpu") {
     o.pools_on_device = true;
     PDSERVE_ASSIGN_OR_RETURN(o.device, model::ParseCudaDevice(options_.engine.device));

@@ -38,7 +38,9 @@ struct WorkerOptions {
   // Role decode: where prefill workers push KV. The advertised host is what peers dial.
   std::string kv_bind_address = "127.0.0.1";
   std::string kv_advertise_host = "127.0.0.1";
-  uint16_t kv_port = 0;   // 0: chosen by the OS
+  uint16_t kv_port = 0;  // 0: chosen by the OS
+  // TCP congestion control of accepted KV connections (kv_transfer/tcp_congestion.h).
+  std::string kv_tcp_congestion = "auto";
   int metrics_port = -1;  // Prometheus /metrics: -1 off, 0 chosen by the OS
 };
 

@@ -40,7 +40,8 @@ Status OutgoingTransfers::Open(const OutgoingRequest& req) {
 }
 
 Result<std::vector<PageRun>> OutgoingTransfers::BeginLayer(uint64_t id, int layer,
-                                                           int32_t max_chunk_pages) {
+                                                           int32_t max_chunk_pages,
+                                                           int32_t lead_chunk_pages) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(id);
   if (it == requests_.end()) return NotFound(fmt::format("KV send: unknown request {}", id));
@@ -55,7 +56,7 @@ Result<std::vector<PageRun>> OutgoingTransfers::BeginLayer(uint64_t id, int laye
   r.pushed[layer] = 1;
   ++r.layers_pushed;
   r.state = TransferState::kReceiving;
-  std::vector<PageRun> chunks = SplitRuns(r.runs, max_chunk_pages);
+  std::vector<PageRun> chunks = SplitRuns(r.runs, max_chunk_pages, lead_chunk_pages);
   for (const PageRun& c : chunks) r.unacked.emplace(layer, c.dst_first);
   return chunks;
 }

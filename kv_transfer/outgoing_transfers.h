@@ -33,9 +33,11 @@ class OutgoingTransfers {
   ~OutgoingTransfers();
 
   Status Open(const OutgoingRequest& request);
-  // The chunks of one layer, at most max_chunk_pages pages each, now awaiting acks. Refuses an
-  // unknown or final request, a layer out of range or pushed before.
-  Result<std::vector<PageRun>> BeginLayer(uint64_t request_id, int layer, int32_t max_chunk_pages);
+  // The chunks of one layer (SplitRuns: at most max_chunk_pages pages each, growing from
+  // lead_chunk_pages when that is > 0), now awaiting acks. Refuses an unknown or final request,
+  // a layer out of range or pushed before.
+  Result<std::vector<PageRun>> BeginLayer(uint64_t request_id, int layer, int32_t max_chunk_pages,
+                                          int32_t lead_chunk_pages = 0);
   // The peer acknowledged a chunk (identified by layer and destination first page). A failing
   // status fails the request; an ack for no outstanding chunk is ignored (and logged).
   void OnAck(uint64_t request_id, uint32_t layer, int32_t dst_first, const Status& status);

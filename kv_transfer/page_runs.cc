@@ -28,12 +28,17 @@ Result<std::vector<PageRun>> CoalesceRuns(std::span<const int32_t> src_pages,
   return runs;
 }
 
-std::vector<PageRun> SplitRuns(std::span<const PageRun> runs, int32_t max_pages) {
+std::vector<PageRun> SplitRuns(std::span<const PageRun> runs, int32_t max_pages,
+                               int32_t lead_pages) {
   max_pages = std::max<int32_t>(max_pages, 1);
+  int32_t cap = lead_pages > 0 ? std::min(lead_pages, max_pages) : max_pages;
   std::vector<PageRun> out;
   for (const PageRun& r : runs) {
-    for (int32_t off = 0; off < r.count; off += max_pages) {
-      out.push_back({r.src_first + off, r.dst_first + off, std::min(max_pages, r.count - off)});
+    for (int32_t off = 0; off < r.count;) {
+      const int32_t n = std::min(cap, r.count - off);
+      out.push_back({r.src_first + off, r.dst_first + off, n});
+      off += n;
+      cap = static_cast<int32_t>(std::min<int64_t>(int64_t{cap} * 2, max_pages));
     }
   }
   return out;

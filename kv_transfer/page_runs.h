@@ -25,7 +25,11 @@ struct PageRun {
 Result<std::vector<PageRun>> CoalesceRuns(std::span<const int32_t> src_pages,
                                           std::span<const int32_t> dst_pages);
 
-// Cuts runs longer than max_pages into pieces of at most max_pages (chunks of bounded size).
-std::vector<PageRun> SplitRuns(std::span<const PageRun> runs, int32_t max_pages);
+// Cuts runs into chunks of at most max_pages. With lead_pages > 0 the chunks start smaller and
+// grow: the first holds at most lead_pages, and each next one at most twice the previous, up to
+// max_pages. A sender must checksum a chunk before its first byte leaves, so a small first chunk
+// starts the wire sooner, and each later one is checksummed while the one before it is in flight.
+std::vector<PageRun> SplitRuns(std::span<const PageRun> runs, int32_t max_pages,
+                               int32_t lead_pages = 0);
 
 }  // namespace pdserve::kv_transfer

@@ -15,6 +15,7 @@
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/large_transfers.h"
+#include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
 
 namespace pdserve::kv_transfer {
@@ -65,6 +66,9 @@ class TcpKvListener::Impl {
       return Unavailable(fmt::format("KV listener: cannot listen on {}:{}: {}",
                                      options_.bind_address, options_.port, ec.message()));
     }
+    PDSERVE_RETURN_IF_ERROR(
+        SetCongestionControl(acceptor_.native_handle(), options_.congestion_control)
+            .WithContext("KV listener"));
     port_ = acceptor_.local_endpoint().port();
     Accept();
     thread_ = std::thread([this] { io_.run(); });
@@ -109,6 +113,8 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   void Start() {
     boost::system::error_code ignored;
     socket_.set_option(tcp::no_delay(true), ignored);
+    // Checked when the listener started; accepted sockets may not inherit it on every kernel.
+    (void)SetCongestionControl(socket_.native_handle(), listener_.options_.congestion_control);
     // Reads first take what the socket holds without a round through the reactor (ReadNow).
     socket_.non_blocking(true, ignored);
     std::weak_ptr<Session> weak = shared_from_this();

@@ -18,6 +18,7 @@
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/large_transfers.h"
 #include "kv_transfer/outgoing_transfers.h"
+#include "kv_transfer/tcp_congestion.h"
 
 namespace pdserve::kv_transfer {
 
@@ -103,6 +104,8 @@ class TcpTransport::Impl {
     PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "connect"));
     if (error) return FromError(error, fmt::format("connect {}:{}", options_.host, options_.port));
     socket_.set_option(tcp::no_delay(true), error);
+    PDSERVE_RETURN_IF_ERROR(
+        SetCongestionControl(socket_.native_handle(), options_.congestion_control));
 
     // Hello: our layout hash and payload path; the listener refuses a mismatch before any data.
     std::string hello_payload;
@@ -160,7 +163,11 @@ class TcpTransport::Impl {
     const size_t page_bytes = layout_.page_bytes();
     const auto max_pages =
         static_cast<int32_t>(std::max<size_t>(1, options_.max_chunk_bytes / page_bytes));
-    PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages));
+    const auto lead_pages =
+        options_.path == PayloadPath::kTcp && options_.lead_chunk_bytes > 0
+            ? static_cast<int32_t>(std::max<size_t>(1, options_.lead_chunk_bytes / page_bytes))
+            : 0;
+    PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages, lead_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
     std::vector<OutFrame> batch;          // TCP: one hand-over to the I/O thread per layer
@@ -236,7 +243,11 @@ class TcpTransport::Impl {
   void Enqueue(OutFrame f) {
     if (lost_) return;
     write_queue_.push_back(std::move(f));
-    if (!writing_) StartWrite();
+    if (!writing_) {
+      StartWrite();
+    } else if (write_queue_.size() == 2) {
+      Seal(write_queue_[1]);  // the next to go: checksum it while the current one drains
+    }
   }
 
   void StartWrite() {

@@ -29,6 +29,12 @@ struct TcpTransportOptions {
   std::chrono::milliseconds connect_timeout{5000};
   // Runs longer than this are cut into several chunks (>= one page); each chunk is acked.
   size_t max_chunk_bytes = 2u << 20;
+  // TCP: a layer's first chunk is at most this long and each next one at most twice the one
+  // before, up to max_chunk_bytes, so the first byte leaves after a short checksum instead of a
+  // full chunk's (SplitRuns). 0: every chunk max_chunk_bytes.
+  size_t lead_chunk_bytes = 256u << 10;
+  // TCP congestion control of the connection (tcp_congestion.h): "auto", "default" or a name.
+  std::string congestion_control = "auto";
   PayloadPath path = PayloadPath::kTcp;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
@@ -71,6 +77,8 @@ struct TcpKvListenerOptions {
   // Where the receiver's pools are: host memory takes only the TCP path, GPU memory only the
   // GPU paths; a sender on the other kind is refused at its hello.
   bool pools_on_device = false;
+  // TCP congestion control of accepted connections (tcp_congestion.h): "auto", "default" or a name.
+  std::string congestion_control = "auto";
 };
 
 class TcpKvListener {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace pdserve::model {
 
 KvPagePool::KvPagePool(int num_pages) : num_pages_(num_pages), in_use_(num_pages, 0) {
@@ -17,10 +19,12 @@ Result<std::vector<int32_t>> KvPagePool::Allocate(int n) {
                              std::to_string(free_list_.size()) + " of " +
                              std::to_string(num_pages_) + " free");
   }
-  // Taken from the top of the stack, lowest id first: a fresh pool hands out 0, 1, 2, ... so a
-  // request's pages form runs that KV transfer can coalesce.
+  // Taken from the top of the stack (recently freed, likely still in cache), in ascending order:
+  // a fresh pool hands out 0, 1, 2, ... and a freed request's pages come back as they went, so a
+  // request's pages form runs that KV transfer moves as one chunk instead of page by page.
   std::vector<int32_t> pages(free_list_.rbegin(), free_list_.rbegin() + n);
   free_list_.resize(free_list_.size() - n);
+  if (!std::is_sorted(pages.begin(), pages.end())) std::sort(pages.begin(), pages.end());
   for (int32_t p : pages) in_use_[p] = 1;
   used_.fetch_add(n, std::memory_order_relaxed);
   return pages;
@@ -36,7 +40,9 @@ Status KvPagePool::EnsureCapacity(std::vector<int32_t>& table, int tokens, int p
 
 void KvPagePool::Free(std::span<const int32_t> pages) {
   std::lock_guard lock(mu_);
-  for (int32_t p : pages) {
+  // Pushed last page first, so the stack's top reads the pages in their original order.
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
+    const int32_t p = *it;
     if (p < 0 || p >= num_pages_ || !in_use_[p]) {
       spdlog::error("KvPagePool: refusing to free page {} (not allocated)", p);
       continue;

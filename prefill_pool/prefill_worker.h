@@ -42,6 +42,8 @@ struct PrefillWorkerOptions {
   // IPC, both workers on one GPU); "auto" is tcp on the cpu, and on a GPU ipc to a decode worker
   // on the same GPU and machine (its Reserved says), nccl to others.
   std::string kv_path = "auto";
+  // TCP congestion control of KV connections (kv_transfer/tcp_congestion.h).
+  std::string kv_tcp_congestion = "auto";
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the

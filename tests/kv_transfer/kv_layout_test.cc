@@ -59,6 +59,17 @@ TEST(PageRuns, CoalescesWhereBothSidesAreContiguous) {
   EXPECT_FALSE(CoalesceRuns(std::vector<int32_t>{-1}, std::vector<int32_t>{1}).ok());
 }
 
+// With a lead, chunks start small and double up to the cap, across run boundaries, and still
+// cover every page once in order.
+TEST(PageRuns, LeadChunksGrowToTheCap) {
+  const std::vector<PageRun> runs = {{0, 100, 20}, {50, 200, 9}};
+  const std::vector<PageRun> want = {{0, 100, 1},  {1, 101, 2},  {3, 103, 4}, {7, 107, 8},
+                                     {15, 115, 5}, {50, 200, 8}, {58, 208, 1}};
+  EXPECT_EQ(SplitRuns(runs, 8, 1), want);
+  EXPECT_EQ(SplitRuns(runs, 8, 0), SplitRuns(runs, 8));  // no lead: every chunk the cap
+  EXPECT_EQ(SplitRuns(runs, 4, 16).front().count, 4);    // a lead above the cap is the cap
+}
+
 TEST(Wire, HeaderRoundTripsAndRefusesDamage) {
   FrameHeader h;
   h.type = FrameType::kChunk;

@@ -297,6 +297,32 @@ TEST(TcpTransport, HostBytesAreRefusedByAReceiverWhosePagesAreOnAGpu) {
   EXPECT_NE(p.connected.status().message().find("nccl or ipc"), std::string::npos);
 }
 
+// Both ends set the congestion control they are given, and refuse one the kernel does not offer
+// with a message naming it.
+TEST(TcpTransport, CongestionControlIsSetOrClearlyRefused) {
+  TcpTransportOptions o;
+  o.congestion_control = "reno";
+  TcpKvListenerOptions lo;
+  lo.congestion_control = "reno";
+  LoopbackPair p(SmallLayout(3), o, lo);
+  ASSERT_TRUE(p.connected.ok()) << p.connected.status().ToString();
+
+  KvLayout layout = SmallLayout(3);
+  HostKvPool recv(layout, 4);
+  KvReceiver receiver(layout, recv.pool, recv.bases());
+  lo.congestion_control = "no-such-cc";
+  auto refused = TcpKvListener::Start(receiver, lo);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'no-such-cc'"), std::string::npos)
+      << refused.status().ToString();
+  o.congestion_control = "no-such-cc";
+  o.port = p.listener->port();
+  auto not_connected = TcpTransport::Connect(layout, p.send.const_bases(), 64, o);
+  ASSERT_FALSE(not_connected.ok());
+  EXPECT_NE(not_connected.status().message().find("'no-such-cc'"), std::string::npos)
+      << not_connected.status().ToString();
+}
+
 TEST(TcpTransport, DeadlineAndCancelFailBothSides) {
   LoopbackPair p(SmallLayout(3));
   ASSERT_TRUE(p.connected.ok());

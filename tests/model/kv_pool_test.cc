@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -26,6 +27,28 @@ TEST(KvPagePoolTest, AllocatesAllOrNothingAndCountsUsedPages) {
   pool.Free(*c);
   EXPECT_EQ(pool.used_pages(), 0);
   EXPECT_EQ(pool.free_pages(), 10);
+}
+
+// A request's pages are handed out ascending even after churn, so KV transfer can move them as
+// one run: freed pages come back in their order, and a mix of freed requests comes back sorted.
+TEST(KvPagePoolTest, ReusedPagesStayAscending) {
+  KvPagePool pool(64);
+  auto a = pool.Allocate(16);
+  ASSERT_TRUE(a.ok());
+  pool.Free(*a);
+  auto again = pool.Allocate(16);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *a);
+  auto b = pool.Allocate(8);  // 16..23
+  ASSERT_TRUE(b.ok());
+  pool.Free(*again);
+  pool.Free(*b);
+  auto mixed = pool.Allocate(20);  // 16..23 from the top, then 0..11
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_TRUE(std::is_sorted(mixed->begin(), mixed->end()));
+  EXPECT_EQ(std::set<int32_t>(mixed->begin(), mixed->end()).size(), 20u);
+  EXPECT_EQ(mixed->front(), 0);
+  EXPECT_EQ(mixed->back(), 23);
 }
 
 TEST(KvPagePoolTest, DoubleFreeAndUnknownPagesAreRefused) {
