@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +52,7 @@ struct BenchKvOptions {
   size_t chunk_bytes = kvt::TcpTransportOptions{}.max_chunk_bytes;
   size_t lead_chunk_bytes = kvt::TcpTransportOptions{}.lead_chunk_bytes;
   std::string congestion = "auto";  // KV and baseline sockets alike
+  bool pin = true;                  // loopback: the two processes on different CPUs
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -62,8 +64,8 @@ kvt::KvLayout BenchLayout() {
 
 constexpr int kSocketTimeoutSeconds = 120;
 
-// The control socket also carries the baseline's bytes, so it gets the KV sockets' options: no
-// Nagle, and the same congestion control, which moves loopback bandwidth more than anything else.
+// The control and baseline sockets get the KV sockets' options: no Nagle, and the same congestion
+// control, which moves loopback bandwidth more than anything else.
 Status ConfigureSocket(int fd, const std::string& congestion) {
   timeval tv{kSocketTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -155,6 +157,31 @@ Result<int> Dial(const std::string& host, uint16_t port, const std::string& cong
   return fd;
 }
 
+// Loopback runs put the driver and the receiver on CPUs of their own. Left to the scheduler, a
+// wake-up often stacks the receiver on the sender's CPU and the two then take turns, or not,
+// differently from run to run; pinned, the KV path and the baseline both run side by side.
+// Returns the CPU for the receiver and pins this process to another; -1 with fewer than 2 CPUs.
+int PinDriver() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return -1;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  cpu_set_t driver;
+  CPU_ZERO(&driver);
+  CPU_SET(cpus[0], &driver);
+  if (sched_setaffinity(0, sizeof driver, &driver) != 0) return -1;
+  return cpus[1];
+}
+
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)sched_setaffinity(0, sizeof set, &set);
+}
+
 std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -214,6 +241,15 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
     return s;
   }
   PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
+  // The baseline's bytes have a connection of their own, like the KV's: a socket that also
+  // carries the control messages tunes its buffers to them and runs at half speed in some runs.
+  const int data_fd = ::accept(listen_fd, nullptr, nullptr);
+  if (data_fd < 0) return Unavailable("bench kv: accept failed");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } close_data{data_fd}, close_control{fd};
+  PDSERVE_RETURN_IF_ERROR(ConfigureSocket(data_fd, o.congestion));
   std::vector<unsigned char> baseline_buffer;
   for (;;) {
     PDSERVE_ASSIGN_OR_RETURN(json cmd, RecvJson(fd));
@@ -240,15 +276,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
       const uint64_t n = cmd.value("bytes", 0ull);
       if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
       if (!memory.host.empty()) {
-        PDSERVE_RETURN_IF_ERROR(RecvAll(fd, memory.host.data(), n));
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host.data(), n));
       } else {
         baseline_buffer.resize(n);
-        PDSERVE_RETURN_IF_ERROR(RecvAll(fd, baseline_buffer.data(), n));
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, baseline_buffer.data(), n));
       }
       const char ack = 1;
-      PDSERVE_RETURN_IF_ERROR(SendAll(fd, &ack, 1));
+      PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &ack, 1));
     } else if (op == "quit") {
-      ::close(fd);
       return Status::Ok();
     } else {
       return InvalidArgument("bench kv: unknown control op '" + op + "'");
@@ -281,12 +316,12 @@ Result<double> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
 }
 
 // The baseline: the same bytes by blocking send, received by blocking recv, one-byte ack.
-Result<double> TimeBaseline(int fd, const unsigned char* src, uint64_t bytes) {
+Result<double> TimeBaseline(int fd, int data_fd, const unsigned char* src, uint64_t bytes) {
   PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "baseline"}, {"bytes", bytes}}));
   const auto t0 = Clock::now();
-  PDSERVE_RETURN_IF_ERROR(SendAll(fd, src, bytes));
+  PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, src, bytes));
   char ack = 0;
-  PDSERVE_RETURN_IF_ERROR(RecvAll(fd, &ack, 1));
+  PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, &ack, 1));
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -300,6 +335,11 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   PDSERVE_ASSIGN_OR_RETURN(json hello, RecvJson(fd));
   (*env)["hosts"] = {HostName(), hello.value("host", "?")};
   (*env)["congestion_control"] = kvt::CongestionControlOf(fd);
+  PDSERVE_ASSIGN_OR_RETURN(const int data_fd, Dial(host, port, o.congestion));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } close_data{data_fd}, close_control{fd};
   kvt::TcpTransportOptions to;
   to.host = host;
   to.port = hello.value("kv_port", uint16_t{0});
@@ -343,13 +383,13 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // of a shared machine hits both alike; the ratio is the median of the paired ratios.
       const bool baseline_first = it % 2 != 0;
       Result<double> base_s = 0.0;
-      if (baseline_first) base_s = TimeBaseline(fd, baseline_src, s.bytes);
+      if (baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
       PDSERVE_RETURN_IF_ERROR(base_s.status());
       PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, s.pages, dst));
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
-      if (!baseline_first) base_s = TimeBaseline(fd, baseline_src, s.bytes);
+      if (!baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
       PDSERVE_RETURN_IF_ERROR(base_s.status());
       if (it >= 0) {
         s.kv.push_back(kv_s);
@@ -376,7 +416,6 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
               << std::flush;
   }
   (void)SendJson(fd, {{"op", "quit"}});
-  ::close(fd);
   return rows;
 }
 
@@ -431,9 +470,11 @@ void RunBenchKv(const BenchKvOptions& o) {
     // Fork the receiver before any thread starts; it serves on a loopback port chosen by the OS.
     auto fd = ListenOn(0, false, &port);
     if (!fd.ok()) Fail(fd.status());
+    const int receiver_cpu = o.pin ? PinDriver() : -1;
     child = fork();
     if (child < 0) Fail(Internal("bench kv: fork failed"));
     if (child == 0) {
+      if (receiver_cpu >= 0) PinTo(receiver_cpu);
       BenchKvOptions receiver_options = o;
       if (o.transport == "nccl") ++receiver_options.device;  // NCCL pairs two GPUs
       Status s = Serve(receiver_options, *fd);
@@ -448,6 +489,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["iters"] = o.iters;
   doc["chunk_bytes"] = o.chunk_bytes;
   doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
+  doc["pinned"] = o.pin && o.peer.empty();
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
   doc["cuda_version"] = kvt::CudaRuntimeVersion();
@@ -516,6 +558,8 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_option("--congestion", o->congestion,
                   "TCP congestion control of the KV and baseline sockets alike: auto (the host's, "
                   "but cubic or reno instead of bbr), default (the host's), or a name");
+  cmd->add_flag("!--no-pin", o->pin,
+                "Loopback: leave the two processes to the scheduler instead of one CPU each");
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->callback([o] { RunBenchKv(*o); });
 }

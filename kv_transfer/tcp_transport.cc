@@ -1,12 +1,18 @@
-// TcpTransport: the sending side of the TCP side channel. One I/O thread owns the socket, the
-// write queue and the read loop; callers' threads compute CRCs and post frames to it.
+// TcpTransport: the sending side of the TCP side channel. One I/O thread owns the socket's
+// reads (acks, cancels) and its lifetime. Writes go through one queue under write_mu_, drained by
+// whichever thread finds it idle: a caller pushing a layer writes straight into the socket (no
+// thread hand-off before the first byte), and when the socket is full the I/O thread carries on
+// as it drains.
 #include "kv_transfer/tcp_transport.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -16,7 +22,6 @@
 
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
-#include "kv_transfer/large_transfers.h"
 #include "kv_transfer/outgoing_transfers.h"
 #include "kv_transfer/tcp_congestion.h"
 
@@ -34,10 +39,11 @@ struct OutFrame {
   std::vector<unsigned char> owned;
   uint64_t request_id = 0;
   bool chunk = false;
-  // TCP chunks: the header is finished (CRC, encoding) by the I/O thread just before the write,
-  // or while the frame before it is being written (Seal).
+  // TCP chunks: the header is finished (CRC, encoding) just before the frame's first byte is
+  // written, or while the frame before it drains from the socket (Seal).
   bool needs_crc = false;
   FrameHeader pending;
+  size_t sent = 0;  // of header and payload, already in the socket
 };
 
 // Runs `io` until `*done` or the deadline; on timeout cancels the socket's operations.
@@ -170,7 +176,7 @@ class TcpTransport::Impl {
     PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages, lead_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
-    std::vector<OutFrame> batch;          // TCP: one hand-over to the I/O thread per layer
+    std::vector<OutFrame> batch;          // TCP: queued together, written from this thread
     for (const PageRun& c : chunks) {
       OutFrame f;
       f.chunk = true;
@@ -206,10 +212,17 @@ class TcpTransport::Impl {
         if (!s.ok()) return FailAndTell(id, s);
       }
     }
-    if (!batch.empty()) {
-      asio::post(io_, [this, batch = std::move(batch)]() mutable {
-        for (OutFrame& f : batch) Enqueue(std::move(f));
-      });
+    if (batch.empty()) return Status::Ok();
+    std::lock_guard lock(write_mu_);
+    if (lost_) return Status::Ok();  // the table has failed the request; Wait says why
+    for (OutFrame& f : batch) write_queue_.push_back(std::move(f));
+    if (writing_) {
+      SealNext();  // the socket is full and the I/O thread will carry on
+      return Status::Ok();
+    }
+    writing_ = true;
+    if (Status s = WriteQueued(); !s.ok()) {
+      asio::post(io_, [this, s] { Lost(s); });
     }
     return Status::Ok();
   }
@@ -239,45 +252,87 @@ class TcpTransport::Impl {
     });
   }
 
-  // I/O thread from here on.
+  // I/O thread: queues a control frame or a GPU chunk's header.
   void Enqueue(OutFrame f) {
-    if (lost_) return;
-    write_queue_.push_back(std::move(f));
-    if (!writing_) {
-      StartWrite();
-    } else if (write_queue_.size() == 2) {
-      Seal(write_queue_[1]);  // the next to go: checksum it while the current one drains
+    Status s;
+    {
+      std::lock_guard lock(write_mu_);
+      if (lost_) return;
+      write_queue_.push_back(std::move(f));
+      if (writing_) return SealNext();
+      writing_ = true;
+      s = WriteQueued();
+    }
+    if (!s.ok()) Lost(s);
+  }
+
+  // Any thread, under write_mu_, with writing_ set: writes queued frames while the socket takes
+  // them. When it is full, checksums the next chunk while it drains and leaves the rest to the
+  // I/O thread (it stays writing_); when the queue is empty, clears writing_. An error is for the
+  // caller to hand to Lost, outside the lock.
+  Status WriteQueued() {
+    for (;;) {
+      // Chunks of requests that failed meanwhile are not sent, unless partly on the wire.
+      while (!write_queue_.empty() && write_queue_.front().chunk &&
+             write_queue_.front().sent == 0 && !table_.Live(write_queue_.front().request_id)) {
+        write_queue_.pop_front();
+      }
+      if (write_queue_.empty()) {
+        writing_ = false;
+        return Status::Ok();
+      }
+      OutFrame& f = write_queue_.front();
+      Seal(f);
+      iovec iov[2];
+      int n_iov = 0;
+      if (f.sent < kHeaderBytes) {
+        iov[n_iov++] = {f.header.data() + f.sent, kHeaderBytes - f.sent};
+        if (f.bytes > 0) iov[n_iov++] = {const_cast<void*>(f.payload), f.bytes};
+      } else {
+        const size_t done = f.sent - kHeaderBytes;
+        iov[n_iov++] = {static_cast<unsigned char*>(const_cast<void*>(f.payload)) + done,
+                        f.bytes - done};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n_iov;
+      const ssize_t n = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          SealNext();
+          asio::post(io_, [this] { AwaitWritable(); });
+          return Status::Ok();
+        }
+        return Unavailable(fmt::format("KV peer: write: {}", std::strerror(errno)));
+      }
+      f.sent += static_cast<size_t>(n);
+      if (f.sent == kHeaderBytes + f.bytes) write_queue_.pop_front();
     }
   }
 
-  void StartWrite() {
-    // Chunks of requests that failed meanwhile are not sent.
-    while (!write_queue_.empty() && write_queue_.front().chunk &&
-           !table_.Live(write_queue_.front().request_id)) {
-      write_queue_.pop_front();
-    }
-    if (write_queue_.empty() || lost_) {
-      writing_ = false;
-      return;
-    }
-    writing_ = true;
-    OutFrame& f = write_queue_.front();
-    Seal(f);
-    asio::async_write(socket_,
-                      std::array<asio::const_buffer, 2>{asio::buffer(f.header),
-                                                        asio::const_buffer(f.payload, f.bytes)},
-                      LargeTransfers{}, [this](const boost::system::error_code& ec, size_t) {
-                        if (ec) return Lost(FromError(ec, "write"));
-                        if (lost_) return;  // Lost emptied the queue
-                        write_queue_.pop_front();
-                        StartWrite();
-                      });
-    // The write above went as far as the socket buffer allowed; while the receiver drains it,
-    // CRC the next chunk so its header is ready when this write completes.
+  // I/O thread: carries on writing once the socket has room.
+  void AwaitWritable() {
+    if (lost_) return;
+    socket_.async_wait(tcp::socket::wait_write, [this](const boost::system::error_code& ec) {
+      if (ec) return Lost(FromError(ec, "write"));
+      Status s;
+      {
+        std::lock_guard lock(write_mu_);
+        if (lost_) return;
+        s = WriteQueued();
+      }
+      if (!s.ok()) Lost(s);
+    });
+  }
+
+  // Under write_mu_: the frame after the one in the socket gets its checksum now, while that
+  // one drains, so it is ready when the socket has room.
+  void SealNext() {
     if (write_queue_.size() > 1) Seal(write_queue_[1]);
   }
 
-  // Finishes a TCP chunk's header: the payload's CRC, then the encoding.
+  // Under write_mu_: finishes a TCP chunk's header: the payload's CRC, then the encoding.
   void Seal(OutFrame& f) {
     if (!f.needs_crc) return;
     f.needs_crc = false;
@@ -339,13 +394,17 @@ class TcpTransport::Impl {
     }
   }
 
+  // I/O thread, not under write_mu_.
   void Lost(const Status& why) {
-    if (lost_.exchange(true)) return;
+    {
+      std::lock_guard lock(write_mu_);  // no caller is writing into the socket as it closes
+      if (lost_.exchange(true)) return;
+      boost::system::error_code ignored;
+      socket_.close(ignored);
+      write_queue_.clear();
+      writing_ = false;
+    }
     spdlog::debug("KV transport to {}:{} lost: {}", options_.host, options_.port, why.ToString());
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-    write_queue_.clear();
-    writing_ = false;
     table_.FailAll(why);
   }
 
@@ -357,10 +416,12 @@ class TcpTransport::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
   std::unique_ptr<DevicePayloadSender> device_;
   std::mutex push_mu_;
-  // I/O thread only:
-  std::deque<OutFrame> write_queue_;
-  int64_t chunk_index_ = 0;  // TCP chunks written
+  std::mutex write_mu_;
+  std::deque<OutFrame> write_queue_;  // guarded by write_mu_
+  int64_t chunk_index_ = 0;           // guarded by write_mu_: TCP chunks sealed
+  // Guarded by write_mu_: a thread is in WriteQueued, or the I/O thread waits to carry on.
   bool writing_ = false;
+  // I/O thread only:
   HeaderBytes read_header_{};  // the hello reply
   std::string read_payload_;
   std::vector<unsigned char> inbox_;  // control frames read but not yet handled

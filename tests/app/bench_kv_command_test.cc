@@ -26,6 +26,8 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
   EXPECT_FALSE(doc["date"].get<std::string>().empty());
   EXPECT_EQ(doc["hosts"].size(), 2u);
   EXPECT_FALSE(doc["ratio_method"].get<std::string>().empty());
+  EXPECT_FALSE(doc["congestion_control"].get<std::string>().empty());
+  EXPECT_TRUE(doc["pinned"].get<bool>());
   const auto& results = doc["results"];
   ASSERT_EQ(results.size(), 5u);  // 64 KiB, 128 KiB, ... 1 MiB
   uint64_t expected = 65536;
@@ -37,6 +39,26 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
     EXPECT_GT(r["time_us"].get<double>(), 0.0);
     expected *= 2;
   }
+}
+
+// The congestion control and the pinning a user asks for are what the run used and recorded; an
+// algorithm the kernel refuses is a clear error, not a hang of the receiver process.
+TEST(BenchKvCommandTest, RecordsTheCongestionControlAndPinningAsked) {
+  model::testing::TempDir dir;
+  const std::string json_path = dir / "kv.json";
+  auto run = Pdserve(
+      "bench kv --min-bytes 65536 --max-bytes 131072 --iters 1 --congestion reno "
+      "--no-pin --json " +
+      json_path);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("congestion control reno"), std::string::npos) << run.out;
+  const auto doc = nlohmann::json::parse(ReadFile(json_path));
+  EXPECT_EQ(doc["congestion_control"], "reno");
+  EXPECT_FALSE(doc["pinned"].get<bool>());
+
+  auto refused = Pdserve("bench kv --max-bytes 131072 --congestion no-such-cc", 60);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find("'no-such-cc' refused"), std::string::npos) << refused.out;
 }
 
 TEST(BenchKvCommandTest, RefusesSizesOutsideOnePageToTheMaximum) {
