@@ -30,6 +30,8 @@ constexpr size_t kDrainBuffer = 1 << 20;
 constexpr size_t kPayloadPiece = 1 << 20;
 // Frames read inline (ReadNow) before one goes through the reactor, which unwinds the stack.
 constexpr int kMaxInlineFrames = 16;
+// Longest an ack of a chunk read inline waits for the acks of the chunks behind it.
+constexpr auto kMaxAckDelay = std::chrono::microseconds(200);
 // A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
 constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 
@@ -163,6 +165,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
         return OnHeader();
       }
     }
+    FlushDeferred();
     asio::async_read(socket_, asio::buffer(header_.data() + got, header_.size() - got),
                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
                        if (ec) return self->Close(Unavailable("KV peer lost: " + ec.message()));
@@ -287,6 +290,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
         return Close(n.status());
       }
       if (*n == 0) {  // nothing there yet: wait for the socket, then carry on from here
+        FlushDeferred();
         socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), h, t, done,
                                                     crc](const boost::system::error_code& ec) {
           if (ec) {
@@ -308,7 +312,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
                                    "header {:08x}, payload {:08x})",
                                    h.request_id, h.layer, h.first_page, h.payload_crc, crc));
     SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
-                receiver_.EndChunk(peer_, h, applied));
+                receiver_.EndChunk(peer_, h, applied), {}, /*defer=*/true);
     ReadHeader();
   }
 
@@ -336,7 +340,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
 
   // I/O thread. Queues an ack, cancel or hello reply; `payload` defaults to the error message.
   void SendControl(FrameType type, uint64_t id, uint32_t layer, int32_t first, uint32_t count,
-                   const Status& status, std::string payload = {}) {
+                   const Status& status, std::string payload = {}, bool defer = false) {
     if (closed_) return;
     if (!status.ok()) payload = status.message().substr(0, 1024);
     FrameHeader h;
@@ -350,7 +354,20 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
     h.status = status.code();
     h.byte_count = payload.size();
     write_queue_.push_back({EncodeHeader(h), std::move(payload)});
-    if (!writing_) StartWrite();
+    if (writing_) return;
+    if (defer) {
+      const auto now = Clock::now();
+      if (write_queue_.size() == 1) first_deferred_ = now;
+      if (now - first_deferred_ < kMaxAckDelay) return;
+    }
+    StartWrite();
+  }
+
+  // Acks of chunks read inline wait in the queue while more frames are already in the socket, and
+  // go out together before the session waits for input (or after kMaxAckDelay): one write and one
+  // wake-up of the sender for a run of chunks instead of one each.
+  void FlushDeferred() {
+    if (!writing_ && !write_queue_.empty()) StartWrite();
   }
 
   void StartWrite() {
@@ -411,6 +428,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   std::vector<unsigned char> drain_;
   std::deque<std::pair<HeaderBytes, std::string>> write_queue_;
   std::vector<asio::const_buffer> write_buffers_;  // the write in flight
+  Clock::time_point first_deferred_;               // when the oldest deferred ack was queued
   bool writing_ = false;
 };
 
