@@ -53,6 +53,11 @@ class TcpTransport final : public Transport {
 
   const KvLayout& layout() const override;
   Status Open(const OutgoingRequest& request) override;
+  // TCP path: when no write is in progress, the calling thread checksums the layer's chunks and
+  // writes them into the socket itself, as far as the socket buffer takes them without blocking
+  // (a few MiB at most), and the I/O thread carries on with the rest: the first byte leaves with
+  // no thread hand-off, and a prefill engine pushing layer by layer pays at most one socket
+  // buffer's copy per layer.
   Status PushLayer(uint64_t request_id, int layer) override;
   Status Wait(uint64_t request_id) override;
   void Cancel(uint64_t request_id, std::string_view reason) override;
