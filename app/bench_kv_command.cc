@@ -22,6 +22,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -157,22 +158,52 @@ Result<int> Dial(const std::string& host, uint16_t port, const std::string& cong
   return fd;
 }
 
+// The CPUs sharing a core with `cpu` (itself included), from sysfs ("0,64" or "0-1"); empty if
+// the kernel does not say.
+std::vector<int> SmtSiblings(int cpu) {
+  std::ifstream in(fmt::format("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", cpu));
+  std::string list;
+  std::getline(in, list);
+  std::vector<int> out;
+  std::stringstream items(list);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    int first = 0, last = 0;
+    const char* p = item.c_str();
+    char* end = nullptr;
+    first = static_cast<int>(std::strtol(p, &end, 10));
+    last = *end == '-' ? static_cast<int>(std::strtol(end + 1, nullptr, 10)) : first;
+    for (int c = first; c <= last && c - first < 1024; ++c) out.push_back(c);
+  }
+  return out;
+}
+
 // Loopback runs put the driver and the receiver on CPUs of their own. Left to the scheduler, a
 // wake-up often stacks the receiver on the sender's CPU and the two then take turns, or not,
 // differently from run to run; pinned, the KV path and the baseline both run side by side.
+// The receiver's CPU is another core, not a hyper-thread of the driver's, where there is one.
 // Returns the CPU for the receiver and pins this process to another; -1 with fewer than 2 CPUs.
 int PinDriver() {
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return -1;
   std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  const int driver_cpu = cpus[0];
+  const std::vector<int> siblings = SmtSiblings(driver_cpu);
+  int receiver_cpu = cpus[1];
+  for (int c : cpus) {
+    if (std::find(siblings.begin(), siblings.end(), c) == siblings.end() && c != driver_cpu) {
+      receiver_cpu = c;
+      break;
+    }
   }
   cpu_set_t driver;
   CPU_ZERO(&driver);
-  CPU_SET(cpus[0], &driver);
+  CPU_SET(driver_cpu, &driver);
   if (sched_setaffinity(0, sizeof driver, &driver) != 0) return -1;
-  return cpus[1];
+  return receiver_cpu;
 }
 
 void PinTo(int cpu) {
