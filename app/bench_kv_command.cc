@@ -21,6 +21,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -181,36 +182,43 @@ std::vector<int> SmtSiblings(int cpu) {
 // Loopback runs put the driver and the receiver on CPUs of their own. Left to the scheduler, a
 // wake-up often stacks the receiver on the sender's CPU and the two then take turns, or not,
 // differently from run to run; pinned, the KV path and the baseline both run side by side.
-// The receiver's CPU is another core, not a hyper-thread of the driver's, where there is one.
-// Returns the CPU for the receiver and pins this process to another; -1 with fewer than 2 CPUs.
-int PinDriver() {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) return -1;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  const int driver_cpu = cpus[0];
-  const std::vector<int> siblings = SmtSiblings(driver_cpu);
-  int receiver_cpu = cpus[1];
-  for (int c : cpus) {
-    if (std::find(siblings.begin(), siblings.end(), c) == siblings.end() && c != driver_cpu) {
-      receiver_cpu = c;
-      break;
-    }
-  }
-  cpu_set_t driver;
-  CPU_ZERO(&driver);
-  CPU_SET(driver_cpu, &driver);
-  if (sched_setaffinity(0, sizeof driver, &driver) != 0) return -1;
-  return receiver_cpu;
-}
+// The driver gets the first half of the allowed cores, the receiver the rest; hyper-threads stay
+// with their core. Empty with fewer than 2 CPUs.
+struct CpuSplit {
+  cpu_set_t driver, receiver;
+};
 
-void PinTo(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  (void)sched_setaffinity(0, sizeof set, &set);
+std::optional<CpuSplit> SplitCpus() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
+    return std::nullopt;
+  }
+  std::vector<std::vector<int>> cores;
+  std::vector<bool> placed(CPU_SETSIZE, false);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed) || placed[c]) continue;
+    std::vector<int> core = {c};
+    placed[c] = true;
+    for (int s : SmtSiblings(c)) {
+      if (s >= 0 && s < CPU_SETSIZE && CPU_ISSET(s, &allowed) && !placed[s]) {
+        core.push_back(s);
+        placed[s] = true;
+      }
+    }
+    cores.push_back(core);
+  }
+  if (cores.size() < 2) {  // one core's hyper-threads: one each
+    std::vector<std::vector<int>> threads;
+    for (int c : cores[0]) threads.push_back({c});
+    cores = threads;
+  }
+  CpuSplit split;
+  CPU_ZERO(&split.driver);
+  CPU_ZERO(&split.receiver);
+  for (size_t i = 0; i < cores.size(); ++i) {
+    for (int c : cores[i]) CPU_SET(c, i < cores.size() / 2 ? &split.driver : &split.receiver);
+  }
+  return split;
 }
 
 std::string HostName() {
@@ -501,11 +509,12 @@ void RunBenchKv(const BenchKvOptions& o) {
     // Fork the receiver before any thread starts; it serves on a loopback port chosen by the OS.
     auto fd = ListenOn(0, false, &port);
     if (!fd.ok()) Fail(fd.status());
-    const int receiver_cpu = o.pin ? PinDriver() : -1;
+    const std::optional<CpuSplit> cpus = o.pin ? SplitCpus() : std::nullopt;
+    if (cpus) (void)sched_setaffinity(0, sizeof cpus->driver, &cpus->driver);
     child = fork();
     if (child < 0) Fail(Internal("bench kv: fork failed"));
     if (child == 0) {
-      if (receiver_cpu >= 0) PinTo(receiver_cpu);
+      if (cpus) (void)sched_setaffinity(0, sizeof cpus->receiver, &cpus->receiver);
       BenchKvOptions receiver_options = o;
       if (o.transport == "nccl") ++receiver_options.device;  // NCCL pairs two GPUs
       Status s = Serve(receiver_options, *fd);
@@ -589,8 +598,9 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_option("--congestion", o->congestion,
                   "TCP congestion control of the KV and baseline sockets alike: auto (the host's, "
                   "but cubic or reno instead of bbr), default (the host's), or a name");
-  cmd->add_flag("!--no-pin", o->pin,
-                "Loopback: leave the two processes to the scheduler instead of one CPU each");
+  cmd->add_flag(
+      "!--no-pin", o->pin,
+      "Loopback: leave the two processes to the scheduler instead of half the cores each");
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
   cmd->callback([o] { RunBenchKv(*o); });
 }
