@@ -30,7 +30,8 @@ constexpr size_t kDrainBuffer = 1 << 20;
 constexpr size_t kPayloadPiece = 1 << 20;
 // Frames read inline (ReadNow) before one goes through the reactor, which unwinds the stack.
 constexpr int kMaxInlineFrames = 16;
-// Longest an ack of a chunk read inline waits for the acks of the chunks behind it.
+// How long an ack of a chunk read inline may wait for the acks of the chunks behind it; it goes
+// out with the next ack queued after that, or when the session waits for input.
 constexpr auto kMaxAckDelay = std::chrono::microseconds(200);
 // A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
 constexpr auto kDiscardTimeout = std::chrono::seconds(30);
@@ -364,8 +365,9 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   }
 
   // Acks of chunks read inline wait in the queue while more frames are already in the socket, and
-  // go out together before the session waits for input (or after kMaxAckDelay): one write and one
-  // wake-up of the sender for a run of chunks instead of one each.
+  // go out together before the session waits for input, or with the first ack queued after the
+  // oldest has waited kMaxAckDelay (so a steady stream is acked at least every chunk or so): one
+  // write and one wake-up of the sender for a run of chunks instead of one each.
   void FlushDeferred() {
     if (!writing_ && !write_queue_.empty()) StartWrite();
   }
