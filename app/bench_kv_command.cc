@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
+#include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/tcp_congestion.h"
@@ -55,6 +56,8 @@ struct BenchKvOptions {
   size_t lead_chunk_bytes = kvt::TcpTransportOptions{}.lead_chunk_bytes;
   std::string congestion = "auto";  // KV and baseline sockets alike
   bool pin = true;                  // loopback: the two processes on different CPUs
+  // TCP: also time a plain socket whose two ends checksum the bytes as the KV wire format does.
+  bool checksummed_baseline = false;
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -65,6 +68,8 @@ kvt::KvLayout BenchLayout() {
 // --- Blocking sockets with a timeout on every wait ---
 
 constexpr int kSocketTimeoutSeconds = 120;
+// The checksummed baseline sends and checks its bytes in pieces of this size.
+constexpr uint64_t kChecksumPiece = 1 << 20;
 
 // The control and baseline sockets get the KV sockets' options: no Nagle, and the same congestion
 // control, which moves loopback bandwidth more than anything else.
@@ -322,6 +327,20 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
       }
       const char ack = 1;
       PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &ack, 1));
+    } else if (op == "checksummed_baseline") {
+      // The same bytes, each piece CRC32C'd as it lands; the ack is the checksum.
+      const uint64_t n = cmd.value("bytes", 0ull);
+      if (n > o.max_bytes || memory.host.empty()) {
+        return InvalidArgument("bench kv: bad checksummed baseline request");
+      }
+      uint32_t crc = 0;
+      for (uint64_t done = 0; done < n;) {
+        const uint64_t piece = std::min<uint64_t>(kChecksumPiece, n - done);
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host.data() + done, piece));
+        crc = kvt::Crc32c(memory.host.data() + done, piece, crc);
+        done += piece;
+      }
+      PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &crc, sizeof crc));
     } else if (op == "quit") {
       return Status::Ok();
     } else {
@@ -340,6 +359,7 @@ double Median(std::vector<double> v) {
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
+  double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
 };
 
 // One KV message: open, push the layer, wait for every chunk's ack.
@@ -361,6 +381,25 @@ Result<double> TimeBaseline(int fd, int data_fd, const unsigned char* src, uint6
   PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, src, bytes));
   char ack = 0;
   PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, &ack, 1));
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A plain socket doing the KV wire format's checksum work and nothing else: the sender CRCs each
+// piece just before sending it, the receiver each piece as it lands, and the ack is the CRC.
+Result<double> TimeChecksummedBaseline(int fd, int data_fd, const unsigned char* src,
+                                       uint64_t bytes) {
+  PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "checksummed_baseline"}, {"bytes", bytes}}));
+  const auto t0 = Clock::now();
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t piece = std::min<uint64_t>(kChecksumPiece, bytes - done);
+    crc = kvt::Crc32c(src + done, piece, crc);
+    PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, src + done, piece));
+    done += piece;
+  }
+  uint32_t echoed = 0;
+  PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, &echoed, sizeof echoed));
+  if (echoed != crc) return DataLoss("bench kv: the checksummed baseline's CRC did not match");
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -401,7 +440,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   struct Samples {
     int pages = 0;
     uint64_t bytes = 0;
-    std::vector<double> kv, base, paired;
+    std::vector<double> kv, base, paired, checksummed, paired_checksummed;
   };
   std::vector<Samples> sizes;
   for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
@@ -420,20 +459,34 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       const std::vector<int32_t> dst = reserved["pages"].get<std::vector<int32_t>>();
       // The two timings of one iteration run back to back, in alternating order, so the noise
       // of a shared machine hits both alike; the ratio is the median of the paired ratios.
+      // The checksummed baseline, when asked for, takes the other side of the KV timing.
       const bool baseline_first = it % 2 != 0;
-      Result<double> base_s = 0.0;
+      const bool checksummed = o.checksummed_baseline;
+      Result<double> base_s = 0.0, sum_s = 0.0;
       if (baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
+      if (!baseline_first && checksummed) {
+        sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
+      }
       PDSERVE_RETURN_IF_ERROR(base_s.status());
+      PDSERVE_RETURN_IF_ERROR(sum_s.status());
       PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, s.pages, dst));
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
       if (!baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
+      if (baseline_first && checksummed) {
+        sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
+      }
       PDSERVE_RETURN_IF_ERROR(base_s.status());
+      PDSERVE_RETURN_IF_ERROR(sum_s.status());
       if (it >= 0) {
         s.kv.push_back(kv_s);
         s.base.push_back(*base_s);
         s.paired.push_back(*base_s / kv_s);
+        if (checksummed) {
+          s.checksummed.push_back(*sum_s);
+          s.paired_checksummed.push_back(*sum_s / kv_s);
+        }
       }
     }
   }
@@ -449,10 +502,15 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.gbps = s.bytes / r.seconds / 1e9;
     r.baseline_gbps = s.bytes / Median(s.base) / 1e9;
     r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(s.paired);
+    std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}", r.bytes,
+                             r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio);
+    if (!s.checksummed.empty()) {
+      r.checksummed_gbps = s.bytes / Median(s.checksummed) / 1e9;
+      r.ratio_vs_checksummed = Median(s.paired_checksummed);
+      std::cout << fmt::format(" {:>14.2f} {:>8.2f}", r.checksummed_gbps, r.ratio_vs_checksummed);
+    }
+    std::cout << "\n" << std::flush;
     rows.push_back(r);
-    std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}\n", r.bytes,
-                             r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio)
-              << std::flush;
   }
   (void)SendJson(fd, {{"op", "quit"}});
   return rows;
@@ -484,6 +542,9 @@ void RunBenchKv(const BenchKvOptions& o) {
   if (o.min_bytes < layout.page_bytes() || o.min_bytes > o.max_bytes) {
     Fail(InvalidArgument(fmt::format("--min-bytes must be >= {} (one page) and <= --max-bytes",
                                      layout.page_bytes())));
+  }
+  if (o.checksummed_baseline && o.transport != "tcp") {
+    Fail(InvalidArgument("--checksummed-baseline goes with --transport tcp"));
   }
   if (o.transport != "tcp" && ProbeCudaDevices() == 0) {
     Fail(FailedPrecondition("--transport " + o.transport + " needs a CUDA device; none found"));
@@ -546,8 +607,11 @@ void RunBenchKv(const BenchKvOptions& o) {
                    "# pdserve bench kv: transport {}, {} iterations (median), TCP congestion "
                    "control {}\n",
                    o.transport, o.iters, congestion.empty() ? "of the host" : congestion)
-            << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8}\n", "bytes", "time_us", "GB/s",
-                           "baseline_GB/s", "ratio");
+            << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8}", "bytes", "time_us", "GB/s",
+                           "baseline_GB/s", "ratio")
+            << (o.checksummed_baseline ? fmt::format(" {:>14} {:>8}", "crc_base_GB/s", "vs_crc")
+                                       : std::string())
+            << "\n";
   auto rows = Drive(o, host, port, &doc);
   if (child > 0) {
     int status = 0;
@@ -562,6 +626,10 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"gbps", r.gbps},
                               {"baseline_gbps", r.baseline_gbps},
                               {"ratio", r.ratio}});
+    if (o.checksummed_baseline) {
+      doc["results"].back()["checksummed_baseline_gbps"] = r.checksummed_gbps;
+      doc["results"].back()["ratio_vs_checksummed"] = r.ratio_vs_checksummed;
+    }
   }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
@@ -598,6 +666,9 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_option("--congestion", o->congestion,
                   "TCP congestion control of the KV and baseline sockets alike: auto (the host's, "
                   "but cubic or reno instead of bbr), default (the host's), or a name");
+  cmd->add_flag("--checksummed-baseline", o->checksummed_baseline,
+                "TCP: also time a plain socket whose ends CRC32C the bytes as the KV frames do "
+                "(crc_base_GB/s, vs_crc): the transport's own cost apart from its checksums");
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

@@ -61,6 +61,28 @@ TEST(BenchKvCommandTest, RecordsTheCongestionControlAndPinningAsked) {
   EXPECT_NE(refused.out.find("'no-such-cc' refused"), std::string::npos) << refused.out;
 }
 
+// The checksummed baseline adds its columns and fields, and its receiver checks the CRC the sender
+// computed (a mismatch would fail the run).
+TEST(BenchKvCommandTest, ChecksummedBaselineAddsItsFigures) {
+  model::testing::TempDir dir;
+  const std::string json_path = dir / "kv.json";
+  auto run = Pdserve(
+      "bench kv --min-bytes 1048576 --max-bytes 2097152 --iters 2 --checksummed-baseline --json " +
+      json_path);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("crc_base_GB/s"), std::string::npos) << run.out;
+  const auto doc = nlohmann::json::parse(ReadFile(json_path));
+  ASSERT_EQ(doc["results"].size(), 2u);
+  for (const auto& r : doc["results"]) {
+    EXPECT_GT(r["checksummed_baseline_gbps"].get<double>(), 0.0);
+    EXPECT_GT(r["ratio_vs_checksummed"].get<double>(), 0.0);
+  }
+  auto refused = Pdserve("bench kv --transport ipc --checksummed-baseline");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find("--checksummed-baseline goes with --transport tcp"), std::string::npos)
+      << refused.out;
+}
+
 TEST(BenchKvCommandTest, RefusesSizesOutsideOnePageToTheMaximum) {
   auto run = Pdserve("bench kv --min-bytes 4194304 --max-bytes 1048576");
   EXPECT_NE(run.exit_code, 0);
