@@ -82,6 +82,12 @@ Status ConfigureSocket(int fd, const std::string& congestion) {
   return kvt::SetCongestionControl(fd, congestion);
 }
 
+// Closes a socket when the scope that opened it ends.
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
 Status SendAll(int fd, const void* data, size_t n) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -280,19 +286,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
   PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
   const int fd = ::accept(listen_fd, nullptr, nullptr);
   if (fd < 0) return Unavailable("bench kv: accept failed");
-  if (Status s = ConfigureSocket(fd, o.congestion); !s.ok()) {
-    ::close(fd);
-    return s;
-  }
+  FdCloser close_control{fd};
+  PDSERVE_RETURN_IF_ERROR(ConfigureSocket(fd, o.congestion));
   PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
   // The baseline's bytes have a connection of their own, like the KV's: a socket that also
   // carries the control messages tunes its buffers to them and runs at half speed in some runs.
   const int data_fd = ::accept(listen_fd, nullptr, nullptr);
   if (data_fd < 0) return Unavailable("bench kv: accept failed");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } close_data{data_fd}, close_control{fd};
+  FdCloser close_data{data_fd};
   PDSERVE_RETURN_IF_ERROR(ConfigureSocket(data_fd, o.congestion));
   std::vector<unsigned char> baseline_buffer;
   for (;;) {
@@ -409,15 +410,13 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   const int num_pages = static_cast<int>(o.max_bytes / layout.page_bytes());
   BenchPool memory;
   PDSERVE_RETURN_IF_ERROR(MakePool(o, num_pages * layout.page_bytes(), &memory));
-  PDSERVE_ASSIGN_OR_RETURN(int fd, Dial(host, port, o.congestion));
+  PDSERVE_ASSIGN_OR_RETURN(const int fd, Dial(host, port, o.congestion));
+  FdCloser close_control{fd};
   PDSERVE_ASSIGN_OR_RETURN(json hello, RecvJson(fd));
   (*env)["hosts"] = {HostName(), hello.value("host", "?")};
   (*env)["congestion_control"] = kvt::CongestionControlOf(fd);
   PDSERVE_ASSIGN_OR_RETURN(const int data_fd, Dial(host, port, o.congestion));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } close_data{data_fd}, close_control{fd};
+  FdCloser close_data{data_fd};
   kvt::TcpTransportOptions to;
   to.host = host;
   to.port = hello.value("kv_port", uint16_t{0});
@@ -460,25 +459,23 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // The two timings of one iteration run back to back, in alternating order, so the noise
       // of a shared machine hits both alike; the ratio is the median of the paired ratios.
       // The checksummed baseline, when asked for, takes the other side of the KV timing.
-      const bool baseline_first = it % 2 != 0;
       const bool checksummed = o.checksummed_baseline;
       Result<double> base_s = 0.0, sum_s = 0.0;
-      if (baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
-      if (!baseline_first && checksummed) {
-        sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
-      }
-      PDSERVE_RETURN_IF_ERROR(base_s.status());
-      PDSERVE_RETURN_IF_ERROR(sum_s.status());
+      auto time_baseline = [&](bool plain) {
+        if (plain) {
+          base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
+        } else if (checksummed) {
+          sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
+        }
+        return base_s.ok() ? sum_s.status() : base_s.status();
+      };
+      const bool baseline_first = it % 2 != 0;
+      PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
       PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, s.pages, dst));
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
-      if (!baseline_first) base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
-      if (baseline_first && checksummed) {
-        sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
-      }
-      PDSERVE_RETURN_IF_ERROR(base_s.status());
-      PDSERVE_RETURN_IF_ERROR(sum_s.status());
+      PDSERVE_RETURN_IF_ERROR(time_baseline(!baseline_first));
       if (it >= 0) {
         s.kv.push_back(kv_s);
         s.base.push_back(*base_s);
@@ -561,6 +558,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
   pid_t child = -1;
+  bool pinned = false;  // loopback: the two processes on half the cores each
   if (!o.peer.empty()) {
     const auto colon = o.peer.rfind(':');
     if (colon == std::string::npos) Fail(InvalidArgument("--peer wants HOST:PORT"));
@@ -571,11 +569,11 @@ void RunBenchKv(const BenchKvOptions& o) {
     auto fd = ListenOn(0, false, &port);
     if (!fd.ok()) Fail(fd.status());
     const std::optional<CpuSplit> cpus = o.pin ? SplitCpus() : std::nullopt;
-    if (cpus) (void)sched_setaffinity(0, sizeof cpus->driver, &cpus->driver);
+    pinned = cpus && sched_setaffinity(0, sizeof cpus->driver, &cpus->driver) == 0;
     child = fork();
     if (child < 0) Fail(Internal("bench kv: fork failed"));
     if (child == 0) {
-      if (cpus) (void)sched_setaffinity(0, sizeof cpus->receiver, &cpus->receiver);
+      if (pinned) (void)sched_setaffinity(0, sizeof cpus->receiver, &cpus->receiver);
       BenchKvOptions receiver_options = o;
       if (o.transport == "nccl") ++receiver_options.device;  // NCCL pairs two GPUs
       Status s = Serve(receiver_options, *fd);
@@ -590,7 +588,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["iters"] = o.iters;
   doc["chunk_bytes"] = o.chunk_bytes;
   doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
-  doc["pinned"] = o.pin && o.peer.empty();
+  doc["pinned"] = pinned;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
   doc["cuda_version"] = kvt::CudaRuntimeVersion();

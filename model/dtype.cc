@@ -47,4 +47,22 @@ void ConvertToFloat(DType dtype, const void* src, float* dst, size_t n) {
   }
 }
 
+void ConvertFromFloat(const float* src, DType dtype, void* dst, size_t n) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = FloatToBF16(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = FloatToF16(src[i]);
+      return;
+    }
+  }
+}
+
 }  // namespace pdserve::model

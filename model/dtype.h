@@ -39,5 +39,7 @@ uint16_t FloatToF16(float f);
 
 // Converts n elements of `dtype` at src into floats at dst.
 void ConvertToFloat(DType dtype, const void* src, float* dst, size_t n);
+// Converts n floats at src into `dtype` at dst (bf16 and f16 rounded to nearest even).
+void ConvertFromFloat(const float* src, DType dtype, void* dst, size_t n);
 
 }  // namespace pdserve::model

@@ -1,7 +1,6 @@
 #include "model/weights.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <new>
@@ -100,17 +99,7 @@ void ConvertRow(const Matrix& src, int row, DType dtype, std::vector<float>& scr
   scratch.resize(n);
   ConvertToFloat(src.dtype, static_cast<const uint8_t*>(src.data) + row * n * DTypeSize(src.dtype),
                  scratch.data(), n);
-  switch (dtype) {
-    case DType::kF32:
-      std::memcpy(dst, scratch.data(), n * sizeof(float));
-      break;
-    case DType::kBF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToBF16(scratch[i]);
-      break;
-    case DType::kF16:
-      for (size_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = FloatToF16(scratch[i]);
-      break;
-  }
+  ConvertFromFloat(scratch.data(), dtype, dst, n);
 }
 
 // `m` converted to `dtype` in a new buffer (kept in `buffers`); m itself when already so.

@@ -5,28 +5,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/app/json_run.h"
 #include "tests/command_run.h"
-#include "tests/model/random_model.h"
 
 namespace pdserve {
 namespace {
 
 using pdserve::testing::Pdserve;
-using pdserve::testing::ReadFile;
+using pdserve::testing::PdserveJson;
 
 TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
-  model::testing::TempDir dir;
-  const std::string json_path = dir / "engine.json";
-  auto run = Pdserve(
+  auto [run, doc] = PdserveJson(
       "bench engine --batches 1,2 --repeats 2 --prompt-len 8 --decode-steps 4 --threads 2 "
-      "--compare-dtype bf16 --json " +
-      json_path);
+      "--compare-dtype bf16");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("of roofline"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("bf16 weights (same run, paired batch-1 runs)"), std::string::npos)
       << run.out;
 
-  const auto doc = nlohmann::json::parse(ReadFile(json_path));
   EXPECT_EQ(doc["dtype"], "f32");  // the built-in model's checkpoint
   EXPECT_EQ(doc["threads"], 2);
   for (const char* batch : {"1", "2"}) {
@@ -48,13 +44,9 @@ TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
 }
 
 TEST(BenchEngineCommandTest, ConvertsTheMatricesWithDtype) {
-  model::testing::TempDir dir;
-  const std::string json_path = dir / "engine.json";
-  auto run = Pdserve(
-      "bench engine --batches 1 --repeats 1 --prompt-len 4 --decode-steps 2 --dtype f16 --json " +
-      json_path);
+  auto [run, doc] = PdserveJson(
+      "bench engine --batches 1 --repeats 1 --prompt-len 4 --decode-steps 2 --dtype f16");
   ASSERT_EQ(run.exit_code, 0) << run.out;
-  const auto doc = nlohmann::json::parse(ReadFile(json_path));
   EXPECT_EQ(doc["dtype"], "f16");
   EXPECT_TRUE(doc["dtype_comparison"].is_null());
 }

@@ -4,24 +4,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/app/json_run.h"
 #include "tests/command_run.h"
-#include "tests/model/random_model.h"
 
 namespace pdserve {
 namespace {
 
 using pdserve::testing::Pdserve;
-using pdserve::testing::ReadFile;
+using pdserve::testing::PdserveJson;
 
 TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
-  model::testing::TempDir dir;
-  const std::string json_path = dir / "kv.json";
-  auto run =
-      Pdserve("bench kv --min-bytes 65536 --max-bytes 1048576 --iters 3 --json " + json_path);
+  auto [run, doc] = PdserveJson("bench kv --min-bytes 65536 --max-bytes 1048576 --iters 3");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("baseline_GB/s"), std::string::npos) << run.out;
 
-  const auto doc = nlohmann::json::parse(ReadFile(json_path));
   EXPECT_EQ(doc["transport"], "tcp");
   EXPECT_FALSE(doc["date"].get<std::string>().empty());
   EXPECT_EQ(doc["hosts"].size(), 2u);
@@ -44,15 +40,11 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
 // The congestion control and the pinning a user asks for are what the run used and recorded; an
 // algorithm the kernel refuses is a clear error, not a hang of the receiver process.
 TEST(BenchKvCommandTest, RecordsTheCongestionControlAndPinningAsked) {
-  model::testing::TempDir dir;
-  const std::string json_path = dir / "kv.json";
-  auto run = Pdserve(
+  auto [run, doc] = PdserveJson(
       "bench kv --min-bytes 65536 --max-bytes 131072 --iters 1 --congestion reno "
-      "--no-pin --json " +
-      json_path);
+      "--no-pin");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("congestion control reno"), std::string::npos) << run.out;
-  const auto doc = nlohmann::json::parse(ReadFile(json_path));
   EXPECT_EQ(doc["congestion_control"], "reno");
   EXPECT_FALSE(doc["pinned"].get<bool>());
 
@@ -64,14 +56,10 @@ TEST(BenchKvCommandTest, RecordsTheCongestionControlAndPinningAsked) {
 // The checksummed baseline adds its columns and fields, and its receiver checks the CRC the sender
 // computed (a mismatch would fail the run).
 TEST(BenchKvCommandTest, ChecksummedBaselineAddsItsFigures) {
-  model::testing::TempDir dir;
-  const std::string json_path = dir / "kv.json";
-  auto run = Pdserve(
-      "bench kv --min-bytes 1048576 --max-bytes 2097152 --iters 2 --checksummed-baseline --json " +
-      json_path);
+  auto [run, doc] = PdserveJson(
+      "bench kv --min-bytes 1048576 --max-bytes 2097152 --iters 2 --checksummed-baseline");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("crc_base_GB/s"), std::string::npos) << run.out;
-  const auto doc = nlohmann::json::parse(ReadFile(json_path));
   ASSERT_EQ(doc["results"].size(), 2u);
   for (const auto& r : doc["results"]) {
     EXPECT_GT(r["checksummed_baseline_gbps"].get<double>(), 0.0);

@@ -69,13 +69,18 @@ class DisaggregatedServingTest : public testing::GatewayFixture {
     return static_cast<int>(WorkerMetric(w, "pdserve_kv_pages_used"));
   }
 
-  // A metric (gauge or counter) from a worker's own /metrics; -1 when it cannot be read.
-  static double WorkerMetric(const Worker& w, const std::string& name) {
+  // Everything the worker has logged so far.
+  static std::string LogOf(const Worker& w) {
     std::ifstream in(w.log);
     std::stringstream text;
     text << in.rdbuf();
+    return text.str();
+  }
+
+  // A metric (gauge or counter) from a worker's own /metrics; -1 when it cannot be read.
+  static double WorkerMetric(const Worker& w, const std::string& name) {
     std::smatch m;
-    const std::string log = text.str();
+    const std::string log = LogOf(w);
     if (!std::regex_search(log, m, std::regex("metrics on http://127.0.0.1:([0-9]+)/metrics"))) {
       return -1;
     }
@@ -141,10 +146,8 @@ TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) 
         testing::ExpectGreedyMatchesGenerate(http_, model_, prompt, "--device cuda:0");
     EXPECT_NE(streamed.find("kv_transfer;dur="), std::string::npos);
   }
-  std::ifstream log(p.log);
-  std::stringstream text;
-  text << log.rdbuf();
-  EXPECT_NE(text.str().find("connected (ipc)"), std::string::npos) << text.str();
+  const std::string log = LogOf(p);
+  EXPECT_NE(log.find("connected (ipc)"), std::string::npos) << log;
   ExpectPagesReturnToZero(p);
   ExpectPagesReturnToZero(d);
 }
