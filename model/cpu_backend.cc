@@ -332,7 +332,7 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(std::shared_ptr<const Weights>
   }
   if (!weights) return InvalidArgument("no weights");
   return std::unique_ptr<Backend>(
-      std::make_unique<CpuBackend>(std::move(weights), config, options));
+      std::make_unique<CpuBackend>(Weights::InHugePages(std::move(weights)), config, options));
 }
 
 }  // namespace pdserve::model

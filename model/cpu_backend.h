@@ -1,7 +1,8 @@
 // CpuBackend: the reference engine backend. f32 activations and f32 KV pages in host memory;
-// weights stay in their file dtype and are multiplied in place by cpu_matmul. OpenMP threads
-// inside each operation. Batch-invariant (see cpu_matmul.h), so the same sequence gets the same
-// logits bit for bit whatever it is batched with. Driven by one thread, like every Backend.
+// weights keep their file dtype, copied once into huge pages (Weights::InHugePages), and are
+// multiplied there by cpu_matmul. OpenMP threads inside each operation. Batch-invariant (see
+// cpu_matmul.h), so the same sequence gets the same logits bit for bit whatever it is batched with.
+// Driven by one thread, like every Backend.
 #pragma once
 
 #include <memory>

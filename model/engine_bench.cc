@@ -15,6 +15,7 @@
 
 #include "model/cpu_matmul.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/huge_pages.h"
 #include "model/model_maker.h"
 #include "model/tokenizer_writer.h"
 
@@ -69,11 +70,19 @@ Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const Engi
 }  // namespace
 
 MemoryBandwidthProbe::MemoryBandwidthProbe(int threads, size_t bytes)
-    : threads_(threads), src_(bytes / sizeof(float) / 64 * 64, 1.0f), dst_(src_.size(), 0.0f) {}
+    : threads_(threads),
+      n_(bytes / sizeof(float) / 64 * 64),
+      src_buffer_(AllocateHugePageBuffer(n_ * sizeof(float))),
+      dst_buffer_(AllocateHugePageBuffer(n_ * sizeof(float))),
+      src_(static_cast<float*>(src_buffer_.get())),
+      dst_(static_cast<float*>(dst_buffer_.get())) {
+  std::fill_n(src_, n_, 1.0f);
+  std::fill_n(dst_, n_, 0.0f);
+}
 
 double MemoryBandwidthProbe::ReadGbps(int passes) {
-  const size_t n = src_.size();
-  const float* src = src_.data();
+  const size_t n = n_;
+  const float* src = src_;
   double best = 0;
   float sink = 0;
   for (int pass = 0; pass < passes; ++pass) {
@@ -100,7 +109,7 @@ double MemoryBandwidthProbe::ReadGbps(int passes) {
 }
 
 double MemoryBandwidthProbe::CopyGbps(int passes) {
-  const size_t n = src_.size();
+  const size_t n = n_;
   double best = 0;
   for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = Clock::now();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -73,7 +74,8 @@ struct EngineBenchResult {
   std::string ToTable() const;
 };
 
-// Memory bandwidth with `threads` threads over buffers of `bytes` (made once, reused).
+// Memory bandwidth with `threads` threads over buffers of `bytes` (made once, reused, in huge
+// pages like the CPU backend's packed weights).
 class MemoryBandwidthProbe {
  public:
   MemoryBandwidthProbe(int threads, size_t bytes);
@@ -82,7 +84,11 @@ class MemoryBandwidthProbe {
 
  private:
   int threads_;
-  std::vector<float> src_, dst_;
+  size_t n_;  // floats in each buffer
+  // In huge pages, like the packed weights the roofline holds the engine against.
+  std::shared_ptr<void> src_buffer_, dst_buffer_;
+  float* src_;
+  float* dst_;
 };
 
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,

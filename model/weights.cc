@@ -1,10 +1,12 @@
 #include "model/weights.h"
 
-#include <cstdlib>
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <new>
 #include <nlohmann/json.hpp>
+
+#include "model/huge_pages.h"
 
 namespace pdserve::model {
 namespace {
@@ -106,9 +108,7 @@ void ConvertRow(const Matrix& src, int row, DType dtype, std::vector<float>& scr
 Matrix ConvertMatrix(const Matrix& m, DType dtype, std::vector<std::shared_ptr<void>>* buffers) {
   if (m.dtype == dtype || m.rows == 0) return m;
   const size_t row_bytes = static_cast<size_t>(m.cols) * DTypeSize(dtype);
-  const size_t bytes = (m.rows * row_bytes + 63) / 64 * 64;
-  std::shared_ptr<void> buffer(std::aligned_alloc(64, bytes), std::free);
-  if (!buffer) throw std::bad_alloc();
+  std::shared_ptr<void> buffer = AllocateHugePageBuffer(m.rows * row_bytes);
   auto* out = static_cast<uint8_t*>(buffer.get());
 #pragma omp parallel
   {
@@ -120,19 +120,52 @@ Matrix ConvertMatrix(const Matrix& m, DType dtype, std::vector<std::shared_ptr<v
   return Matrix{out, dtype, m.rows, m.cols};
 }
 
+// `m` copied into huge-page memory (kept in `buffers`), unless it already starts one of them.
+Matrix CopyMatrix(const Matrix& m, std::vector<std::shared_ptr<void>>* buffers) {
+  const bool resident = std::any_of(buffers->begin(), buffers->end(),
+                                    [&](const auto& b) { return b.get() == m.data; });
+  if (resident || m.rows == 0) return m;
+  std::shared_ptr<void> buffer = AllocateHugePageBuffer(m.bytes());
+  const auto* in = static_cast<const uint8_t*>(m.data);
+  auto* out = static_cast<uint8_t*>(buffer.get());
+  // In slices on every thread: the copy reads the file at the page cache's speed.
+  constexpr size_t kSlice = 4u << 20;
+  const int64_t slices = static_cast<int64_t>((m.bytes() + kSlice - 1) / kSlice);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < slices; ++i) {
+    const size_t begin = i * kSlice;
+    std::memcpy(out + begin, in + begin, std::min(kSlice, m.bytes() - begin));
+  }
+  buffers->push_back(std::move(buffer));
+  return Matrix{out, m.dtype, m.rows, m.cols};
+}
+
+// A copy of `weights` with every matrix replaced by fn(matrix, &copy's buffers); a tied LM head
+// stays the embedding, made once.
+template <typename Fn>
+std::shared_ptr<const Weights> WithEachMatrix(const Weights& weights, Fn fn) {
+  auto w = std::make_shared<Weights>(weights);
+  const bool tied = weights.lm_head.data == weights.embed.data;
+  w->embed = fn(weights.embed, &w->buffers);
+  w->lm_head = tied ? w->embed : fn(weights.lm_head, &w->buffers);
+  for (LayerWeights& l : w->layers) {
+    for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      *m = fn(*m, &w->buffers);
+  }
+  return w;
+}
+
 }  // namespace
+
+std::shared_ptr<const Weights> Weights::InHugePages(std::shared_ptr<const Weights> weights) {
+  return WithEachMatrix(*weights, CopyMatrix);
+}
 
 std::shared_ptr<const Weights> Weights::ConvertedTo(std::shared_ptr<const Weights> weights,
                                                     DType dtype) {
-  auto w = std::make_shared<Weights>(*weights);
-  const bool tied = weights->lm_head.data == weights->embed.data;
-  w->embed = ConvertMatrix(weights->embed, dtype, &w->buffers);
-  w->lm_head = tied ? w->embed : ConvertMatrix(weights->lm_head, dtype, &w->buffers);
-  for (LayerWeights& l : w->layers) {
-    for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      *m = ConvertMatrix(*m, dtype, &w->buffers);
-  }
-  return w;
+  return WithEachMatrix(*weights, [dtype](const Matrix& m, auto* buffers) {
+    return ConvertMatrix(m, dtype, buffers);
+  });
 }
 
 size_t Weights::MatrixBytesPerToken() const {

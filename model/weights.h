@@ -50,7 +50,7 @@ struct Weights {
 
   // Keeps the mapped files alive as long as the views.
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
-  // Matrices converted at load (ConvertedTo) live here.
+  // Matrices converted or copied at load (ConvertedTo, InHugePages) live here.
   std::vector<std::shared_ptr<void>> buffers;
 
   // Loads and checks every tensor the config needs. Errors name the file and the tensor.
@@ -58,11 +58,17 @@ struct Weights {
                                                      const ModelConfig& config);
 
   // A copy whose matrices (the embedding and LM head too) hold `dtype`, converted from the file's
-  // (f32 to bf16 or f16 rounds to nearest even; the other way is exact). Matrices already in
-  // `dtype` stay views of the files. Serving an f32 checkpoint in bf16 halves the bytes a decode
-  // step reads, as vLLM's --dtype does.
+  // (f32 to bf16 or f16 rounds to nearest even; the other way is exact) into huge-page memory.
+  // Matrices already in `dtype` stay views of the files. Serving an f32 checkpoint in bf16 halves
+  // the bytes a decode step reads, as vLLM's --dtype does.
   static std::shared_ptr<const Weights> ConvertedTo(std::shared_ptr<const Weights> weights,
                                                     DType dtype);
+
+  // A copy whose matrices (the embedding and LM head too) sit in huge-page memory
+  // (huge_pages.h) instead of the file maps; matrices ConvertedTo already made are kept. The
+  // CPU backend serves from such a copy: decode reads every matrix once per token, and through
+  // a file map's 4 KiB pages it misses the TLB every 4 KiB.
+  static std::shared_ptr<const Weights> InHugePages(std::shared_ptr<const Weights> weights);
 };
 
 }  // namespace pdserve::model

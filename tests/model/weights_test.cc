@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -88,6 +89,44 @@ TEST(WeightsTest, ConvertedToRoundsEveryMatrixAndKeepsTheVectors) {
               BF16ToFloat(static_cast<const uint16_t*>(bf16->layers[0].wq.data)[i]));
   }
   EXPECT_EQ(Weights::ConvertedTo(f32, DType::kF32)->layers[0].wq.data, f32->layers[0].wq.data);
+}
+
+TEST(WeightsTest, InHugePagesCopiesFileViewsOnceAndKeepsConvertedMatrices) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    ModelConfig c = SmallConfig();
+    c.tie_word_embeddings = tied;
+    TempDir dir;
+    WriteModel(c, dir.path());
+    auto loaded = Weights::Load(dir.path(), c);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    const auto& mapped = *loaded;
+    const auto copied = Weights::InHugePages(mapped);
+    auto expect_copy = [](const Matrix& from, const Matrix& to) {
+      EXPECT_NE(to.data, from.data);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(to.data) % (2u << 20), 0u);  // huge-page aligned
+      ASSERT_EQ(to.dtype, from.dtype);
+      ASSERT_EQ(to.bytes(), from.bytes());
+      EXPECT_EQ(std::memcmp(to.data, from.data, from.bytes()), 0);
+    };
+    expect_copy(mapped->embed, copied->embed);
+    expect_copy(mapped->lm_head, copied->lm_head);
+    // A tied LM head stays the embedding, copied once.
+    EXPECT_EQ(copied->lm_head.data == copied->embed.data, c.tie_word_embeddings);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const LayerWeights &a = mapped->layers[l], &b = copied->layers[l];
+      for (auto m : {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::wo,
+                     &LayerWeights::w_gate, &LayerWeights::w_up, &LayerWeights::w_down}) {
+        expect_copy(a.*m, b.*m);
+      }
+    }
+    // Matrices already copied or converted are not copied again.
+    const auto again = Weights::InHugePages(copied);
+    EXPECT_EQ(again->layers[0].w_down.data, copied->layers[0].w_down.data);
+    EXPECT_EQ(again->embed.data, copied->embed.data);
+    const auto bf16 = Weights::ConvertedTo(mapped, DType::kBF16);
+    EXPECT_EQ(Weights::InHugePages(bf16)->layers[0].wq.data, bf16->layers[0].wq.data);
+  }
 }
 
 TEST(WeightsTest, MissingTensorNamesFileAndTensor) {

@@ -1,0 +1,16 @@
+// Buffers for data the CPU engine streams from memory every step (packed weight matrices, the
+// bandwidth probe): 2 MiB-aligned and advised to transparent huge pages, so a decode step that
+// reads every weight once walks hundreds of page-table entries instead of ~100,000. Where the
+// kernel has THP off the buffer is still valid, just in 4 KiB pages. Any thread may allocate.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace pdserve::model {
+
+// At least `bytes` of uninitialised memory (rounded up to 2 MiB), freed when the last owner goes.
+// Throws std::bad_alloc when the memory cannot be had.
+std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes);
+
+}  // namespace pdserve::model
