@@ -7,33 +7,13 @@
 #include <cmath>
 #include <thread>
 
+#include "model/cpu_attention.h"
 #include "model/cpu_matmul.h"
+#include "model/huge_pages.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
 namespace {
-
-// Fixed-order dot product of two f32 vectors (8 lanes, then a fixed tree, then the tail).
-float Dot(const float* a, const float* b, int n) {
-  __m256 acc = _mm256_setzero_ps();
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  float r = HorizontalSum(acc);
-  for (; i < n; ++i) r = std::fma(a[i], b[i], r);
-  return r;
-}
-
-// out[0, n) += p * v[0, n), one fused multiply-add per element (the same bits as a scalar loop).
-inline void AddScaled(float p, const float* v, float* out, int n) {
-  const __m256 pv = _mm256_set1_ps(p);
-  int d = 0;
-  for (; d + 8 <= n; d += 8) {
-    _mm256_storeu_ps(out + d,
-                     _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + d), _mm256_loadu_ps(out + d)));
-  }
-  for (; d < n; ++d) out[d] = std::fma(p, v[d], out[d]);
-}
 
 void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
   const float mean_square = Dot(x, x, n) / static_cast<float>(n);
@@ -52,8 +32,12 @@ class CpuBackend final : public Backend {
     shape_.n_kv_heads = config.n_kv_heads;
     shape_.head_dim = config.head_dim;
     shape_.dtype = DType::kF32;
-    kv_.resize(config.n_layers);
-    for (auto& layer : kv_) layer.assign(shape_.layer_elems(), 0.0f);
+    // In huge pages: attention reads one KV head's slice (a quarter of each row, for 4 KV heads)
+    // of pages scattered over the pool, which through 4 KiB pages missed the TLB every few rows.
+    for (int l = 0; l < config.n_layers; ++l) {
+      kv_.push_back(AllocateHugePageBuffer(shape_.layer_bytes()));
+      std::fill_n(static_cast<float*>(kv_.back().get()), shape_.layer_elems(), 0.0f);
+    }
     threads_ =
         options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   }
@@ -61,7 +45,7 @@ class CpuBackend final : public Backend {
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return shape_; }
   std::string device() const override { return "cpu"; }
-  void* KvLayerData(int layer) override { return kv_[layer].data(); }
+  void* KvLayerData(int layer) override { return kv_[layer].get(); }
 
   Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
 
@@ -75,7 +59,7 @@ class CpuBackend final : public Backend {
   ModelConfig config_;
   KvCacheShape shape_;
   std::vector<double> inv_freq_;
-  std::vector<std::vector<float>> kv_;  // per layer, KvCacheShape layout
+  std::vector<std::shared_ptr<void>> kv_;  // per layer, f32 in the KvCacheShape layout
   int threads_ = 1;
 
   // Per-step run buffers; they grow to the largest step seen and stay.
@@ -164,7 +148,7 @@ void ApplyRope(float* vec, int n_heads, int head_dim, const float* cos, const fl
 
 void CpuBackend::WriteKv(int layer) {
   const int kv_dim = config_.kv_dim();
-  float* pool = kv_[layer].data();
+  auto* pool = static_cast<float*>(kv_[layer].get());
   for (size_t r = 0; r < rows_.size(); ++r) {
     const int pos = rows_[r].pos;
     const int page = rows_[r].pages[pos / shape_.page_size];
@@ -174,86 +158,44 @@ void CpuBackend::WriteKv(int layer) {
   }
 }
 
-// scores[j] = (q · keys[j][0, n)) * scale, each dot product in Dot's order; four keys at a time
-// so their multiply-add chains overlap.
-void ScoreKeys(const float* q, const float* const* keys, int count, int n, float scale,
-               float* scores) {
-  int j = 0;
-  if (n % 8 == 0) {
-    for (; j + 4 <= count; j += 4) {
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps()};
-      for (int d = 0; d < n; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + d);
-        for (int i = 0; i < 4; ++i)
-          acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(keys[j + i] + d), acc[i]);
-      }
-      for (int i = 0; i < 4; ++i) scores[j + i] = HorizontalSum(acc[i]) * scale;
-    }
-  }
-  for (; j < count; ++j) scores[j] = Dot(q, keys[j], n) * scale;
-}
-
-// out[0, n) = sum over j of p[j] * values[j][0, n), summed in j order per element, with the
-// running sums in registers (64 columns at a time).
-void WeightedSum(const float* p, const float* const* values, int count, int n, float* out) {
-  constexpr int kLanes = 8, kRegs = 8;
-  int d = 0;
-  for (; d + kLanes * kRegs <= n; d += kLanes * kRegs) {
-    __m256 acc[kRegs];
-    for (int i = 0; i < kRegs; ++i) acc[i] = _mm256_setzero_ps();
-    for (int j = 0; j < count; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
-      for (int i = 0; i < kRegs; ++i)
-        acc[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(values[j] + d + i * kLanes), acc[i]);
-    }
-    for (int i = 0; i < kRegs; ++i) _mm256_storeu_ps(out + d + i * kLanes, acc[i]);
-  }
-  if (d == n) return;
-  std::fill(out + d, out + n, 0.0f);
-  for (int j = 0; j < count; ++j) AddScaled(p[j], values[j] + d, out + d, n - d);
-}
-
 void CpuBackend::Attention(int layer) {
   const ModelConfig& c = config_;
-  const int hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const int hd = c.head_dim, kv_heads = c.n_kv_heads;
   const int t = static_cast<int>(rows_.size());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const float* pool = kv_[layer].data();
-  // One item per (row, KV head): the group's query heads share its key and value rows.
+  const auto* pool = static_cast<const float*>(kv_[layer].get());
+  // A row's KV heads together, so its key and value rows are read front to back, when there
+  // are rows enough for every thread; else one KV head per item. The results are the same bits.
+  const int heads_per_item = t >= 4 * threads_ ? kv_heads : 1;
+  const int items_per_row = kv_heads / heads_per_item;
 #pragma omp parallel
   {
     // Per OpenMP thread, reused from layer to layer.
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scratch;
     thread_local std::vector<const float*> keys, values;
 #pragma omp for schedule(dynamic, 1)
-    for (int item = 0; item < t * c.n_kv_heads; ++item) {
-      const int r = item / c.n_kv_heads, g = item % c.n_kv_heads;
+    for (int item = 0; item < t * items_per_row; ++item) {
+      const int r = item / items_per_row, g = item % items_per_row * heads_per_item;
       const int count = rows_[r].pos + 1;
       const int32_t* pages = rows_[r].pages;
       keys.resize(count);
       values.resize(count);
       for (int j = 0, p = 0; j < count; ++p) {  // page by page: no division per position
         for (int slot = 0; slot < shape_.page_size && j < count; ++slot, ++j) {
-          keys[j] = pool + shape_.Offset(pages[p], 0, slot) + g * hd;
-          values[j] = pool + shape_.Offset(pages[p], 1, slot) + g * hd;
+          keys[j] = pool + shape_.Offset(pages[p], 0, slot);
+          values[j] = pool + shape_.Offset(pages[p], 1, slot);
         }
       }
-      scores.resize(count);
-      for (int h = g * group; h < (g + 1) * group; ++h) {
-        const float* q = &q_[static_cast<size_t>(r) * c.q_dim() + h * hd];
-        ScoreKeys(q, keys.data(), count, hd, scale, scores.data());
-        const float max_score = *std::max_element(scores.begin(), scores.end());
-        float sum = 0;
-        for (float& s : scores) {
-          s = std::exp(s - max_score);
-          sum += s;
-        }
-        float* out = &att_[static_cast<size_t>(r) * c.q_dim() + h * hd];
-        WeightedSum(scores.data(), values.data(), count, hd, out);
-        const float inv = 1.0f / sum;
-        for (int d = 0; d < hd; ++d) out[d] *= inv;
-      }
+      const AttentionRow a{&q_[static_cast<size_t>(r) * c.q_dim()],
+                           keys.data(),
+                           values.data(),
+                           count,
+                           g,
+                           g + heads_per_item,
+                           c.n_heads / kv_heads,
+                           hd,
+                           1.0f / std::sqrt(static_cast<float>(hd))};
+      scratch.resize(AttentionScratchFloats(a));
+      AttendRow(a, scratch.data(), &att_[static_cast<size_t>(r) * c.q_dim()]);
     }
   }
 }

@@ -1,0 +1,130 @@
+#include "model/cpu_attention.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "model/simd.h"
+
+namespace pdserve::model {
+namespace {
+
+constexpr int kChunk = 8;  // keys scored, and values summed, together
+
+// q · key[i][0, n) for 8 keys, n a multiple of 8: eight independent multiply-add chains, then
+// the eight horizontal sums at once; lane i is the same bits as Dot(q, key[i], n).
+inline __m256 Dot8Keys(const float* q, const float* const key[kChunk], int n) {
+  __m256 acc[kChunk];
+  for (int i = 0; i < kChunk; ++i) acc[i] = _mm256_setzero_ps();
+  for (int d = 0; d < n; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int i = 0; i < kChunk; ++i)
+      acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(key[i] + d), acc[i]);
+  }
+  return HorizontalSums8(acc);
+}
+
+// scores[j] = exp(scores[j] - max) over j < count, returning their sum. scores has room for
+// count rounded up to 8: the padding gets exp(-FLT_MAX) = 0, so every position goes through the
+// same vector code.
+float ExpAndSum(float* scores, int count) {
+  const int padded = (count + 7) / 8 * 8;
+  std::fill(scores + count, scores + padded, -FLT_MAX);
+  __m256 m = _mm256_set1_ps(-FLT_MAX);
+  for (int j = 0; j < padded; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(scores + j));
+  const __m256 max = _mm256_set1_ps(HorizontalMax(m));
+  __m256 sum = _mm256_setzero_ps();
+  for (int j = 0; j < padded; j += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(scores + j), max));
+    _mm256_storeu_ps(scores + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  return HorizontalSum(sum);
+}
+
+// out[0, n) += sum over i < keys of p[i] * value[i][0, n): the chunk's sum first (in key order,
+// from zero), then added to out.
+void AddWeightedChunk(const float* p, const float* const* value, int keys, int n, float* out) {
+  constexpr int kRegs = 8;
+  int d = 0;
+  for (; d + 8 * kRegs <= n; d += 8 * kRegs) {
+    __m256 acc[kRegs];
+    for (int r = 0; r < kRegs; ++r) acc[r] = _mm256_setzero_ps();
+    for (int i = 0; i < keys; ++i) {
+      const __m256 pi = _mm256_set1_ps(p[i]);
+      for (int r = 0; r < kRegs; ++r)
+        acc[r] = _mm256_fmadd_ps(pi, _mm256_loadu_ps(value[i] + d + 8 * r), acc[r]);
+    }
+    for (int r = 0; r < kRegs; ++r) {
+      float* o = out + d + 8 * r;
+      _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), acc[r]));
+    }
+  }
+  for (; d + 8 <= n; d += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < keys; ++i)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(value[i] + d), acc);
+    _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_loadu_ps(out + d), acc));
+  }
+  for (; d < n; ++d) {
+    float s = 0;
+    for (int i = 0; i < keys; ++i) s = std::fma(p[i], value[i][d], s);
+    out[d] += s;
+  }
+}
+
+}  // namespace
+
+size_t AttentionScratchFloats(const AttentionRow& a) {
+  const int heads = (a.kv_head_end - a.kv_head_begin) * a.group;
+  return static_cast<size_t>(heads) * ((a.count + kChunk - 1) / kChunk * kChunk + 1);
+}
+
+void AttendRow(const AttentionRow& a, float* scratch, float* out) {
+  const int hd = a.head_dim, g0 = a.kv_head_begin, g1 = a.kv_head_end;
+  const int stride = (a.count + kChunk - 1) / kChunk * kChunk;  // scratch floats per head
+  // Query head h (of the covered ones, counted from g0 * group) scores into its own row.
+  auto scores_of = [&](int h) { return scratch + static_cast<size_t>(h - g0 * a.group) * stride; };
+
+  // Scores, chunk by chunk: a chunk's rows are read once for every covered head.
+  const __m256 scale = _mm256_set1_ps(a.scale);
+  int j = 0;
+  for (; j + kChunk <= a.count && hd % 8 == 0; j += kChunk) {
+    for (int g = g0; g < g1; ++g) {
+      const float* key[kChunk];
+      for (int i = 0; i < kChunk; ++i) key[i] = a.keys[j + i] + g * hd;
+      for (int h = g * a.group; h < (g + 1) * a.group; ++h) {
+        _mm256_storeu_ps(scores_of(h) + j, _mm256_mul_ps(Dot8Keys(a.q + h * hd, key, hd), scale));
+      }
+    }
+  }
+  for (; j < a.count; ++j) {
+    for (int h = g0 * a.group; h < g1 * a.group; ++h)
+      scores_of(h)[j] = Dot(a.q + h * hd, a.keys[j] + (h / a.group) * hd, hd) * a.scale;
+  }
+
+  // Softmax weights, unnormalised; the outputs are scaled by 1/sum at the end.
+  float* inv_sum = scratch + static_cast<size_t>((g1 - g0) * a.group) * stride;
+  for (int h = g0 * a.group; h < g1 * a.group; ++h)
+    inv_sum[h - g0 * a.group] = 1.0f / ExpAndSum(scores_of(h), a.count);
+
+  // Values, chunk by chunk, likewise.
+  for (int h = g0 * a.group; h < g1 * a.group; ++h) std::fill_n(out + h * hd, hd, 0.0f);
+  for (j = 0; j < a.count; j += kChunk) {
+    const int keys = std::min(kChunk, a.count - j);
+    for (int g = g0; g < g1; ++g) {
+      const float* value[kChunk];
+      for (int i = 0; i < keys; ++i) value[i] = a.values[j + i] + g * hd;
+      for (int h = g * a.group; h < (g + 1) * a.group; ++h)
+        AddWeightedChunk(scores_of(h) + j, value, keys, hd, out + h * hd);
+    }
+  }
+  for (int h = g0 * a.group; h < g1 * a.group; ++h) {
+    const float inv = inv_sum[h - g0 * a.group];
+    for (int d = 0; d < hd; ++d) out[h * hd + d] *= inv;
+  }
+}
+
+}  // namespace pdserve::model

@@ -1,0 +1,34 @@
+// The CPU backend's attention kernel: one token's query heads over that token's keys and values,
+// rows of the paged KV pool passed as pointers in position order. A call covers a range of KV
+// heads: all of them when there are enough tokens to keep every thread busy, so each key and
+// value row (all heads, contiguous in a page) is read from memory once, front to back; or one at
+// a time for a small batch. Keys are scored 8 at a time, the softmax uses a vectorised exp, and
+// values are summed 8 keys at a time. Every sum runs in an order that depends only on the
+// token's own data (never on the head range, the batch or the thread), so a token's output is
+// the same bits in a prompt chunk or a decode step, alone or batched. Stateless and
+// thread-safe; `scratch` is the caller's.
+#pragma once
+
+#include <cstddef>
+
+namespace pdserve::model {
+
+struct AttentionRow {
+  const float* q;              // all query heads of the token, head_dim floats each
+  const float* const* keys;    // count key rows: kv_heads * head_dim floats each
+  const float* const* values;  // count value rows, likewise
+  int count;                   // positions attended: 1..pos+1
+  int kv_head_begin;           // the KV heads this call covers, [begin, end)
+  int kv_head_end;
+  int group;     // query heads per KV head (GQA): query head h uses KV head h / group
+  int head_dim;  //
+  float scale;   // 1/sqrt(head_dim)
+};
+
+// Floats of scratch AttendRow needs.
+size_t AttentionScratchFloats(const AttentionRow& a);
+
+// Writes the covered query heads' outputs into out (indexed like q: head h at h * head_dim).
+void AttendRow(const AttentionRow& a, float* scratch, float* out);
+
+}  // namespace pdserve::model

@@ -1,0 +1,152 @@
+// The CPU attention kernel against a double-precision softmax attention, and its promise that a
+// head's output does not depend on which other heads the call covers; with the SIMD pieces it
+// rests on (eight horizontal sums at once, the vectorised exp).
+#include "model/cpu_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "model/simd.h"
+
+namespace pdserve::model {
+namespace {
+
+struct Case {
+  int kv_heads, group, head_dim, count;
+};
+
+// Key and value rows (kv_heads * head_dim floats each) scattered in one buffer in a shuffled
+// order, as pages of a pool are.
+struct Rows {
+  std::vector<float> storage;
+  std::vector<const float*> keys, values;
+};
+
+Rows MakeRows(const Case& c, std::mt19937& rng) {
+  const int width = c.kv_heads * c.head_dim;
+  Rows rows;
+  rows.storage.resize(static_cast<size_t>(2) * c.count * width);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& v : rows.storage) v = d(rng);
+  std::vector<int> order(2 * c.count);
+  for (int i = 0; i < 2 * c.count; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int j = 0; j < c.count; ++j) {
+    rows.keys.push_back(&rows.storage[static_cast<size_t>(order[2 * j]) * width]);
+    rows.values.push_back(&rows.storage[static_cast<size_t>(order[2 * j + 1]) * width]);
+  }
+  return rows;
+}
+
+std::vector<float> Attend(const Case& c, const Rows& rows, const std::vector<float>& q, int begin,
+                          int end) {
+  const AttentionRow a{q.data(),
+                       rows.keys.data(),
+                       rows.values.data(),
+                       c.count,
+                       begin,
+                       end,
+                       c.group,
+                       c.head_dim,
+                       1.0f / std::sqrt(float(c.head_dim))};
+  std::vector<float> scratch(AttentionScratchFloats(a)), out(q.size(), NAN);
+  AttendRow(a, scratch.data(), out.data());
+  return out;
+}
+
+TEST(CpuAttentionTest, MatchesADoubleReferenceForEveryShape) {
+  std::mt19937 rng(3);
+  for (const Case c : {Case{1, 1, 64, 1}, Case{4, 3, 64, 7}, Case{4, 3, 64, 8}, Case{4, 3, 64, 9},
+                       Case{2, 2, 64, 33}, Case{4, 3, 64, 200}, Case{2, 3, 12, 21},
+                       Case{1, 4, 80, 45}, Case{2, 1, 128, 17}}) {
+    SCOPED_TRACE(testing::Message() << "kv_heads " << c.kv_heads << " group " << c.group
+                                    << " head_dim " << c.head_dim << " count " << c.count);
+    const Rows rows = MakeRows(c, rng);
+    std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (float& v : q) v = d(rng);
+    const std::vector<float> out = Attend(c, rows, q, 0, c.kv_heads);
+    const double scale = 1.0 / std::sqrt(double(c.head_dim));
+    for (int h = 0; h < c.kv_heads * c.group; ++h) {
+      const int g = h / c.group;
+      std::vector<double> w(c.count);
+      double max = -1e300, sum = 0;
+      for (int j = 0; j < c.count; ++j) {
+        double s = 0;
+        for (int i = 0; i < c.head_dim; ++i)
+          s += double(q[h * c.head_dim + i]) * rows.keys[j][g * c.head_dim + i];
+        w[j] = s * scale;
+        max = std::max(max, w[j]);
+      }
+      for (double& x : w) sum += (x = std::exp(x - max));
+      for (int i = 0; i < c.head_dim; ++i) {
+        double ref = 0, mag = 0;
+        for (int j = 0; j < c.count; ++j) {
+          ref += w[j] / sum * rows.values[j][g * c.head_dim + i];
+          mag += std::abs(w[j] / sum * rows.values[j][g * c.head_dim + i]);
+        }
+        ASSERT_NEAR(out[h * c.head_dim + i], ref, 2e-6 * mag + 1e-7) << "head " << h << " d " << i;
+      }
+    }
+  }
+}
+
+TEST(CpuAttentionTest, AHeadGetsTheSameBitsWhateverElseTheCallCovers) {
+  std::mt19937 rng(5);
+  for (const Case c : {Case{4, 3, 64, 61}, Case{3, 2, 12, 19}}) {
+    const Rows rows = MakeRows(c, rng);
+    std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (float& v : q) v = d(rng);
+    const std::vector<float> all = Attend(c, rows, q, 0, c.kv_heads);
+    for (int g = 0; g < c.kv_heads; ++g) {
+      const std::vector<float> one = Attend(c, rows, q, g, g + 1);
+      const size_t at = static_cast<size_t>(g) * c.group * c.head_dim;
+      EXPECT_EQ(std::memcmp(&one[at], &all[at], sizeof(float) * c.group * c.head_dim), 0)
+          << "KV head " << g;
+      // Heads outside the range are not written.
+      if (g > 0) {
+        EXPECT_TRUE(std::isnan(one[0]));
+      }
+    }
+  }
+}
+
+TEST(SimdTest, EightHorizontalSumsAtOnceAreTheSameBits) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-1e3f, 1e3f);
+  for (int trial = 0; trial < 1000; ++trial) {
+    __m256 v[8];
+    for (auto& x : v) {
+      alignas(32) float f[8];
+      for (float& e : f) e = d(rng) * (trial % 3 == 0 ? 1e-6f : 1.0f);
+      x = _mm256_load_ps(f);
+    }
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, HorizontalSums8(v));
+    for (int i = 0; i < 8; ++i) ASSERT_EQ(sums[i], HorizontalSum(v[i])) << trial << " " << i;
+  }
+}
+
+TEST(SimdTest, ExpIsWithinTwoUlpAndNeverNaN) {
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    alignas(32) float e[8];
+    _mm256_store_ps(e, Exp(_mm256_set1_ps(x)));
+    const double want = std::exp(double(x));
+    ASSERT_NEAR(e[0], want, 2.5e-7 * want) << x;
+  }
+  alignas(32) float e[8];
+  _mm256_store_ps(
+      e, Exp(_mm256_setr_ps(-88.0f, -1e4f, -FLT_MAX, -INFINITY, 0.0f, 89.0f, 1e4f, FLT_MAX)));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(e[i], 0.0f) << i;
+  EXPECT_EQ(e[4], 1.0f);
+  for (int i = 5; i < 8; ++i) EXPECT_TRUE(std::isfinite(e[i])) << i;
+}
+
+}  // namespace
+}  // namespace pdserve::model
