@@ -52,6 +52,19 @@ inline void Finish(__m256 lanes, const float* x, const void* w, int k8_end, int 
   }
 }
 
+// The ends of NR < 8 outputs with no k % 8 tail, all at once: y[j] = (or +=) HorizontalSum(
+// lanes[j]), computed by HorizontalSums8, which is the same bits as Finish.
+template <int NR, bool kAdd>
+inline void StoreSums(const __m256* lanes, float* y) {
+  __m256 v[8];
+  for (int j = 0; j < 8; ++j) v[j] = j < NR ? lanes[j] : _mm256_setzero_ps();
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(NR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 sums = HorizontalSums8(v);
+  if constexpr (kAdd) sums = _mm256_add_ps(_mm256_maskload_ps(y, mask), sums);
+  _mm256_maskstore_ps(y, mask, sums);
+}
+
 // ---- AVX2: MR rows of X against NR rows of W over the whole K ----
 
 template <DType D, int MR, int NR, bool kAdd>
@@ -80,10 +93,14 @@ inline void MicroKernel(const float* x, int ldx, const void* w, size_t ldw, int 
   }
   const size_t elem = DTypeSize(D);
   for (int i = 0; i < MR; ++i) {
+    float* yi = y + static_cast<size_t>(i) * ldy;
+    if (NR > 1 && kk == k) {
+      StoreSums<NR, kAdd>(acc[i], yi);
+      continue;
+    }
     for (int j = 0; j < NR; ++j) {
       Finish<D, kAdd>(acc[i][j], x + static_cast<size_t>(i) * ldx,
-                      static_cast<const uint8_t*>(w) + j * ldw * elem, kk, k,
-                      y + static_cast<size_t>(i) * ldy + j);
+                      static_cast<const uint8_t*>(w) + j * ldw * elem, kk, k, yi + j);
     }
   }
 }
@@ -200,15 +217,25 @@ PDSERVE_AVX512 void MicroKernel512(const float* xp, size_t pair_stride, const fl
   }
   const size_t elem = DTypeSize(D);
   for (int p = 0; p < MP; ++p) {
-    for (int j = 0; j < NR; ++j) {
-      const uint8_t* wj = static_cast<const uint8_t*>(w) + j * ldw * elem;
-      for (int half = 0; half < 2; ++half) {
-        const int r = 2 * p + half;
-        if (r >= rows) break;
+    for (int half = 0; half < 2; ++half) {
+      const int r = 2 * p + half;
+      if (r >= rows) break;
+      const float* xr = x + static_cast<size_t>(r) * ldx;
+      float* yr = y + static_cast<size_t>(r) * ldy;
+      if (NR > 1 && k8 * 8 == k) {
+        __m256 lanes[NR];
+        for (int j = 0; j < NR; ++j) {
+          lanes[j] =
+              half == 0 ? _mm512_castps512_ps256(acc[p][j]) : _mm512_extractf32x8_ps(acc[p][j], 1);
+        }
+        StoreSums<NR, kAdd>(lanes, yr);
+        continue;
+      }
+      for (int j = 0; j < NR; ++j) {
         const __m256 lanes =
             half == 0 ? _mm512_castps512_ps256(acc[p][j]) : _mm512_extractf32x8_ps(acc[p][j], 1);
-        Finish<D, kAdd>(lanes, x + static_cast<size_t>(r) * ldx, wj, k8 * 8, k,
-                        y + static_cast<size_t>(r) * ldy + j);
+        Finish<D, kAdd>(lanes, xr, static_cast<const uint8_t*>(w) + j * ldw * elem, k8 * 8, k,
+                        yr + j);
       }
     }
   }
