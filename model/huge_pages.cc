@@ -2,13 +2,41 @@
 
 #include <sys/mman.h>
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
+
 #include <cstdlib>
+#include <fstream>
+#include <mutex>
 #include <new>
+#include <string>
 
 namespace pdserve::model {
+namespace {
+
+void WarnOnceIfThpIsOff() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string setting;
+    if (!std::getline(file, setting) || ThpSettingHonoursMadvise(setting)) return;
+    spdlog::warn(
+        "transparent huge pages are off ({}): the CPU engine's weights and KV pool sit in 4 KiB "
+        "pages, which costs decode TLB misses; set /sys/kernel/mm/transparent_hugepage/enabled "
+        "to madvise",
+        setting);
+  });
+}
+
+}  // namespace
+
+bool ThpSettingHonoursMadvise(std::string_view setting) {
+  return setting.find("[always]") != std::string_view::npos ||
+         setting.find("[madvise]") != std::string_view::npos;
+}
 
 std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes) {
+  WarnOnceIfThpIsOff();
   constexpr size_t kHugePage = 2u << 20;
   const size_t rounded = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);

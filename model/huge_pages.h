@@ -6,11 +6,17 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 namespace pdserve::model {
 
 // At least `bytes` of uninitialised memory (rounded up to 2 MiB), freed when the last owner goes.
-// Throws std::bad_alloc when the memory cannot be had.
+// Throws std::bad_alloc when the memory cannot be had. The first call on a host whose THP
+// setting is "never" logs a warning once.
 std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes);
+
+// Whether a THP setting (the text of /sys/kernel/mm/transparent_hugepage/enabled, such as
+// "always [madvise] never") lets madvise(MADV_HUGEPAGE) take effect.
+bool ThpSettingHonoursMadvise(std::string_view setting);
 
 }  // namespace pdserve::model
