@@ -52,19 +52,6 @@ inline void Finish(__m256 lanes, const float* x, const void* w, int k8_end, int 
   }
 }
 
-// The ends of NR < 8 outputs with no k % 8 tail, all at once: y[j] = (or +=) HorizontalSum(
-// lanes[j]), computed by HorizontalSums8, which is the same bits as Finish.
-template <int NR, bool kAdd>
-inline void StoreSums(const __m256* lanes, float* y) {
-  __m256 v[8];
-  for (int j = 0; j < 8; ++j) v[j] = j < NR ? lanes[j] : _mm256_setzero_ps();
-  const __m256i mask =
-      _mm256_cmpgt_epi32(_mm256_set1_epi32(NR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256 sums = HorizontalSums8(v);
-  if constexpr (kAdd) sums = _mm256_add_ps(_mm256_maskload_ps(y, mask), sums);
-  _mm256_maskstore_ps(y, mask, sums);
-}
-
 // ---- AVX2: MR rows of X against NR rows of W over the whole K ----
 
 template <DType D, int MR, int NR, bool kAdd>

@@ -63,10 +63,15 @@ inline void Kernel(const float* xp, size_t xs, const float* x, int ldx, const ui
       }
     }
   }
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < MR; ++i) {
+    float* yi = y + static_cast<size_t>(i) * ldy;
+    if (NR > 1 && k16 * 16 == k) {
+      StoreSums<NR, kAdd>(acc[i], yi);
+      continue;
+    }
     for (int j = 0; j < NR; ++j)
-      Finish<kAdd>(acc[i][j], x + static_cast<size_t>(i) * ldx, w + j * ldw, k16 * 16, k,
-                   y + static_cast<size_t>(i) * ldy + j);
+      Finish<kAdd>(acc[i][j], x + static_cast<size_t>(i) * ldx, w + j * ldw, k16 * 16, k, yi + j);
+  }
 }
 
 // AVX-512: MP pairs of X rows (`rows` real) against NR W rows; pair p's block b is 32 floats:
@@ -100,15 +105,21 @@ PDSERVE_AVX512 void Kernel512(const float* xp, size_t ps, const float* x, int ld
     }
   }
   for (int p = 0; p < MP; ++p) {
-    for (int j = 0; j < NR; ++j) {
-      for (int half = 0; half < 2; ++half) {
-        const int r = 2 * p + half;
-        if (r >= rows) break;
-        const __m256 lanes =
+    for (int half = 0; half < 2; ++half) {
+      const int r = 2 * p + half;
+      if (r >= rows) break;
+      float* yr = y + static_cast<size_t>(r) * ldy;
+      __m256 lanes[NR];
+      for (int j = 0; j < NR; ++j) {
+        lanes[j] =
             half == 0 ? _mm512_castps512_ps256(acc[p][j]) : _mm512_extractf32x8_ps(acc[p][j], 1);
-        Finish<kAdd>(lanes, x + static_cast<size_t>(r) * ldx, w + j * ldw, k16 * 16, k,
-                     y + static_cast<size_t>(r) * ldy + j);
       }
+      if (NR > 1 && k16 * 16 == k) {
+        StoreSums<NR, kAdd>(lanes, yr);
+        continue;
+      }
+      for (int j = 0; j < NR; ++j)
+        Finish<kAdd>(lanes[j], x + static_cast<size_t>(r) * ldx, w + j * ldw, k16 * 16, k, yr + j);
     }
   }
 }

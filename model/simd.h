@@ -52,6 +52,19 @@ inline __m256 HorizontalSums8(const __m256 v[8]) {
                        _mm256_shuffle_ps(u01, u23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// The ends of NR <= 8 dot products at once: y[j] = HorizontalSum(lanes[j]) (kAdd: y[j] +=),
+// through HorizontalSums8 (the same bits) and one masked store. y[NR..8) is not touched.
+template <int NR, bool kAdd>
+inline void StoreSums(const __m256* lanes, float* y) {
+  __m256 v[8];
+  for (int j = 0; j < 8; ++j) v[j] = j < NR ? lanes[j] : _mm256_setzero_ps();
+  const __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(NR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 sums = HorizontalSums8(v);
+  if constexpr (kAdd) sums = _mm256_add_ps(_mm256_maskload_ps(y, mask), sums);
+  _mm256_maskstore_ps(y, mask, sums);
+}
+
 inline float HorizontalMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
