@@ -195,7 +195,10 @@ FinishReason Engine::CheckFinish(const Sequence& s, int32_t token, bool* is_stop
 
 Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   const auto start = std::chrono::steady_clock::now();
-  if (stats) *stats = StepStats{start};
+  if (stats) {
+    *stats = StepStats();
+    stats->start = start;
+  }
   for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
   cancelled_.clear();
   Admit();

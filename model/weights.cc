@@ -120,30 +120,28 @@ Matrix ConvertMatrix(const Matrix& m, DType dtype, std::vector<std::shared_ptr<v
   return Matrix{out, dtype, m.rows, m.cols};
 }
 
-// `m` copied into huge-page memory (kept in `buffers`), unless it already starts one of them.
-Matrix CopyMatrix(const Matrix& m, std::vector<std::shared_ptr<void>>* buffers) {
-  const bool resident = std::any_of(buffers->begin(), buffers->end(),
-                                    [&](const auto& b) { return b.get() == m.data; });
-  if (resident || m.rows == 0) return m;
-  std::shared_ptr<void> buffer = AllocateHugePageBuffer(m.bytes());
-  const auto* in = static_cast<const uint8_t*>(m.data);
-  auto* out = static_cast<uint8_t*>(buffer.get());
-  // In slices on every thread: the copy reads the file at the page cache's speed.
+// Whether m is one of `buffers` (a matrix ConvertedTo made).
+bool OwnsMatrix(const std::vector<std::shared_ptr<void>>& buffers, const Matrix& m) {
+  return std::any_of(buffers.begin(), buffers.end(),
+                     [&](const auto& b) { return b.get() == m.data; });
+}
+
+// dst <- src, in slices on every thread: the copy reads the file at the page cache's speed.
+void ParallelCopy(void* dst, const void* src, size_t bytes) {
   constexpr size_t kSlice = 4u << 20;
-  const int64_t slices = static_cast<int64_t>((m.bytes() + kSlice - 1) / kSlice);
+  const int64_t slices = static_cast<int64_t>((bytes + kSlice - 1) / kSlice);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < slices; ++i) {
     const size_t begin = i * kSlice;
-    std::memcpy(out + begin, in + begin, std::min(kSlice, m.bytes() - begin));
+    std::memcpy(static_cast<uint8_t*>(dst) + begin, static_cast<const uint8_t*>(src) + begin,
+                std::min(kSlice, bytes - begin));
   }
-  buffers->push_back(std::move(buffer));
-  return Matrix{out, m.dtype, m.rows, m.cols};
 }
 
 // A copy of `weights` with every matrix replaced by fn(matrix, &copy's buffers); a tied LM head
 // stays the embedding, made once.
 template <typename Fn>
-std::shared_ptr<const Weights> WithEachMatrix(const Weights& weights, Fn fn) {
+std::shared_ptr<Weights> WithEachMatrix(const Weights& weights, Fn fn) {
   auto w = std::make_shared<Weights>(weights);
   const bool tied = weights.lm_head.data == weights.embed.data;
   w->embed = fn(weights.embed, &w->buffers);
@@ -158,7 +156,28 @@ std::shared_ptr<const Weights> WithEachMatrix(const Weights& weights, Fn fn) {
 }  // namespace
 
 std::shared_ptr<const Weights> Weights::InHugePages(std::shared_ptr<const Weights> weights) {
-  return WithEachMatrix(*weights, CopyMatrix);
+  if (weights->in_huge_pages) return weights;
+  // One arena for every matrix still in the file maps, each at a 4 KiB boundary: a 2 MiB
+  // buffer per matrix would round each small one (a K or V projection) up to 2 MiB.
+  constexpr size_t kAlign = 4096;
+  auto rounded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
+  size_t total = 0;
+  WithEachMatrix(*weights, [&](const Matrix& m, auto* buffers) {
+    if (!OwnsMatrix(*buffers, m)) total += rounded(m.bytes());
+    return m;
+  });
+  std::shared_ptr<void> arena = total > 0 ? AllocateHugePageBuffer(total) : nullptr;
+  size_t used = 0;
+  auto w = WithEachMatrix(*weights, [&](const Matrix& m, auto* buffers) {
+    if (OwnsMatrix(*buffers, m) || m.rows == 0) return m;
+    void* at = static_cast<uint8_t*>(arena.get()) + used;
+    ParallelCopy(at, m.data, m.bytes());
+    used += rounded(m.bytes());
+    return Matrix{at, m.dtype, m.rows, m.cols};
+  });
+  if (arena) w->buffers.push_back(std::move(arena));
+  w->in_huge_pages = true;
+  return w;
 }
 
 std::shared_ptr<const Weights> Weights::ConvertedTo(std::shared_ptr<const Weights> weights,

@@ -52,6 +52,7 @@ struct Weights {
   std::vector<std::shared_ptr<const SafetensorsFile>> files;
   // Matrices converted or copied at load (ConvertedTo, InHugePages) live here.
   std::vector<std::shared_ptr<void>> buffers;
+  bool in_huge_pages = false;  // every matrix is in `buffers`' huge pages (InHugePages)
 
   // Loads and checks every tensor the config needs. Errors name the file and the tensor.
   static Result<std::shared_ptr<const Weights>> Load(const std::string& model_dir,
@@ -65,7 +66,8 @@ struct Weights {
                                                     DType dtype);
 
   // A copy whose matrices (the embedding and LM head too) sit in huge-page memory
-  // (huge_pages.h) instead of the file maps; matrices ConvertedTo already made are kept. The
+  // (huge_pages.h, one arena) instead of the file maps; matrices ConvertedTo already made are
+  // kept, and weights already so are returned as they are. The
   // CPU backend serves from such a copy: decode reads every matrix once per token, and through
   // a file map's 4 KiB pages it misses the TLB every 4 KiB.
   static std::shared_ptr<const Weights> InHugePages(std::shared_ptr<const Weights> weights);
