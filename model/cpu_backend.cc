@@ -1,5 +1,7 @@
 #include "model/cpu_backend.h"
 
+#include <spdlog/spdlog.h>
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -273,8 +275,23 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(std::shared_ptr<const Weights>
     return InvalidArgument("KV pool needs at least one page of at least one token");
   }
   if (!weights) return InvalidArgument("no weights");
+  // The copy is the worker's own: workers on one host no longer share the file's page cache.
+  // Past a quarter of the memory available, serve from the file maps instead.
+  const size_t bytes = weights->MatrixBytesPerToken() +
+                       (weights->embed.data == weights->lm_head.data ? 0 : weights->embed.bytes());
+  const size_t available =
+      options.available_memory_bytes > 0 ? options.available_memory_bytes : AvailableMemoryBytes();
+  if (CopyFitsInMemory(bytes, available)) {
+    weights = Weights::InHugePages(std::move(weights));
+  } else {
+    spdlog::warn(
+        "CPU backend: serving the weights from the file maps; copying their {:.1f} GB into huge "
+        "pages would take more than a quarter of the {:.1f} GB available (decode runs slower "
+        "through 4 KiB pages)",
+        bytes / 1e9, available / 1e9);
+  }
   return std::unique_ptr<Backend>(
-      std::make_unique<CpuBackend>(Weights::InHugePages(std::move(weights)), config, options));
+      std::make_unique<CpuBackend>(std::move(weights), config, options));
 }
 
 }  // namespace pdserve::model

@@ -5,6 +5,7 @@
 // Driven by one thread, like every Backend.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "model/backend.h"
@@ -16,6 +17,9 @@ struct CpuBackendOptions {
   int num_pages = 1024;  // KV pages in the pool; must be >= 1
   int page_size = 16;    // tokens per page; must be >= 1
   int threads = 0;       // 0: all hardware threads
+  // Memory the weights' huge-page copy is weighed against (CopyFitsInMemory); 0: this host's
+  // MemAvailable. Past a quarter of it the backend serves from the file maps.
+  size_t available_memory_bytes = 0;
 };
 
 Result<std::unique_ptr<Backend>> CreateCpuBackend(std::shared_ptr<const Weights> weights,

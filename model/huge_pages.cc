@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -29,6 +30,27 @@ void WarnOnceIfThpIsOff() {
 }
 
 }  // namespace
+
+size_t ParseMemAvailable(std::string_view meminfo) {
+  constexpr std::string_view kKey = "MemAvailable:";
+  const size_t at = meminfo.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  size_t kib = 0;
+  for (size_t i = at + kKey.size(); i < meminfo.size() && meminfo[i] != '\n'; ++i) {
+    if (meminfo[i] >= '0' && meminfo[i] <= '9') kib = kib * 10 + (meminfo[i] - '0');
+  }
+  return kib * 1024;
+}
+
+size_t AvailableMemoryBytes() {
+  std::ifstream file("/proc/meminfo");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return ParseMemAvailable(text);
+}
+
+bool CopyFitsInMemory(size_t bytes, size_t available) {
+  return available == 0 || bytes <= available / 4;
+}
 
 bool ThpSettingHonoursMadvise(std::string_view setting) {
   return setting.find("[always]") != std::string_view::npos ||

@@ -15,6 +15,16 @@ namespace pdserve::model {
 // setting is "never" logs a warning once.
 std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes);
 
+// MemAvailable from the text of /proc/meminfo, in bytes; 0 when it is not there.
+size_t ParseMemAvailable(std::string_view meminfo);
+
+// This host's MemAvailable, in bytes; 0 when /proc/meminfo cannot be read.
+size_t AvailableMemoryBytes();
+
+// Whether a copy of `bytes` into huge pages is worth taking: at most a quarter of `available`
+// (so a few workers on one host can each make theirs), or `available` unknown (0).
+bool CopyFitsInMemory(size_t bytes, size_t available);
+
 // Whether a THP setting (the text of /sys/kernel/mm/transparent_hugepage/enabled, such as
 // "always [madvise] never") lets madvise(MADV_HUGEPAGE) take effect.
 bool ThpSettingHonoursMadvise(std::string_view setting);

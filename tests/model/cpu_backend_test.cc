@@ -321,6 +321,28 @@ TEST(CpuBackendTest, ThreadCountDoesNotChangeLogits) {
   EXPECT_EQ(one, two);
 }
 
+TEST(CpuBackendTest, ServingFromTheFileMapsGivesTheSameLogitsAsTheHugePageCopy) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  WriteModel(c, dir.path());
+  auto weights = Weights::Load(dir.path(), c);
+  ASSERT_TRUE(weights.ok()) << weights.status().ToString();
+  const auto tokens = RandomTokens(12, c.vocab_size, 9);
+  const auto pages = Iota(3);
+  std::vector<float> copied, mapped;
+  // 1 byte available: the copy would not fit, so the backend keeps the maps.
+  for (auto [available, out] : {std::pair{size_t{0}, &copied}, std::pair{size_t{1}, &mapped}}) {
+    CpuBackendOptions options{8, 4, 2};
+    options.available_memory_bytes = available;
+    auto backend = CreateCpuBackend(*weights, c, options);
+    ASSERT_TRUE(backend.ok());
+    ForwardBatch b;
+    b.chunks.push_back({tokens, 0, pages, true});
+    ASSERT_TRUE((*backend)->Forward(b, out).ok());
+  }
+  EXPECT_EQ(copied, mapped);
+}
+
 TEST(CpuBackendTest, HalfPrecisionWeightsStayCloseToF32) {
   const ModelConfig c = SmallConfig();
   for (DType dtype : {DType::kBF16, DType::kF16}) {

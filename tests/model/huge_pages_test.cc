@@ -19,6 +19,20 @@ TEST(HugePagesTest, BuffersAreAlignedToAHugePageAndWritable) {
   }
 }
 
+TEST(HugePagesTest, MemAvailableIsReadFromMeminfo) {
+  EXPECT_EQ(ParseMemAvailable("MemTotal:       24683620 kB\nMemFree:        20356308 kB\n"
+                              "MemAvailable:   24210188 kB\nBuffers: 1 kB\n"),
+            size_t{24210188} * 1024);
+  EXPECT_EQ(ParseMemAvailable("MemTotal: 1 kB\n"), 0u);
+  EXPECT_GT(AvailableMemoryBytes(), 0u);  // this Linux host has /proc/meminfo
+}
+
+TEST(HugePagesTest, ACopyTakesAtMostAQuarterOfWhatIsAvailable) {
+  EXPECT_TRUE(CopyFitsInMemory(1u << 30, size_t{4} << 30));
+  EXPECT_FALSE(CopyFitsInMemory((1u << 30) + 1, size_t{4} << 30));
+  EXPECT_TRUE(CopyFitsInMemory(size_t{100} << 30, 0));  // unknown: copy
+}
+
 TEST(HugePagesTest, ThpSettingIsReadAsTheKernelWritesIt) {
   EXPECT_TRUE(ThpSettingHonoursMadvise("always [madvise] never"));
   EXPECT_TRUE(ThpSettingHonoursMadvise("[always] madvise never"));
