@@ -13,6 +13,9 @@ namespace {
 
 constexpr int kChunk = 8;  // keys scored, and values summed, together
 
+// count rounded up to whole chunks: the floats of scratch one head's scores take.
+int PaddedCount(int count) { return (count + kChunk - 1) / kChunk * kChunk; }
+
 // q · key[i][0, n) for 8 keys, n a multiple of 8: eight independent multiply-add chains, then
 // the eight horizontal sums at once; lane i is the same bits as Dot(q, key[i], n).
 inline __m256 Dot8Keys(const float* q, const float* const key[kChunk], int n) {
@@ -27,10 +30,10 @@ inline __m256 Dot8Keys(const float* q, const float* const key[kChunk], int n) {
 }
 
 // scores[j] = exp(scores[j] - max) over j < count, returning their sum. scores has room for
-// count rounded up to 8: the padding gets exp(-FLT_MAX) = 0, so every position goes through the
+// PaddedCount(count): the padding gets exp(-FLT_MAX) = 0, so every position goes through the
 // same vector code.
 float ExpAndSum(float* scores, int count) {
-  const int padded = (count + 7) / 8 * 8;
+  const int padded = PaddedCount(count);
   std::fill(scores + count, scores + padded, -FLT_MAX);
   __m256 m = _mm256_set1_ps(-FLT_MAX);
   for (int j = 0; j < padded; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(scores + j));
@@ -79,12 +82,12 @@ void AddWeightedChunk(const float* p, const float* const* value, int keys, int n
 
 size_t AttentionScratchFloats(const AttentionRow& a) {
   const int heads = (a.kv_head_end - a.kv_head_begin) * a.group;
-  return static_cast<size_t>(heads) * ((a.count + kChunk - 1) / kChunk * kChunk + 1);
+  return static_cast<size_t>(heads) * (PaddedCount(a.count) + 1);  // scores and 1/sum
 }
 
 void AttendRow(const AttentionRow& a, float* scratch, float* out) {
   const int hd = a.head_dim, g0 = a.kv_head_begin, g1 = a.kv_head_end;
-  const int stride = (a.count + kChunk - 1) / kChunk * kChunk;  // scratch floats per head
+  const int stride = PaddedCount(a.count);  // scratch floats per head
   // Query head h (of the covered ones, counted from g0 * group) scores into its own row.
   auto scores_of = [&](int h) { return scratch + static_cast<size_t>(h - g0 * a.group) * stride; };
 

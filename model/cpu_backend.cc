@@ -277,8 +277,7 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(std::shared_ptr<const Weights>
   if (!weights) return InvalidArgument("no weights");
   // The copy is the worker's own: workers on one host no longer share the file's page cache.
   // Past a quarter of the memory available, serve from the file maps instead.
-  const size_t bytes = weights->MatrixBytesPerToken() +
-                       (weights->embed.data == weights->lm_head.data ? 0 : weights->embed.bytes());
+  const size_t bytes = weights->MatrixBytes();
   const size_t available =
       options.available_memory_bytes > 0 ? options.available_memory_bytes : AvailableMemoryBytes();
   if (CopyFitsInMemory(bytes, available)) {

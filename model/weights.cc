@@ -138,18 +138,25 @@ void ParallelCopy(void* dst, const void* src, size_t bytes) {
   }
 }
 
+// Calls fn on every matrix of w once: the embedding, the LM head unless it is the embedding
+// (tied), and each layer's projections. W is Weights or const Weights. Returns whether tied.
+template <typename W, typename Fn>
+bool ForEachMatrix(W& w, Fn fn) {
+  const bool tied = w.lm_head.data == w.embed.data;
+  fn(w.embed);
+  if (!tied) fn(w.lm_head);
+  for (auto& l : w.layers) {
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) fn(*m);
+  }
+  return tied;
+}
+
 // A copy of `weights` with every matrix replaced by fn(matrix, &copy's buffers); a tied LM head
 // stays the embedding, made once.
 template <typename Fn>
 std::shared_ptr<Weights> WithEachMatrix(const Weights& weights, Fn fn) {
   auto w = std::make_shared<Weights>(weights);
-  const bool tied = weights.lm_head.data == weights.embed.data;
-  w->embed = fn(weights.embed, &w->buffers);
-  w->lm_head = tied ? w->embed : fn(weights.lm_head, &w->buffers);
-  for (LayerWeights& l : w->layers) {
-    for (Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      *m = fn(*m, &w->buffers);
-  }
+  if (ForEachMatrix(*w, [&](Matrix& m) { m = fn(m, &w->buffers); })) w->lm_head = w->embed;
   return w;
 }
 
@@ -162,9 +169,8 @@ std::shared_ptr<const Weights> Weights::InHugePages(std::shared_ptr<const Weight
   constexpr size_t kAlign = 4096;
   auto rounded = [](size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; };
   size_t total = 0;
-  WithEachMatrix(*weights, [&](const Matrix& m, auto* buffers) {
-    if (!OwnsMatrix(*buffers, m)) total += rounded(m.bytes());
-    return m;
+  ForEachMatrix(*weights, [&](const Matrix& m) {
+    if (!OwnsMatrix(weights->buffers, m)) total += rounded(m.bytes());
   });
   std::shared_ptr<void> arena = total > 0 ? AllocateHugePageBuffer(total) : nullptr;
   size_t used = 0;
@@ -185,6 +191,12 @@ std::shared_ptr<const Weights> Weights::ConvertedTo(std::shared_ptr<const Weight
   return WithEachMatrix(*weights, [dtype](const Matrix& m, auto* buffers) {
     return ConvertMatrix(m, dtype, buffers);
   });
+}
+
+size_t Weights::MatrixBytes() const {
+  size_t bytes = 0;
+  ForEachMatrix(*this, [&](const Matrix& m) { bytes += m.bytes(); });
+  return bytes;
 }
 
 size_t Weights::MatrixBytesPerToken() const {

@@ -47,6 +47,8 @@ struct Weights {
   // Bytes of matrices read to produce one token (every layer's projections and the LM head):
   // the numerator of the memory-bandwidth roofline.
   size_t MatrixBytesPerToken() const;
+  // Bytes of every matrix, the embedding included (once, when tied).
+  size_t MatrixBytes() const;
 
   // Keeps the mapped files alive as long as the views.
   std::vector<std::shared_ptr<const SafetensorsFile>> files;

@@ -113,6 +113,9 @@ TEST(WeightsTest, InHugePagesCopiesFileViewsOnceAndKeepsConvertedMatrices) {
     expect_copy(mapped->lm_head, copied->lm_head);
     // A tied LM head stays the embedding, copied once.
     EXPECT_EQ(copied->lm_head.data == copied->embed.data, c.tie_word_embeddings);
+    // Every matrix counted once: the embedding is the LM head when tied.
+    EXPECT_EQ(mapped->MatrixBytes(),
+              mapped->MatrixBytesPerToken() + (tied ? 0 : mapped->embed.bytes()));
     for (int l = 0; l < c.n_layers; ++l) {
       const LayerWeights &a = mapped->layers[l], &b = copied->layers[l];
       for (auto m : {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::wo,
