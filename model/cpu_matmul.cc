@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/cpu_matmul_bf16.h"
+#include "model/row_range.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
@@ -101,8 +102,7 @@ void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, f
   const size_t ldw = static_cast<size_t>(k);
   const size_t elem = DTypeSize(D);
   const auto* wbase = static_cast<const uint8_t*>(w.data);
-  const int block = std::max<int>(
-      kNR, static_cast<int>(256 * 1024 / std::max<size_t>(1, ldw * elem)) / kNR * kNR);
+  const int block = L2BlockRows(ldw * elem);
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
     if (t == 1) {
@@ -148,11 +148,16 @@ void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, f
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// X rows in pairs: for pair p and 8-column block b, 16 floats: row 2p's columns [8b, 8b+8), then
-// row 2p+1's (zeros past the last row). Only whole blocks; the k % 8 tail is read from X itself.
+// X rows in pairs, and the pairs in groups of kGroupPairs, so that a micro-kernel reads its X as
+// one stream: group g starts at g * kGroupPairs * pair_stride; inside it, for 8-column block b,
+// each of the group's m pairs (m = kGroupPairs but in the last group) has 16 floats at
+// (b * m + slot) * 16: row 2p's columns [8b, 8b+8), then row 2p+1's (zeros past the last row).
+// Only whole blocks; the k % 8 tail is read from X itself.
+constexpr int kGroupPairs = 4;
+
 struct PackedPairs {
   std::vector<float> data;
-  size_t pair_stride = 0;  // floats from one pair to the next
+  size_t pair_stride = 0;  // floats per pair: a group of m pairs takes m * pair_stride
 };
 
 void PackPairs(const float* x, int t, int ldx, int k8, PackedPairs* out) {
@@ -160,11 +165,13 @@ void PackPairs(const float* x, int t, int ldx, int k8, PackedPairs* out) {
   out->pair_stride = static_cast<size_t>(k8) * 16;
   out->data.resize(pairs * out->pair_stride);
   for (int p = 0; p < pairs; ++p) {
-    float* dst = out->data.data() + p * out->pair_stride;
+    const int group = p / kGroupPairs, slot = p % kGroupPairs;
+    const int m = std::min(kGroupPairs, pairs - group * kGroupPairs);
+    float* dst = out->data.data() + group * kGroupPairs * out->pair_stride + slot * 16;
     for (int half = 0; half < 2; ++half) {
       const int r = 2 * p + half;
       for (int b = 0; b < k8; ++b) {
-        float* d = dst + b * 16 + half * 8;
+        float* d = dst + static_cast<size_t>(b) * m * 16 + half * 8;
         if (r < t) {
           std::memcpy(d, x + static_cast<size_t>(r) * ldx + b * 8, 8 * sizeof(float));
         } else {
@@ -186,17 +193,19 @@ PDSERVE_AVX512 inline __m512 Broadcast8(const void* base, size_t index) {
   }
 }
 
-// MP pairs of X rows (`rows` of them real) against NR rows of W.
+// One group of MP pairs of X rows (`rows` of them real; xp at the group) against NR rows of W.
 template <DType D, int MP, int NR, bool kAdd>
-PDSERVE_AVX512 void MicroKernel512(const float* xp, size_t pair_stride, const float* x, int ldx,
-                                   int rows, const void* w, size_t ldw, int k, float* y, int ldy) {
+PDSERVE_AVX512 void MicroKernel512(const float* xp, const float* x, int ldx, int rows,
+                                   const void* w, size_t ldw, int k, float* y, int ldy,
+                                   const char* prefetch, int prefetch_lines) {
   __m512 acc[MP][NR];
   for (int p = 0; p < MP; ++p)
     for (int j = 0; j < NR; ++j) acc[p][j] = _mm512_setzero_ps();
   const int k8 = k / 8;
   for (int b = 0; b < k8; ++b) {
+    if (b < prefetch_lines) _mm_prefetch(prefetch + b * 64, _MM_HINT_T1);
     __m512 xv[MP];
-    for (int p = 0; p < MP; ++p) xv[p] = _mm512_loadu_ps(xp + p * pair_stride + b * 16);
+    for (int p = 0; p < MP; ++p) xv[p] = _mm512_loadu_ps(xp + (b * MP + p) * 16);
     for (int j = 0; j < NR; ++j) {
       const __m512 wv = Broadcast8<D>(w, j * ldw + b * 8);
       for (int p = 0; p < MP; ++p) acc[p][j] = _mm512_fmadd_ps(xv[p], wv, acc[p][j]);
@@ -231,16 +240,23 @@ PDSERVE_AVX512 void MicroKernel512(const float* xp, size_t pair_stride, const fl
 template <DType D, bool kAdd>
 PDSERVE_AVX512 void Rows512(const PackedPairs& xp, const float* x, int t, int ldx, const Matrix& w,
                             int n0, int n1, float* y, int ldy) {
-  constexpr int kMP = 4, kNR = 6;  // 24 accumulators, 4 X registers, 1 W register
+  constexpr int kMP = kGroupPairs, kNR = 6;  // 24 accumulators, 4 X registers, 1 W register
   const int k = w.cols;
   const size_t ldw = static_cast<size_t>(k);
   const size_t elem = DTypeSize(D);
   const auto* wbase = static_cast<const uint8_t*>(w.data);
   const int pairs = (t + 1) / 2;
-  const int block = std::max<int>(
-      kNR, static_cast<int>(256 * 1024 / std::max<size_t>(1, ldw * elem)) / kNR * kNR);
+  const int block = L2BlockRows(ldw * elem);
+  const int groups = (pairs + kMP - 1) / kMP;
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
+    // The next block's rows go to L2 a slice per kernel call, while this block's are reused
+    // (past n1 too: a thread's next piece of rows usually starts there).
+    const char* next = reinterpret_cast<const char*>(wbase + ne * ldw * elem);
+    const int next_lines = static_cast<int>((std::min(w.rows, ne + block) - ne) * ldw * elem / 64);
+    const int calls = groups * ((ne - nb + kNR - 1) / kNR);
+    const int lines_per_call = std::max(1, (next_lines + calls - 1) / calls);
+    int call = 0;
     for (int p = 0; p < pairs; p += kMP) {
       const int mp = std::min(kMP, pairs - p);
       const int rows = std::min(2 * mp, t - 2 * p);
@@ -251,16 +267,22 @@ PDSERVE_AVX512 void Rows512(const PackedPairs& xp, const float* x, int t, int ld
       auto run = [&]<int NR>() {
         const void* wn = wbase + n * ldw * elem;
         float* yn = yi + (n - n0);
-        const size_t s = xp.pair_stride;
+        const int first = call++ * lines_per_call;
+        const char* pf = next + static_cast<size_t>(first) * 64;
+        const int pf_lines = std::clamp(next_lines - first, 0, lines_per_call);
         switch (mp) {
           case 4:
-            return MicroKernel512<D, 4, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+            return MicroKernel512<D, 4, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, k, yn, ldy, pf,
+                                                  pf_lines);
           case 3:
-            return MicroKernel512<D, 3, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+            return MicroKernel512<D, 3, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, k, yn, ldy, pf,
+                                                  pf_lines);
           case 2:
-            return MicroKernel512<D, 2, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+            return MicroKernel512<D, 2, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, k, yn, ldy, pf,
+                                                  pf_lines);
           default:
-            return MicroKernel512<D, 1, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
+            return MicroKernel512<D, 1, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, k, yn, ldy, pf,
+                                                  pf_lines);
         }
       };
       for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
@@ -297,11 +319,6 @@ struct Product {
   float* y;
   int ldy;
   bool add;
-};
-
-struct Job {
-  int product;
-  int n0, n1;
 };
 
 // X as the kernels want it: packed in pairs for the AVX-512 f32/f16 kernels (T > 1), and in
@@ -350,35 +367,76 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
   }
 }
 
-// About one block of W rows per thread per matrix: each job's start costs a round of full-latency
-// misses before the prefetchers catch on, and decode's matrices are small (a layer's K and V
-// are a few hundred KB), so eight blocks per thread cost 12% of bf16 decode and 5% of f32.
-// Blocks are still handed out dynamically, so a thread that starts late does not hold up the
-// others for its whole share. A multiple of 24 rows keeps micro-kernel shapes whole.
-int BlockRows(int n) { return std::max(24, (n / omp_get_max_threads()) / 24 * 24); }
+// Each product's rows start split evenly between the threads, one RowRange each. A thread works
+// through its own ranges a piece at a time (contiguous, so a decode thread's weight stream is
+// never restarted), then takes the back half of whatever is left in the others' ranges.
+// Pieces are whole multiples of 24 rows (every micro-kernel shape divides 24).
+constexpr int kRowUnit = 24;
+
+class RowSplit {
+ public:
+  // `rows[i]`: product i's row count.
+  RowSplit(std::span<const int> rows, int threads) : products_(rows.size()), threads_(threads) {
+    thread_local std::vector<RowRange> storage;  // reused: decode runs ~60 products a step
+    if (storage.size() < products_ * threads_)
+      storage = std::vector<RowRange>(products_ * threads_);
+    ranges_ = storage.data();
+    for (size_t i = 0; i < products_; ++i) {
+      const int even = (rows[i] + threads_ - 1) / threads_;
+      const int share = (even + kRowUnit - 1) / kRowUnit * kRowUnit;  // shares cover every row
+      for (int th = 0; th < threads_; ++th) {
+        ranges_[i * threads_ + th].Reset(std::min(rows[i], th * share),
+                                         std::min(rows[i], (th + 1) * share));
+      }
+    }
+  }
+
+  // Called by every thread of the parallel region: run(product, n0, n1) for each piece it gets.
+  template <typename Run>
+  void Work(int me, int piece_rows, const Run& run) {
+    int n0, n1;
+    for (size_t i = 0; i < products_; ++i) {
+      RowRange& own = ranges_[i * threads_ + me];
+      while (own.TakeFront(piece_rows, &n0, &n1)) run(i, n0, n1);
+    }
+    for (int v = 1; v < threads_; ++v) {
+      for (size_t i = 0; i < products_; ++i) {
+        RowRange& other = ranges_[i * threads_ + (me + v) % threads_];
+        while (other.StealBack(kRowUnit, &n0, &n1)) run(i, n0, n1);
+      }
+    }
+  }
+
+ private:
+  size_t products_;
+  int threads_;
+  RowRange* ranges_;
+};
+
+// A thread's pieces: one unit for decode (t = 1), where a piece is a few microseconds of
+// streaming and its end is the only imbalance left; otherwise the block the T > 1 kernels keep
+// in L2 while the X rows pass over it.
+int PieceRows(int t, const Matrix& w) {
+  if (t == 1) return kRowUnit;
+  return L2BlockRows(static_cast<size_t>(w.cols) * DTypeSize(w.dtype));
+}
 
 void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
   if (t <= 0 || products.empty()) return;
   bool any_bf16 = false, any_other = false;
   for (const Product& p : products) (p.w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
   const PreparedX prepared = Prepare(x, t, ldx, products[0].w->cols, any_other, any_bf16);
-  thread_local std::vector<Job> jobs;  // reused: decode runs ~60 products a step
-  jobs.clear();
-  for (size_t i = 0; i < products.size(); ++i) {
-    const int n = products[i].w->rows;
-    const int block = BlockRows(n);
-    for (int n0 = 0; n0 < n; n0 += block) {
-      jobs.push_back({static_cast<int>(i), n0, std::min(n, n0 + block)});
-    }
-  }
-  const int count = static_cast<int>(jobs.size());
-  const Job* job_list = jobs.data();  // the calling thread's list; `jobs` is per thread
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int j = 0; j < count; ++j) {
-    const Job& job = job_list[j];
-    const Product& p = products[job.product];
-    RunRows(prepared, *p.w, p.add, job.n0, job.n1, p.y + job.n0, p.ldy);
-  }
+  thread_local std::vector<int> rows;
+  rows.clear();
+  for (const Product& p : products) rows.push_back(p.w->rows);
+  const int threads = omp_get_max_threads();
+  RowSplit split(rows, threads);
+  const int piece = PieceRows(t, *products[0].w);
+#pragma omp parallel num_threads(threads)
+  split.Work(omp_get_thread_num(), piece, [&](size_t i, int n0, int n1) {
+    const Product& p = products[i];
+    RunRows(prepared, *p.w, p.add, n0, n1, p.y + n0, p.ldy);
+  });
 }
 
 }  // namespace
@@ -404,11 +462,12 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
   if (t <= 0 || n <= 0) return;
   const bool is_bf16 = gate.dtype == DType::kBF16;
   const PreparedX prepared = Prepare(x, t, ldx, gate.cols, !is_bf16, is_bf16);
-  const int block = BlockRows(n);
-  const int count = (n + block - 1) / block;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int b = 0; b < count; ++b) {
-    const int n0 = b * block, n1 = std::min(n, n0 + block), width = n1 - n0;
+  const int threads = omp_get_max_threads();
+  RowSplit split(std::span<const int>(&n, 1), threads);
+  const int piece = PieceRows(t, gate);
+#pragma omp parallel num_threads(threads)
+  split.Work(omp_get_thread_num(), piece, [&](size_t, int n0, int n1) {
+    const int width = n1 - n0;
     thread_local std::vector<float> g, u;
     g.resize(static_cast<size_t>(t) * width);
     u.resize(g.size());
@@ -420,7 +479,7 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
       const float* ur = u.data() + static_cast<size_t>(r) * width;
       for (int i = 0; i < width; ++i) o[i] = gr[i] / (1.0f + std::exp(-gr[i])) * ur[i];
     }
-  }
+  });
 }
 
 float DotRow(const float* x, const Matrix& w, int row) {

@@ -1,5 +1,6 @@
 // The CPU engine's matrix products Y[T][N] = X[T][K] · W[N][K]^T, with W in f32, bf16 or f16
-// (converted to f32 in registers, never copied) and X, Y in f32; threads over N (OpenMP).
+// (converted to f32 in registers, never copied) and X, Y in f32; OpenMP threads split N, each
+// working through its own share and then stealing from the others' (row_range.h).
 // Fused forms save a pass over memory and a thread fork/join each: several products of one X
 // (Q, K and V), a product added into Y (the residual stream), and SwiGLU's gate and up products
 // combined as they are made.

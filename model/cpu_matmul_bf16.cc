@@ -124,11 +124,6 @@ PDSERVE_AVX512 void Kernel512(const float* xp, size_t ps, const float* x, int ld
   }
 }
 
-// W rows in blocks that stay in L2 while every group of X rows passes over them.
-int BlockRows(int k, int nr) {
-  return std::max(nr, static_cast<int>(256 * 1024 / (static_cast<size_t>(k) * 2)) / nr * nr);
-}
-
 template <bool kAdd>
 PDSERVE_AVX512 void Rows512(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w,
                             int n0, int n1, float* y, int ldy) {
@@ -137,7 +132,7 @@ PDSERVE_AVX512 void Rows512(const PackedX& xp, const float* x, int t, int ldx, c
   const size_t ldw = static_cast<size_t>(k);
   const auto* wb = static_cast<const uint16_t*>(w.data);
   const int pairs = (t + 1) / 2;
-  const int block = BlockRows(k, kNR);
+  const int block = L2BlockRows(static_cast<size_t>(k) * 2);
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
     for (int p = 0; p < pairs; p += kMP) {
@@ -186,7 +181,7 @@ void RowsAvx2(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w
     return;
   }
   constexpr int kMR = 2, kNR = 4;
-  const int block = BlockRows(k, kNR);
+  const int block = L2BlockRows(static_cast<size_t>(k) * 2);
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
     for (int i = 0; i < t; i += kMR) {

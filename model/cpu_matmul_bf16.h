@@ -11,11 +11,24 @@
 // the others (cpu_matmul.h), in an order of their own.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "model/weights.h"
+
+namespace pdserve::model {
+
+// W rows per block that the T > 1 kernels (these and cpu_matmul.cc's) keep in L2 while every
+// group of X rows passes over it, and the rows of a thread's piece of a T > 1 product: about
+// 256 KB, rounded up to a multiple of 24 rows (every micro-kernel shape divides 24).
+inline int L2BlockRows(size_t row_bytes) {
+  const size_t rows = std::max<size_t>(1, 256 * 1024 / std::max<size_t>(1, row_bytes));
+  return static_cast<int>((rows + 23) / 24 * 24);
+}
+
+}  // namespace pdserve::model
 
 namespace pdserve::model::bf16 {
 

@@ -4,6 +4,7 @@
 #include "model/cpu_matmul.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -130,6 +131,43 @@ TEST_P(CpuMatMulTest, AddStoreManyAndSwiGluEqualTheirPlainProducts) {
       }
     });
   }
+}
+
+// Rows are split between threads that steal from each other (row_range.h): any thread count,
+// and so any split, gives the same bits, in products long enough for several pieces per thread.
+TEST_P(CpuMatMulTest, ThreadCountsAndRowSplitsKeepTheBits) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(13);
+  const int initial_threads = omp_get_max_threads();
+  for (int k : {77, 200}) {
+    const int n = 1000;
+    std::vector<float> v;
+    Weights gate = MakeWeights(dtype, n, k, rng, &v), up = MakeWeights(dtype, n, k, rng, &v);
+    for (int t : {1, 3, 9}) {
+      const std::vector<float> x = RandomRows(t, k, rng);
+      ForEachIsa([&] {
+        std::vector<float> one(t * n), one_swiglu(t * n);
+        omp_set_num_threads(1);
+        MatMul(x.data(), t, k, gate.m, one.data(), n);
+        MatMulSwiGlu(x.data(), t, k, gate.m, up.m, one_swiglu.data(), n);
+        for (int j = 0; j < n; j += 97) ASSERT_EQ(one[j], DotRow(x.data(), gate.m, j));
+        for (int threads : {2, 3, 7}) {
+          omp_set_num_threads(threads);
+          std::vector<float> many(t * n), many_swiglu(t * n), up_y(t * n), up_alone(t * n);
+          MatMul(x.data(), t, k, gate.m, many.data(), n);
+          MatMulSwiGlu(x.data(), t, k, gate.m, up.m, many_swiglu.data(), n);
+          const MatMulTarget targets[] = {{&gate.m, many.data(), n}, {&up.m, up_y.data(), n}};
+          MatMulMany(x.data(), t, k, targets);
+          EXPECT_EQ(many, one) << "k " << k << " t " << t << " threads " << threads;
+          EXPECT_EQ(many_swiglu, one_swiglu) << "k " << k << " t " << t << " threads " << threads;
+          omp_set_num_threads(1);
+          MatMul(x.data(), t, k, up.m, up_alone.data(), n);
+          EXPECT_EQ(up_y, up_alone) << "k " << k << " t " << t << " threads " << threads;
+        }
+      });
+    }
+  }
+  omp_set_num_threads(initial_threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuMatMulTest,
