@@ -405,11 +405,14 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
   }
 }
 
-// Runs of W rows in one piece of f32 or f16 decode (T = 1) work: StreamRuns' four streams.
+constexpr int kDecodeStreams = 2;  // f32 and f16 decode: StreamRuns<kDecodeStreams>
+constexpr int kStreamStep = 16;    // rows a piece takes from each stream
+
+// Runs of W rows in one piece of f32 or f16 decode (T = 1) work, one per stream.
 template <bool kAdd>
 void RunStreams(const Matrix& w, const float* x, const RowRun* runs) {
-  if (w.dtype == DType::kF16) return StreamRuns<DType::kF16, 4, kAdd>(x, w, runs);
-  StreamRuns<DType::kF32, 4, kAdd>(x, w, runs);
+  if (w.dtype == DType::kF16) return StreamRuns<DType::kF16, kDecodeStreams, kAdd>(x, w, runs);
+  StreamRuns<DType::kF32, kDecodeStreams, kAdd>(x, w, runs);
 }
 
 // Each product's rows start split evenly between the threads, and each thread's share into
@@ -418,8 +421,6 @@ void RunStreams(const Matrix& w, const float* x, const RowRun* runs) {
 // from piece to piece), then takes the back half of whatever is left in the others' sub-ranges.
 // Shares and sub-ranges start at multiples of 24 rows (every micro-kernel shape divides 24).
 constexpr int kRowUnit = 24;
-constexpr int kDecodeStreams = 4;  // f32 and f16 decode: StreamRuns<4>
-constexpr int kStreamStep = 8;     // rows a piece takes from each stream
 
 struct Piece {
   int n0, n1;
@@ -448,8 +449,8 @@ class RowSplit {
   }
 
   // Called by every thread of the parallel region: run(product, pieces, count) for each piece
-  // of work it gets: up to `streams` pieces of at most `step` rows from its own sub-ranges (all
-  // `streams` of them while every sub-range lasts), then single pieces stolen from the others.
+  // of work it gets: `streams` pieces (some may be empty) of at most `step` rows from the fronts
+  // of its own sub-ranges, then pieces stolen from the others' (halved into `streams`).
   template <typename Run>
   void Work(int me, int step, const Run& run) {
     Piece pieces[kDecodeStreams];
@@ -461,7 +462,7 @@ class RowSplit {
           if (Range(i, me, st).TakeFront(step, &n0, &n1)) pieces[count++] = {n0, n1};
         }
         if (count == 0) break;
-        run(i, pieces, count);
+        Deliver(i, pieces, count, run);
       }
     }
     for (int v = 1; v < threads_; ++v) {
@@ -470,7 +471,7 @@ class RowSplit {
           RowRange& other = Range(i, (me + v) % threads_, st);
           while (other.StealBack(kRowUnit, &n0, &n1)) {
             pieces[0] = {n0, n1};
-            run(i, pieces, 1);
+            Deliver(i, pieces, 1, run);
           }
         }
       }
@@ -479,6 +480,20 @@ class RowSplit {
 
  private:
   static int RoundUp(int rows) { return (rows + kRowUnit - 1) / kRowUnit * kRowUnit; }
+
+  // With streams, always `streams_` pieces: a stolen piece, or the last of a thread's own, is
+  // halved (the largest first) until there are enough.
+  template <typename Run>
+  void Deliver(size_t product, Piece* pieces, int count, const Run& run) {
+    while (count < streams_) {
+      Piece* largest = std::max_element(pieces, pieces + count,
+                                        [](Piece a, Piece b) { return a.n1 - a.n0 < b.n1 - b.n0; });
+      const int mid = largest->n0 + (largest->n1 - largest->n0) / 2;
+      pieces[count++] = {mid, largest->n1};
+      largest->n1 = mid;
+    }
+    run(product, pieces, count);
+  }
   RowRange& Range(size_t product, int thread, int stream) {
     return ranges_[(product * threads_ + thread) * streams_ + stream];
   }
@@ -488,7 +503,7 @@ class RowSplit {
   RowRange* ranges_;
 };
 
-// How a product's rows are handed out. Decode of f32 and f16 weights: four streams a thread,
+// How a product's rows are handed out. Decode of f32 and f16 weights: two streams a thread,
 // kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and its end the
 // only imbalance left). Otherwise one range a thread, in pieces of the block the T > 1 kernels
 // keep in L2 while the X rows pass over it (bf16 decode: its kernel prefetches rows itself).
@@ -517,7 +532,7 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
 #pragma omp parallel num_threads(threads)
   split.Work(omp_get_thread_num(), how.step, [&](size_t i, const Piece* pieces, int count) {
     const Product& p = products[i];
-    if (count == kDecodeStreams) {
+    if (how.streams > 1) {  // count == kDecodeStreams
       RowRun runs[kDecodeStreams];
       for (int c = 0; c < count; ++c) runs[c] = {pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0};
       return p.add ? RunStreams<true>(*p.w, x, runs) : RunStreams<false>(*p.w, x, runs);
@@ -565,7 +580,7 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
     thread_local std::vector<float> g, u;
     g.resize(static_cast<size_t>(t) * width);
     u.resize(g.size());
-    if (count == kDecodeStreams) {  // t == 1
+    if (how.streams > 1) {  // t == 1, count == kDecodeStreams
       RowRun gate_runs[kDecodeStreams], up_runs[kDecodeStreams];
       for (int c = 0; c < count; ++c) {
         gate_runs[c] = {pieces[c].n0, pieces[c].n1, g.data() + offset[c]};

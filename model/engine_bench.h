@@ -79,10 +79,15 @@ struct EngineBenchResult {
 class MemoryBandwidthProbe {
  public:
   MemoryBandwidthProbe(int threads, size_t bytes);
-  double ReadGbps(int passes);  // best of `passes` parallel reads of the whole buffer
+  // Best of `passes` rounds of parallel reads of the whole buffer, each thread reading its share
+  // as 1, 2 and 4 sequential streams side by side (more streams a core read faster on some
+  // machines: 4 gave 20% more than 1 on the 2-vCPU VM this was written on).
+  double ReadGbps(int passes);
   double CopyGbps(int passes);  // best of `passes` memcpy; bytes read plus bytes written
 
  private:
+  double ReadOnceGbps(int streams);
+
   int threads_;
   size_t n_;  // floats in each buffer
   // In huge pages, like the packed weights the roofline holds the engine against.
