@@ -143,12 +143,6 @@ void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, f
 
 // ---- Decode (T = 1): several runs of W rows walked side by side ----
 
-// A run of W rows [n0, n1) whose outputs go to y[0 .. n1 - n0).
-struct RowRun {
-  int n0 = 0, n1 = 0;
-  float* y = nullptr;
-};
-
 // One X row against S runs, one row of each at a time: S sequential weight streams, which the
 // hardware prefetchers follow much better than the 8 rows 3 KB apart of MicroKernel<1, 8>
 // (about 0.95 of the read probe against 0.8), and S independent sums. Same order per row.
@@ -405,14 +399,33 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
   }
 }
 
-constexpr int kDecodeStreams = 2;  // f32 and f16 decode: StreamRuns<kDecodeStreams>
-constexpr int kStreamStep = 16;    // rows a piece takes from each stream
+// Decode's streams a thread: f32 and f16 rows take one dependent FMA per 32 bytes, so two
+// sums keep up with memory; bf16 rows take two, so four. Paired runs: f32 with two streams beat
+// three and four.
+constexpr int kStreamsF32 = 2, kStreamsBf16 = 4;
+constexpr int kStreamStep = 16;  // rows a piece takes from each stream
 
-// Runs of W rows in one piece of f32 or f16 decode (T = 1) work, one per stream.
-template <bool kAdd>
-void RunStreams(const Matrix& w, const float* x, const RowRun* runs) {
-  if (w.dtype == DType::kF16) return StreamRuns<DType::kF16, kDecodeStreams, kAdd>(x, w, runs);
-  StreamRuns<DType::kF32, kDecodeStreams, kAdd>(x, w, runs);
+// `count` runs of one decode (T = 1) product, walked side by side.
+void RunStreams(const PreparedX& x, const Matrix& w, bool add, const RowRun* runs, int count) {
+  if (w.dtype == DType::kBF16) return bf16::StreamRuns(*x.bf16, x.x, w, runs, count, add);
+  auto typed = [&]<DType D, bool kAdd>() {
+    switch (count) {
+      case 4:
+        return StreamRuns<D, 4, kAdd>(x.x, w, runs);
+      case 3:
+        return StreamRuns<D, 3, kAdd>(x.x, w, runs);
+      case 2:
+        return StreamRuns<D, 2, kAdd>(x.x, w, runs);
+      default:
+        return StreamRuns<D, 1, kAdd>(x.x, w, runs);
+    }
+  };
+  if (w.dtype == DType::kF16) {
+    return add ? typed.template operator()<DType::kF16, true>()
+               : typed.template operator()<DType::kF16, false>();
+  }
+  add ? typed.template operator()<DType::kF32, true>()
+      : typed.template operator()<DType::kF32, false>();
 }
 
 // Each product's rows start split evenly between the threads, and each thread's share into
@@ -453,7 +466,7 @@ class RowSplit {
   // of its own sub-ranges, then pieces stolen from the others' (halved into `streams`).
   template <typename Run>
   void Work(int me, int step, const Run& run) {
-    Piece pieces[kDecodeStreams];
+    Piece pieces[kMaxStreams];
     int n0, n1;
     for (size_t i = 0; i < products_; ++i) {
       while (true) {
@@ -503,17 +516,16 @@ class RowSplit {
   RowRange* ranges_;
 };
 
-// How a product's rows are handed out. Decode of f32 and f16 weights: two streams a thread,
-// kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and its end the
-// only imbalance left). Otherwise one range a thread, in pieces of the block the T > 1 kernels
-// keep in L2 while the X rows pass over it (bf16 decode: its kernel prefetches rows itself).
+// How a product's rows are handed out. Decode: kStreamsF32 or kStreamsBf16 sub-ranges a
+// thread, kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and
+// its end the only imbalance left). Otherwise one range a thread, in pieces of the block the
+// T > 1 kernels keep in L2 while the X rows pass over it.
 struct Split {
   int streams, step;
 };
 
 Split SplitFor(int t, DType dtype, int cols) {
-  if (t == 1 && dtype != DType::kBF16) return {kDecodeStreams, kStreamStep};
-  if (t == 1) return {1, kRowUnit};
+  if (t == 1) return {dtype == DType::kBF16 ? kStreamsBf16 : kStreamsF32, kStreamStep};
   return {1, L2BlockRows(static_cast<size_t>(cols) * DTypeSize(dtype))};
 }
 
@@ -532,10 +544,10 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
 #pragma omp parallel num_threads(threads)
   split.Work(omp_get_thread_num(), how.step, [&](size_t i, const Piece* pieces, int count) {
     const Product& p = products[i];
-    if (how.streams > 1) {  // count == kDecodeStreams
-      RowRun runs[kDecodeStreams];
+    if (t == 1) {
+      RowRun runs[kMaxStreams];
       for (int c = 0; c < count; ++c) runs[c] = {pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0};
-      return p.add ? RunStreams<true>(*p.w, x, runs) : RunStreams<false>(*p.w, x, runs);
+      return RunStreams(prepared, *p.w, p.add, runs, count);
     }
     for (int c = 0; c < count; ++c) {
       RunRows(prepared, *p.w, p.add, pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0, p.ldy);
@@ -572,7 +584,7 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
 #pragma omp parallel num_threads(threads)
   split.Work(omp_get_thread_num(), how.step, [&](size_t, const Piece* pieces, int count) {
     // g and u: [t][width], the pieces side by side.
-    int offset[kDecodeStreams], width = 0;
+    int offset[kMaxStreams], width = 0;
     for (int c = 0; c < count; ++c) {
       offset[c] = width;
       width += pieces[c].n1 - pieces[c].n0;
@@ -580,14 +592,14 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
     thread_local std::vector<float> g, u;
     g.resize(static_cast<size_t>(t) * width);
     u.resize(g.size());
-    if (how.streams > 1) {  // t == 1, count == kDecodeStreams
-      RowRun gate_runs[kDecodeStreams], up_runs[kDecodeStreams];
+    if (t == 1) {
+      RowRun gate_runs[kMaxStreams], up_runs[kMaxStreams];
       for (int c = 0; c < count; ++c) {
         gate_runs[c] = {pieces[c].n0, pieces[c].n1, g.data() + offset[c]};
         up_runs[c] = {pieces[c].n0, pieces[c].n1, u.data() + offset[c]};
       }
-      RunStreams<false>(gate, x, gate_runs);
-      RunStreams<false>(up, x, up_runs);
+      RunStreams(prepared, gate, false, gate_runs, count);
+      RunStreams(prepared, up, false, up_runs, count);
     } else {
       for (int c = 0; c < count; ++c) {
         RunRows(prepared, gate, false, pieces[c].n0, pieces[c].n1, g.data() + offset[c], width);

@@ -74,6 +74,55 @@ inline void Kernel(const float* xp, size_t xs, const float* x, int ldx, const ui
   }
 }
 
+// Decode: S runs side by side, one row of each at a time: S sequential weight streams and S
+// independent sums, each row in Kernel's order.
+template <int S, bool kAdd>
+void StreamRunsOf(const float* xp, const float* x, const Matrix& w, const RowRun* runs) {
+  const int k = w.cols, k16 = k / 16;
+  const size_t ldw = static_cast<size_t>(k);
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  int common = runs[0].n1 - runs[0].n0;
+  for (int s = 1; s < S; ++s) common = std::min(common, runs[s].n1 - runs[s].n0);
+  for (int i = 0; i < common; ++i) {
+    const uint16_t* row[S];
+    __m256 acc[S];
+    for (int s = 0; s < S; ++s) {
+      row[s] = wb + (runs[s].n0 + i) * ldw;
+      acc[s] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < k16; ++b) {
+      const __m256 xe = _mm256_loadu_ps(xp + b * 16), xo = _mm256_loadu_ps(xp + b * 16 + 8);
+      for (int s = 0; s < S; ++s) {
+        __m256 we, wo;
+        Split(row[s] + b * 16, &we, &wo);
+        acc[s] = _mm256_fmadd_ps(xe, we, acc[s]);
+        acc[s] = _mm256_fmadd_ps(xo, wo, acc[s]);
+      }
+    }
+    for (int s = 0; s < S; ++s) Finish<kAdd>(acc[s], x, row[s], k16 * 16, k, runs[s].y + i);
+  }
+  for (int s = 0; s < S; ++s) {
+    for (int n = runs[s].n0 + common; n < runs[s].n1; ++n) {
+      Kernel<1, 1, kAdd>(xp, 0, x, k, wb + n * ldw, ldw, k, runs[s].y + (n - runs[s].n0), 1);
+    }
+  }
+}
+
+template <bool kAdd>
+void StreamRunsAdd(const float* xp, const float* x, const Matrix& w, const RowRun* runs,
+                   int count) {
+  switch (count) {
+    case 4:
+      return StreamRunsOf<4, kAdd>(xp, x, w, runs);
+    case 3:
+      return StreamRunsOf<3, kAdd>(xp, x, w, runs);
+    case 2:
+      return StreamRunsOf<2, kAdd>(xp, x, w, runs);
+    default:
+      return StreamRunsOf<1, kAdd>(xp, x, w, runs);
+  }
+}
+
 // AVX-512: MP pairs of X rows (`rows` real) against NR W rows; pair p's block b is 32 floats:
 // even columns of rows 2p and 2p+1, then their odd columns.
 PDSERVE_AVX512 inline void Split512(const uint16_t* w, __m512* even, __m512* odd) {
@@ -249,6 +298,12 @@ void Rows(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, bo
     add ? RowsAvx2<true>(xp, x, t, ldx, w, n0, n1, y, ldy)
         : RowsAvx2<false>(xp, x, t, ldx, w, n0, n1, y, ldy);
   }
+}
+
+void StreamRuns(const PackedX& xp, const float* x, const Matrix& w, const RowRun* runs, int count,
+                bool add) {
+  add ? StreamRunsAdd<true>(xp.data.data(), x, w, runs, count)
+      : StreamRunsAdd<false>(xp.data.data(), x, w, runs, count);
 }
 
 float DotRow(const float* x, const Matrix& w, int row) {

@@ -28,6 +28,15 @@ inline int L2BlockRows(size_t row_bytes) {
   return static_cast<int>((rows + 23) / 24 * 24);
 }
 
+// Decode's (T = 1) unit of work in both files: W rows [n0, n1), outputs to y[0 .. n1 - n0).
+struct RowRun {
+  int n0 = 0, n1 = 0;
+  float* y = nullptr;
+};
+
+// Decode walks up to this many runs side by side, one row of each at a time.
+constexpr int kMaxStreams = 4;
+
 }  // namespace pdserve::model
 
 namespace pdserve::model::bf16 {
@@ -46,6 +55,11 @@ void Pack(const float* x, int t, int ldx, int k, bool pairs, PackedX* out);
 // `add`. `x` is the unpacked X, read for the k % 16 tail.
 void Rows(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, bool add, int n0,
           int n1, float* y, int ldy);
+
+// Decode (T = 1, X packed per row): `count` (1 to kMaxStreams) runs of w walked side by side,
+// one row of each at a time, in the same order as Rows; y += when `add`.
+void StreamRuns(const PackedX& xp, const float* x, const Matrix& w, const RowRun* runs, int count,
+                bool add);
 
 // One row of X against row `row` of w, in the same order.
 float DotRow(const float* x, const Matrix& w, int row);
