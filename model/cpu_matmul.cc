@@ -61,17 +61,8 @@ inline void MicroKernel(const float* x, int ldx, const void* w, size_t ldw, int 
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
-  // Decode streams W from memory once: for 16-bit weights, ask for the next group of rows
-  // (contiguous, right after these) a little at a time, so DRAM stays busy while these rows are
-  // multiplied. (f32 rows are long enough for the hardware prefetchers; there it cost 15%.)
-  const char* next = static_cast<const char*>(w) + NR * ldw * DTypeSize(D);
-  const size_t ahead_per_block = MR == 1 && D != DType::kF32 && k >= 8
-                                     ? (NR * ldw * DTypeSize(D) / (k / 8) + 63) / 64 * 64
-                                     : 0;
   int kk = 0;
   for (; kk + 8 <= k; kk += 8) {
-    for (size_t off = 0; off < ahead_per_block; off += 64)
-      _mm_prefetch(next + (kk / 8) * ahead_per_block + off, _MM_HINT_T0);
     __m256 wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = Load8<D>(w, j * ldw + kk);
     for (int i = 0; i < MR; ++i) {
@@ -94,7 +85,8 @@ inline void MicroKernel(const float* x, int ldx, const void* w, size_t ldw, int 
 }
 
 // Rows [n0, n1) of W against all T rows of X; y points at column n0. W rows are taken in blocks
-// that stay in L2 while every group of X rows passes over them.
+// that stay in L2 while every group of X rows passes over them. (Decode, T = 1, goes through
+// StreamRuns instead.)
 template <DType D, bool kAdd>
 void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, float* y, int ldy) {
   constexpr int kMR = 4, kNR = 3;
@@ -105,17 +97,6 @@ void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, f
   const int block = L2BlockRows(ldw * elem);
   for (int nb = n0; nb < n1; nb += block) {
     const int ne = std::min(n1, nb + block);
-    if (t == 1) {
-      // Decode: one X row; more W rows at once keep more loads in flight.
-      int n = nb;
-      for (; n + 8 <= ne; n += 8)
-        MicroKernel<D, 1, 8, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
-      for (; n + 4 <= ne; n += 4)
-        MicroKernel<D, 1, 4, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
-      for (; n < ne; ++n)
-        MicroKernel<D, 1, 1, kAdd>(x, ldx, wbase + n * ldw * elem, ldw, k, y + (n - n0), ldy);
-      continue;
-    }
     for (int i = 0; i < t; i += kMR) {
       const int mr = std::min(kMR, t - i);
       const float* xi = x + static_cast<size_t>(i) * ldx;

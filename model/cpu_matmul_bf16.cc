@@ -42,13 +42,7 @@ inline void Kernel(const float* xp, size_t xs, const float* x, int ldx, const ui
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const int k16 = k / 16;
-  // Decode streams W from memory once: ask for the next group of rows (contiguous, right after
-  // these) a little at a time, so DRAM is busy while these rows are multiplied.
-  const char* next = reinterpret_cast<const char*>(w + NR * ldw);
-  const size_t ahead_per_block = MR == 1 && k16 > 0 ? (NR * ldw * 2 / k16 + 63) / 64 * 64 : 0;
   for (int b = 0; b < k16; ++b) {
-    for (size_t off = 0; off < ahead_per_block; off += 64)
-      _mm_prefetch(next + b * ahead_per_block + off, _MM_HINT_T0);
     __m256 xe[MR], xo[MR];
     for (int i = 0; i < MR; ++i) {
       xe[i] = _mm256_loadu_ps(xp + i * xs + b * 16);
@@ -221,14 +215,6 @@ void RowsAvx2(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w
   const size_t ldw = static_cast<size_t>(k);
   const auto* wb = static_cast<const uint16_t*>(w.data);
   const size_t xs = xp.stride;
-  if (t == 1) {  // decode: eight W rows in flight, 8 accumulators + 4 of X and W of 16 registers
-    int n = n0;
-    for (; n + 8 <= n1; n += 8)
-      Kernel<1, 8, kAdd>(xp.data.data(), xs, x, ldx, wb + n * ldw, ldw, k, y + (n - n0), ldy);
-    for (; n < n1; ++n)
-      Kernel<1, 1, kAdd>(xp.data.data(), xs, x, ldx, wb + n * ldw, ldw, k, y + (n - n0), ldy);
-    return;
-  }
   constexpr int kMR = 2, kNR = 4;
   const int block = L2BlockRows(static_cast<size_t>(k) * 2);
   for (int nb = n0; nb < n1; nb += block) {

@@ -53,7 +53,7 @@ struct PackedX {
 void Pack(const float* x, int t, int ldx, int k, bool pairs, PackedX* out);
 
 // Rows [n0, n1) of w (bf16) against all T rows of X into y (pointing at column n0); y += when
-// `add`. `x` is the unpacked X, read for the k % 16 tail.
+// `add`. `x` is the unpacked X, read for the k % 16 tail. Decode (T = 1) has StreamRuns.
 void Rows(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, bool add, int n0,
           int n1, float* y, int ldy);
 
