@@ -69,7 +69,8 @@ inline void Kernel(const float* xp, size_t xs, const float* x, int ldx, const ui
 }
 
 // Decode: S runs side by side, one row of each at a time: S sequential weight streams and S
-// independent sums, each row in Kernel's order.
+// independent sums, each row in Kernel's order. Each stream asks for its bytes
+// kStreamPrefetchBytes ahead (cpu_matmul_bf16.h).
 template <int S, bool kAdd>
 void StreamRunsOf(const float* xp, const float* x, const Matrix& w, const RowRun* runs) {
   const int k = w.cols, k16 = k / 16;
@@ -86,6 +87,12 @@ void StreamRunsOf(const float* xp, const float* x, const Matrix& w, const RowRun
     }
     for (int b = 0; b < k16; ++b) {
       const __m256 xe = _mm256_loadu_ps(xp + b * 16), xo = _mm256_loadu_ps(xp + b * 16 + 8);
+      if (b % 2 == 0) {  // once per 64-byte line of each stream
+        for (int s = 0; s < S; ++s) {
+          _mm_prefetch(reinterpret_cast<const char*>(row[s] + b * 16) + kStreamPrefetchBytes,
+                       _MM_HINT_T0);
+        }
+      }
       for (int s = 0; s < S; ++s) {
         __m256 we, wo;
         Split(row[s] + b * 16, &we, &wo);
