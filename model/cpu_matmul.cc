@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/cpu_matmul_bf16.h"
-#include "model/row_range.h"
+#include "model/row_split.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
@@ -429,94 +429,6 @@ void SiluTimes(const float* g, const float* u, int n, float* out) {
   _mm256_storeu_ps(ot, eight(_mm256_loadu_ps(gt), _mm256_loadu_ps(ut)));
   std::copy(ot, ot + (n - i), out + i);
 }
-
-// Each product's rows start split evenly between the threads, and each thread's share into
-// `streams` sub-ranges, one RowRange each. A thread works through its own sub-ranges, taking a
-// piece from the front of every one of them at a time (contiguous, so each weight stream runs on
-// from piece to piece), then takes the back half of whatever is left in the others' sub-ranges.
-// Shares and sub-ranges start at multiples of 24 rows (every micro-kernel shape divides 24).
-constexpr int kRowUnit = 24;
-
-struct Piece {
-  int n0, n1;
-};
-
-class RowSplit {
- public:
-  // `rows[i]`: product i's row count.
-  RowSplit(std::span<const int> rows, int threads, int streams)
-      : products_(rows.size()), threads_(threads), streams_(streams) {
-    thread_local std::vector<RowRange> storage;  // reused: decode runs ~60 products a step
-    const size_t count = products_ * threads_ * streams_;
-    if (storage.size() < count) storage = std::vector<RowRange>(count);
-    ranges_ = storage.data();
-    for (size_t i = 0; i < products_; ++i) {
-      const int share = RoundUp((rows[i] + threads_ - 1) / threads_);  // shares cover every row
-      const int sub = RoundUp((share + streams_ - 1) / streams_);
-      for (int th = 0; th < threads_; ++th) {
-        const int end = std::min(rows[i], (th + 1) * share);
-        for (int st = 0; st < streams_; ++st) {
-          const int begin = std::min(end, th * share + st * sub);
-          Range(i, th, st).Reset(begin, std::min(end, begin + sub));
-        }
-      }
-    }
-  }
-
-  // Called by every thread of the parallel region: run(product, pieces, count) for each piece
-  // of work it gets: `streams` pieces (some may be empty) of at most `step` rows from the fronts
-  // of its own sub-ranges, then pieces stolen from the others' (halved into `streams`).
-  template <typename Run>
-  void Work(int me, int step, const Run& run) {
-    Piece pieces[kMaxStreams];
-    int n0, n1;
-    for (size_t i = 0; i < products_; ++i) {
-      while (true) {
-        int count = 0;
-        for (int st = 0; st < streams_; ++st) {
-          if (Range(i, me, st).TakeFront(step, &n0, &n1)) pieces[count++] = {n0, n1};
-        }
-        if (count == 0) break;
-        Deliver(i, pieces, count, run);
-      }
-    }
-    for (int v = 1; v < threads_; ++v) {
-      for (size_t i = 0; i < products_; ++i) {
-        for (int st = 0; st < streams_; ++st) {
-          RowRange& other = Range(i, (me + v) % threads_, st);
-          while (other.StealBack(kRowUnit, &n0, &n1)) {
-            pieces[0] = {n0, n1};
-            Deliver(i, pieces, 1, run);
-          }
-        }
-      }
-    }
-  }
-
- private:
-  static int RoundUp(int rows) { return (rows + kRowUnit - 1) / kRowUnit * kRowUnit; }
-
-  // With streams, always `streams_` pieces: a stolen piece, or the last of a thread's own, is
-  // halved (the largest first) until there are enough.
-  template <typename Run>
-  void Deliver(size_t product, Piece* pieces, int count, const Run& run) {
-    while (count < streams_) {
-      Piece* largest = std::max_element(pieces, pieces + count,
-                                        [](Piece a, Piece b) { return a.n1 - a.n0 < b.n1 - b.n0; });
-      const int mid = largest->n0 + (largest->n1 - largest->n0) / 2;
-      pieces[count++] = {mid, largest->n1};
-      largest->n1 = mid;
-    }
-    run(product, pieces, count);
-  }
-  RowRange& Range(size_t product, int thread, int stream) {
-    return ranges_[(product * threads_ + thread) * streams_ + stream];
-  }
-
-  size_t products_;
-  int threads_, streams_;
-  RowRange* ranges_;
-};
 
 // How a product's rows are handed out. Decode: kStreamsF32 or kStreamsBf16 sub-ranges a
 // thread, kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/row_split.h"
 #include "model/weights.h"
 
 namespace pdserve::model {
@@ -34,9 +35,6 @@ struct RowRun {
   int n0 = 0, n1 = 0;
   float* y = nullptr;
 };
-
-// Decode walks up to this many runs side by side, one row of each at a time.
-constexpr int kMaxStreams = 4;
 
 // How far ahead decode's bf16 weight streams prefetch. Splitting bf16 words puts enough work
 // between the loads that the hardware prefetchers fall behind; asking 2 KB ahead gave bf16
