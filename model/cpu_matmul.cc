@@ -433,14 +433,15 @@ void SiluTimes(const float* g, const float* u, int n, float* out) {
 // How a product's rows are handed out. Decode: kStreamsF32 or kStreamsBf16 sub-ranges a
 // thread, kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and
 // its end the only imbalance left). Otherwise one range a thread, in pieces of the block the
-// T > 1 kernels keep in L2 while the X rows pass over it.
+// T > 1 kernels keep in L2 while the X rows pass over it, shrinking to kRowUnit rows toward the
+// range's end (a whole block is tens of microseconds at T = 32; paired batch-32 runs: +0-6%).
 struct Split {
-  int streams, step;
+  int streams, step, min_step;  // pieces of `step` rows, down to `min_step` near the end
 };
 
 Split SplitFor(int t, DType dtype, int cols) {
-  if (t == 1) return {dtype == DType::kBF16 ? kStreamsBf16 : kStreamsF32, kStreamStep};
-  return {1, L2BlockRows(static_cast<size_t>(cols) * DTypeSize(dtype))};
+  if (t == 1) return {dtype == DType::kBF16 ? kStreamsBf16 : kStreamsF32, kStreamStep, kStreamStep};
+  return {1, L2BlockRows(static_cast<size_t>(cols) * DTypeSize(dtype)), kRowUnit};
 }
 
 void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
@@ -456,17 +457,19 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
   const int threads = omp_get_max_threads();
   RowSplit split(rows, threads, how.streams);
 #pragma omp parallel num_threads(threads)
-  split.Work(omp_get_thread_num(), how.step, [&](size_t i, const Piece* pieces, int count) {
-    const Product& p = products[i];
-    if (t == 1) {
-      RowRun runs[kMaxStreams];
-      for (int c = 0; c < count; ++c) runs[c] = {pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0};
-      return RunStreams(prepared, *p.w, p.add, runs, count);
-    }
-    for (int c = 0; c < count; ++c) {
-      RunRows(prepared, *p.w, p.add, pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0, p.ldy);
-    }
-  });
+  split.Work(
+      omp_get_thread_num(), how.step, how.min_step, [&](size_t i, const Piece* pieces, int count) {
+        const Product& p = products[i];
+        if (t == 1) {
+          RowRun runs[kMaxStreams];
+          for (int c = 0; c < count; ++c)
+            runs[c] = {pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0};
+          return RunStreams(prepared, *p.w, p.add, runs, count);
+        }
+        for (int c = 0; c < count; ++c) {
+          RunRows(prepared, *p.w, p.add, pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0, p.ldy);
+        }
+      });
 }
 
 }  // namespace
@@ -496,39 +499,40 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
   const int threads = omp_get_max_threads();
   RowSplit split(std::span<const int>(&n, 1), threads, how.streams);
 #pragma omp parallel num_threads(threads)
-  split.Work(omp_get_thread_num(), how.step, [&](size_t, const Piece* pieces, int count) {
-    // g and u: [t][width], the pieces side by side.
-    int offset[kMaxStreams], width = 0;
-    for (int c = 0; c < count; ++c) {
-      offset[c] = width;
-      width += pieces[c].n1 - pieces[c].n0;
-    }
-    thread_local std::vector<float> g, u;
-    g.resize(static_cast<size_t>(t) * width);
-    u.resize(g.size());
-    if (t == 1) {
-      RowRun gate_runs[kMaxStreams], up_runs[kMaxStreams];
-      for (int c = 0; c < count; ++c) {
-        gate_runs[c] = {pieces[c].n0, pieces[c].n1, g.data() + offset[c]};
-        up_runs[c] = {pieces[c].n0, pieces[c].n1, u.data() + offset[c]};
-      }
-      RunStreams(prepared, gate, false, gate_runs, count);
-      RunStreams(prepared, up, false, up_runs, count);
-    } else {
-      for (int c = 0; c < count; ++c) {
-        RunRows(prepared, gate, false, pieces[c].n0, pieces[c].n1, g.data() + offset[c], width);
-        RunRows(prepared, up, false, pieces[c].n0, pieces[c].n1, u.data() + offset[c], width);
-      }
-    }
-    for (int r = 0; r < t; ++r) {
-      for (int c = 0; c < count; ++c) {
-        float* o = out + static_cast<size_t>(r) * ldo + pieces[c].n0;
-        const float* gr = g.data() + static_cast<size_t>(r) * width + offset[c];
-        const float* ur = u.data() + static_cast<size_t>(r) * width + offset[c];
-        SiluTimes(gr, ur, pieces[c].n1 - pieces[c].n0, o);
-      }
-    }
-  });
+  split.Work(
+      omp_get_thread_num(), how.step, how.min_step, [&](size_t, const Piece* pieces, int count) {
+        // g and u: [t][width], the pieces side by side.
+        int offset[kMaxStreams], width = 0;
+        for (int c = 0; c < count; ++c) {
+          offset[c] = width;
+          width += pieces[c].n1 - pieces[c].n0;
+        }
+        thread_local std::vector<float> g, u;
+        g.resize(static_cast<size_t>(t) * width);
+        u.resize(g.size());
+        if (t == 1) {
+          RowRun gate_runs[kMaxStreams], up_runs[kMaxStreams];
+          for (int c = 0; c < count; ++c) {
+            gate_runs[c] = {pieces[c].n0, pieces[c].n1, g.data() + offset[c]};
+            up_runs[c] = {pieces[c].n0, pieces[c].n1, u.data() + offset[c]};
+          }
+          RunStreams(prepared, gate, false, gate_runs, count);
+          RunStreams(prepared, up, false, up_runs, count);
+        } else {
+          for (int c = 0; c < count; ++c) {
+            RunRows(prepared, gate, false, pieces[c].n0, pieces[c].n1, g.data() + offset[c], width);
+            RunRows(prepared, up, false, pieces[c].n0, pieces[c].n1, u.data() + offset[c], width);
+          }
+        }
+        for (int r = 0; r < t; ++r) {
+          for (int c = 0; c < count; ++c) {
+            float* o = out + static_cast<size_t>(r) * ldo + pieces[c].n0;
+            const float* gr = g.data() + static_cast<size_t>(r) * width + offset[c];
+            const float* ur = u.data() + static_cast<size_t>(r) * width + offset[c];
+            SiluTimes(gr, ur, pieces[c].n1 - pieces[c].n0, o);
+          }
+        }
+      });
 }
 
 float DotRow(const float* x, const Matrix& w, int row) {

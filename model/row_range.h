@@ -17,7 +17,12 @@ class alignas(64) RowRange {
   void Reset(int begin, int end);
 
   // Up to `rows` rows from the front into [*n0, *n1). False when none is left.
-  bool TakeFront(int rows, int* n0, int* n1);
+  bool TakeFront(int rows, int* n0, int* n1) { return TakeFront(rows, rows, n0, n1); }
+
+  // The same, but no more than half of what is left (in whole multiples of `min_rows`) while
+  // that is at least `min_rows`: pieces shrink toward the end, so the last piece another thread
+  // may wait for is small.
+  bool TakeFront(int rows, int min_rows, int* n0, int* n1);
 
   // The back half of what is left, with its start `unit` rows apart from the front (so the
   // owner's pieces and the stolen one keep whole multiples of `unit`); all of it when no more

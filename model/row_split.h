@@ -33,16 +33,17 @@ class RowSplit {
 
   // Called by every thread `me` of the parallel region: run(product, pieces, count) for each
   // piece of work it gets: `streams` pieces (some may be empty) of at most `step` rows from the
-  // fronts of its own sub-ranges, then pieces stolen from the others' (halved into `streams`).
+  // fronts of its own sub-ranges (down to `min_step` near their ends, RowRange::TakeFront), then
+  // pieces stolen from the others' (halved into `streams`).
   template <typename Run>
-  void Work(int me, int step, const Run& run) {
+  void Work(int me, int step, int min_step, const Run& run) {
     Piece pieces[kMaxStreams];
     int n0, n1;
     for (size_t i = 0; i < products_; ++i) {
       while (true) {
         int count = 0;
         for (int st = 0; st < streams_; ++st) {
-          if (Range(i, me, st).TakeFront(step, &n0, &n1)) pieces[count++] = {n0, n1};
+          if (Range(i, me, st).TakeFront(step, min_step, &n0, &n1)) pieces[count++] = {n0, n1};
         }
         if (count == 0) break;
         Deliver(i, pieces, count, run);

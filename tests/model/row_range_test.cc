@@ -25,6 +25,22 @@ TEST(RowRange, TheOwnerTakesPiecesFromTheFrontInOrder) {
   EXPECT_FALSE(r.TakeFront(24, &n0, &n1));
 }
 
+TEST(RowRange, PiecesShrinkInWholeUnitsTowardTheEndWhenAMinimumIsGiven) {
+  RowRange r;
+  r.Reset(0, 250);
+  int n0, n1;
+  std::vector<int> sizes;
+  int next = 0;
+  while (r.TakeFront(96, 24, &n0, &n1)) {
+    EXPECT_EQ(n0, next);
+    next = n1;
+    sizes.push_back(n1 - n0);
+  }
+  EXPECT_EQ(next, 250);
+  // 250 left: 96; 154: half is 77, so 72; 82: 24 (41 rounds down to 24); 58: 24; 34: 24; 10: 10.
+  EXPECT_EQ(sizes, (std::vector<int>{96, 72, 24, 24, 24, 10}));
+}
+
 TEST(RowRange, AThiefTakesTheBackHalfAtAUnitBoundaryFromTheFront) {
   RowRange r;
   r.Reset(0, 100);

@@ -23,7 +23,7 @@ void CheckEveryRowOnce(const Case& c) {
   for (int n : c.rows) taken.emplace_back(n);
   std::atomic<bool> wrong_count{false}, reversed{false};
   auto work = [&](RowSplit& split, int me) {
-    split.Work(me, c.step, [&](size_t product, const Piece* pieces, int count) {
+    split.Work(me, c.step, c.step, [&](size_t product, const Piece* pieces, int count) {
       if (count != c.streams) wrong_count = true;
       for (int i = 0; i < count; ++i) {
         if (pieces[i].n1 < pieces[i].n0) reversed = true;
@@ -59,7 +59,7 @@ TEST(RowSplit, AThreadThatNeverComesLeavesItsShareToTheOthers) {
   std::vector<std::vector<int>> taken = {std::vector<int>(100), std::vector<int>(5000)};
   RowSplit split(rows, 3, 2);
   for (int me : {0, 2}) {  // thread 1 never runs
-    split.Work(me, 16, [&](size_t product, const Piece* pieces, int count) {
+    split.Work(me, 16, 16, [&](size_t product, const Piece* pieces, int count) {
       for (int i = 0; i < count; ++i)
         for (int r = pieces[i].n0; r < pieces[i].n1; ++r) ++taken[product][r];
     });
@@ -73,7 +73,7 @@ TEST(RowSplit, AThreadsOwnPiecesRunOnFromWhereTheLastOneEnded) {
   const std::vector<int> rows = {96};
   RowSplit split(rows, 1, 2);
   std::vector<std::pair<Piece, Piece>> calls;
-  split.Work(0, 16, [&](size_t, const Piece* pieces, int count) {
+  split.Work(0, 16, 16, [&](size_t, const Piece* pieces, int count) {
     ASSERT_EQ(count, 2);
     calls.push_back({pieces[0], pieces[1]});
   });
