@@ -390,24 +390,16 @@ constexpr int kStreamStep = 16;  // rows a piece takes from each stream
 // `count` runs of one decode (T = 1) product, walked side by side.
 void RunStreams(const PreparedX& x, const Matrix& w, bool add, const RowRun* runs, int count) {
   if (w.dtype == DType::kBF16) return bf16::StreamRuns(*x.bf16, x.x, w, runs, count, add);
-  auto typed = [&]<DType D, bool kAdd>() {
-    switch (count) {
-      case 4:
-        return StreamRuns<D, 4, kAdd>(x.x, w, runs);
-      case 3:
-        return StreamRuns<D, 3, kAdd>(x.x, w, runs);
-      case 2:
-        return StreamRuns<D, 2, kAdd>(x.x, w, runs);
-      default:
-        return StreamRuns<D, 1, kAdd>(x.x, w, runs);
+  const bool f16 = w.dtype == DType::kF16;
+  WithStreamCount(count, [&]<int S>() {
+    if (f16) {
+      add ? StreamRuns<DType::kF16, S, true>(x.x, w, runs)
+          : StreamRuns<DType::kF16, S, false>(x.x, w, runs);
+    } else {
+      add ? StreamRuns<DType::kF32, S, true>(x.x, w, runs)
+          : StreamRuns<DType::kF32, S, false>(x.x, w, runs);
     }
-  };
-  if (w.dtype == DType::kF16) {
-    return add ? typed.template operator()<DType::kF16, true>()
-               : typed.template operator()<DType::kF16, false>();
-  }
-  add ? typed.template operator()<DType::kF32, true>()
-      : typed.template operator()<DType::kF32, false>();
+  });
 }
 
 // out[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u, 8 at a time with simd.h's Exp. The last
@@ -444,6 +436,29 @@ Split SplitFor(int t, DType dtype, int cols) {
   return {1, L2BlockRows(static_cast<size_t>(cols) * DTypeSize(dtype)), kRowUnit};
 }
 
+// One piece of work's rows of w, piece c's outputs at y[c]: decode's pieces side by side
+// through StreamRuns, others one by one through RunRows.
+void RunPieces(const PreparedX& x, const Matrix& w, bool add, const Piece* pieces, int count,
+               float* const* y, int ldy) {
+  if (x.t == 1) {
+    RowRun runs[kMaxStreams];
+    for (int c = 0; c < count; ++c) runs[c] = {pieces[c].n0, pieces[c].n1, y[c]};
+    return RunStreams(x, w, add, runs, count);
+  }
+  for (int c = 0; c < count; ++c) RunRows(x, w, add, pieces[c].n0, pieces[c].n1, y[c], ldy);
+}
+
+// Runs run(product, pieces, count) on every OpenMP thread over products of `rows` rows each,
+// split as SplitFor(t, dtype, cols) says.
+template <typename Run>
+void RunSplit(std::span<const int> rows, int t, DType dtype, int cols, const Run& run) {
+  const Split how = SplitFor(t, dtype, cols);
+  const int threads = omp_get_max_threads();
+  RowSplit split(rows, threads, how.streams);
+#pragma omp parallel num_threads(threads)
+  split.Work(omp_get_thread_num(), how.step, how.min_step, run);
+}
+
 void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
   if (t <= 0 || products.empty()) return;
   bool any_bf16 = false, any_other = false;
@@ -452,24 +467,13 @@ void RunProducts(const float* x, int t, int ldx, std::span<const Product> produc
   thread_local std::vector<int> rows;
   rows.clear();
   for (const Product& p : products) rows.push_back(p.w->rows);
-  const Split how =
-      SplitFor(t, any_bf16 ? DType::kBF16 : products[0].w->dtype, products[0].w->cols);
-  const int threads = omp_get_max_threads();
-  RowSplit split(rows, threads, how.streams);
-#pragma omp parallel num_threads(threads)
-  split.Work(
-      omp_get_thread_num(), how.step, how.min_step, [&](size_t i, const Piece* pieces, int count) {
-        const Product& p = products[i];
-        if (t == 1) {
-          RowRun runs[kMaxStreams];
-          for (int c = 0; c < count; ++c)
-            runs[c] = {pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0};
-          return RunStreams(prepared, *p.w, p.add, runs, count);
-        }
-        for (int c = 0; c < count; ++c) {
-          RunRows(prepared, *p.w, p.add, pieces[c].n0, pieces[c].n1, p.y + pieces[c].n0, p.ldy);
-        }
-      });
+  RunSplit(rows, t, any_bf16 ? DType::kBF16 : products[0].w->dtype, products[0].w->cols,
+           [&](size_t i, const Piece* pieces, int count) {
+             const Product& p = products[i];
+             float* y[kMaxStreams];
+             for (int c = 0; c < count; ++c) y[c] = p.y + pieces[c].n0;
+             RunPieces(prepared, *p.w, p.add, pieces, count, y, p.ldy);
+           });
 }
 
 }  // namespace
@@ -495,44 +499,34 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
   if (t <= 0 || n <= 0) return;
   const bool is_bf16 = gate.dtype == DType::kBF16;
   const PreparedX prepared = Prepare(x, t, ldx, gate.cols, !is_bf16, is_bf16);
-  const Split how = SplitFor(t, gate.dtype, gate.cols);
-  const int threads = omp_get_max_threads();
-  RowSplit split(std::span<const int>(&n, 1), threads, how.streams);
-#pragma omp parallel num_threads(threads)
-  split.Work(
-      omp_get_thread_num(), how.step, how.min_step, [&](size_t, const Piece* pieces, int count) {
-        // g and u: [t][width], the pieces side by side.
-        int offset[kMaxStreams], width = 0;
-        for (int c = 0; c < count; ++c) {
-          offset[c] = width;
-          width += pieces[c].n1 - pieces[c].n0;
-        }
-        thread_local std::vector<float> g, u;
-        g.resize(static_cast<size_t>(t) * width);
-        u.resize(g.size());
-        if (t == 1) {
-          RowRun gate_runs[kMaxStreams], up_runs[kMaxStreams];
-          for (int c = 0; c < count; ++c) {
-            gate_runs[c] = {pieces[c].n0, pieces[c].n1, g.data() + offset[c]};
-            up_runs[c] = {pieces[c].n0, pieces[c].n1, u.data() + offset[c]};
-          }
-          RunStreams(prepared, gate, false, gate_runs, count);
-          RunStreams(prepared, up, false, up_runs, count);
-        } else {
-          for (int c = 0; c < count; ++c) {
-            RunRows(prepared, gate, false, pieces[c].n0, pieces[c].n1, g.data() + offset[c], width);
-            RunRows(prepared, up, false, pieces[c].n0, pieces[c].n1, u.data() + offset[c], width);
-          }
-        }
-        for (int r = 0; r < t; ++r) {
-          for (int c = 0; c < count; ++c) {
-            float* o = out + static_cast<size_t>(r) * ldo + pieces[c].n0;
-            const float* gr = g.data() + static_cast<size_t>(r) * width + offset[c];
-            const float* ur = u.data() + static_cast<size_t>(r) * width + offset[c];
-            SiluTimes(gr, ur, pieces[c].n1 - pieces[c].n0, o);
-          }
-        }
-      });
+  RunSplit(std::span<const int>(&n, 1), t, gate.dtype, gate.cols,
+           [&](size_t, const Piece* pieces, int count) {
+             // g and u: [t][width], the pieces side by side.
+             int offset[kMaxStreams], width = 0;
+             for (int c = 0; c < count; ++c) {
+               offset[c] = width;
+               width += pieces[c].n1 - pieces[c].n0;
+             }
+             thread_local std::vector<float> g, u;
+             g.resize(static_cast<size_t>(t) * width);
+             u.resize(g.size());
+             float* gy[kMaxStreams];
+             float* uy[kMaxStreams];
+             for (int c = 0; c < count; ++c) {
+               gy[c] = g.data() + offset[c];
+               uy[c] = u.data() + offset[c];
+             }
+             RunPieces(prepared, gate, false, pieces, count, gy, width);
+             RunPieces(prepared, up, false, pieces, count, uy, width);
+             for (int r = 0; r < t; ++r) {
+               for (int c = 0; c < count; ++c) {
+                 float* o = out + static_cast<size_t>(r) * ldo + pieces[c].n0;
+                 const float* gr = g.data() + static_cast<size_t>(r) * width + offset[c];
+                 const float* ur = u.data() + static_cast<size_t>(r) * width + offset[c];
+                 SiluTimes(gr, ur, pieces[c].n1 - pieces[c].n0, o);
+               }
+             }
+           });
 }
 
 float DotRow(const float* x, const Matrix& w, int row) {

@@ -109,21 +109,6 @@ void StreamRunsOf(const float* xp, const float* x, const Matrix& w, const RowRun
   }
 }
 
-template <bool kAdd>
-void StreamRunsAdd(const float* xp, const float* x, const Matrix& w, const RowRun* runs,
-                   int count) {
-  switch (count) {
-    case 4:
-      return StreamRunsOf<4, kAdd>(xp, x, w, runs);
-    case 3:
-      return StreamRunsOf<3, kAdd>(xp, x, w, runs);
-    case 2:
-      return StreamRunsOf<2, kAdd>(xp, x, w, runs);
-    default:
-      return StreamRunsOf<1, kAdd>(xp, x, w, runs);
-  }
-}
-
 // AVX-512: MP pairs of X rows (`rows` real) against NR W rows; pair p's block b is 32 floats:
 // even columns of rows 2p and 2p+1, then their odd columns.
 PDSERVE_AVX512 inline void Split512(const uint16_t* w, __m512* even, __m512* odd) {
@@ -295,8 +280,10 @@ void Rows(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w, bo
 
 void StreamRuns(const PackedX& xp, const float* x, const Matrix& w, const RowRun* runs, int count,
                 bool add) {
-  add ? StreamRunsAdd<true>(xp.data.data(), x, w, runs, count)
-      : StreamRunsAdd<false>(xp.data.data(), x, w, runs, count);
+  WithStreamCount(count, [&]<int S>() {
+    add ? StreamRunsOf<S, true>(xp.data.data(), x, w, runs)
+        : StreamRunsOf<S, false>(xp.data.data(), x, w, runs);
+  });
 }
 
 float DotRow(const float* x, const Matrix& w, int row) {

@@ -31,6 +31,23 @@ inline int L2BlockRows(size_t row_bytes) {
   return static_cast<int>(std::max<size_t>(24, (rows + 23) / 24 * 24));
 }
 
+// f.template operator()<S>() with S = count (1 to kMaxStreams) as a compile-time constant: the
+// stream kernels of both files are instantiated per stream count.
+template <typename F>
+void WithStreamCount(int count, const F& f) {
+  static_assert(kMaxStreams == 4);
+  switch (count) {
+    case 4:
+      return f.template operator()<4>();
+    case 3:
+      return f.template operator()<3>();
+    case 2:
+      return f.template operator()<2>();
+    default:
+      return f.template operator()<1>();
+  }
+}
+
 // Decode's (T = 1) unit of work in both files: W rows [n0, n1), outputs to y[0 .. n1 - n0).
 struct RowRun {
   int n0 = 0, n1 = 0;
