@@ -35,6 +35,7 @@
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
+#include "model/huge_pages.h"
 
 namespace pdserve::app {
 namespace {
@@ -58,6 +59,8 @@ struct BenchKvOptions {
   bool pin = true;                  // loopback: the two processes on different CPUs
   // TCP: also time a plain socket whose two ends checksum the bytes as the KV wire format does.
   bool checksummed_baseline = false;
+  // TCP: KV payloads into the socket by reference (the transport's default) or by copy.
+  bool splice_payloads = kvt::TcpTransportOptions{}.splice_payloads;
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -240,10 +243,13 @@ std::string HostName() {
 
 // KV pool memory: host memory for TCP, device memory for the GPU paths.
 struct BenchPool {
-  std::vector<unsigned char> host;
+  // TCP: huge pages, as the CPU engine holds its KV cache (cpu_backend.cc). The kernel lends
+  // them to a socket (splice) a 2 MiB page at a time, where 4 KiB pages cost a lookup each.
+  std::shared_ptr<void> host_memory;
+  unsigned char* host = nullptr;
   void* device = nullptr;
   int device_id = 0;
-  void* base() { return device ? device : host.data(); }
+  void* base() { return device ? device : host; }
   ~BenchPool() {
     if (device) kvt::FreeDeviceMemory(device_id, device);
   }
@@ -251,11 +257,12 @@ struct BenchPool {
 
 Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool) {
   if (o.transport == "tcp") {
-    pool->host.resize(bytes);
+    pool->host_memory = model::AllocateHugePageBuffer(bytes);
+    pool->host = static_cast<unsigned char*>(pool->host_memory.get());
     std::mt19937_64 rng(42);
     for (size_t i = 0; i + 8 <= bytes; i += 8) {
       const uint64_t v = rng();
-      std::memcpy(pool->host.data() + i, &v, 8);
+      std::memcpy(pool->host + i, &v, 8);
     }
     return Status::Ok();
   }
@@ -320,8 +327,8 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
       // Plain blocking recv of the same bytes into host memory, then a one-byte ack.
       const uint64_t n = cmd.value("bytes", 0ull);
       if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
-      if (!memory.host.empty()) {
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host.data(), n));
+      if (memory.host != nullptr) {
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host, n));
       } else {
         baseline_buffer.resize(n);
         PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, baseline_buffer.data(), n));
@@ -331,14 +338,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
     } else if (op == "checksummed_baseline") {
       // The same bytes, each piece CRC32C'd as it lands; the ack is the checksum.
       const uint64_t n = cmd.value("bytes", 0ull);
-      if (n > o.max_bytes || memory.host.empty()) {
+      if (n > o.max_bytes || memory.host == nullptr) {
         return InvalidArgument("bench kv: bad checksummed baseline request");
       }
       uint32_t crc = 0;
       for (uint64_t done = 0; done < n;) {
         const uint64_t piece = std::min<uint64_t>(kChecksumPiece, n - done);
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host.data() + done, piece));
-        crc = kvt::Crc32c(memory.host.data() + done, piece, crc);
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host + done, piece));
+        crc = kvt::Crc32c(memory.host + done, piece, crc);
         done += piece;
       }
       PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &crc, sizeof crc));
@@ -424,13 +431,14 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.device = o.device;
   to.max_chunk_bytes = o.chunk_bytes;
   to.lead_chunk_bytes = o.lead_chunk_bytes;
+  to.splice_payloads = o.splice_payloads;
   to.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
   std::vector<unsigned char> host_copy;
-  const unsigned char* baseline_src = memory.host.data();
-  if (memory.host.empty()) {
+  const unsigned char* baseline_src = memory.host;
+  if (memory.host == nullptr) {
     host_copy.assign(o.max_bytes, 7);
     baseline_src = host_copy.data();
   }
@@ -588,6 +596,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["iters"] = o.iters;
   doc["chunk_bytes"] = o.chunk_bytes;
   doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
+  doc["splice_payloads"] = o.transport == "tcp" && o.splice_payloads;
   doc["pinned"] = pinned;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
@@ -667,6 +676,9 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_flag("--checksummed-baseline", o->checksummed_baseline,
                 "TCP: also time a plain socket whose ends CRC32C the bytes as the KV frames do "
                 "(crc_base_GB/s, vs_crc): the transport's own cost apart from its checksums");
+  cmd->add_flag("!--copy-payloads", o->splice_payloads,
+                "TCP: copy KV payloads into the socket (sendmsg) instead of splicing them from "
+                "the pool by reference");
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

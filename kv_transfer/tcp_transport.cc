@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -23,6 +24,7 @@
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/outgoing_transfers.h"
+#include "kv_transfer/payload_splicer.h"
 #include "kv_transfer/tcp_congestion.h"
 
 namespace pdserve::kv_transfer {
@@ -39,6 +41,8 @@ struct OutFrame {
   std::vector<unsigned char> owned;
   uint64_t request_id = 0;
   bool chunk = false;
+  // The payload is KV pool memory, unchanged until the chunk is acked: it may be spliced.
+  bool pool_payload = false;
   // TCP chunks: the header is finished (CRC, encoding) just before the frame's first byte is
   // written, or while the frame before it drains from the socket (Seal).
   bool needs_crc = false;
@@ -151,6 +155,15 @@ class TcpTransport::Impl {
       return Status(reply.status, "KV connect refused by the receiver: " + reply_payload);
     }
     if (device_) PDSERVE_RETURN_IF_ERROR(device_->OnHelloReply(reply_payload, deadline));
+    if (options_.path == PayloadPath::kTcp && options_.splice_payloads) {
+      auto splicer = PayloadSplicer::Make();
+      if (splicer.ok()) {
+        splicer_.emplace(std::move(*splicer));
+      } else {
+        spdlog::warn("KV transport: payloads will be copied into the socket: {}",
+                     splicer.status().ToString());
+      }
+    }
 
     io_.restart();
     socket_.non_blocking(true, error);  // ReadControl reads what is there, then waits
@@ -195,6 +208,7 @@ class TcpTransport::Impl {
         h.byte_count = bytes;
         f.payload = src;
         f.bytes = bytes;
+        f.pool_payload = true;
         f.needs_crc = true;
         f.pending = h;
         batch.push_back(std::move(f));
@@ -283,11 +297,33 @@ class TcpTransport::Impl {
       }
       OutFrame& f = write_queue_.front();
       Seal(f);
+      const bool splice = f.pool_payload && splicer_.has_value();
+      if (splice && f.sent >= kHeaderBytes) {
+        const size_t done = f.sent - kHeaderBytes;
+        auto n =
+            splicer_->Send(socket_.native_handle(),
+                           static_cast<const unsigned char*>(f.payload) + done, f.bytes - done);
+        if (!n.ok()) {
+          if (n.status().code() != StatusCode::kFailedPrecondition) return n.status();
+          spdlog::warn("KV transport: copying payloads into the socket from now on: {}",
+                       n.status().ToString());
+          splicer_.reset();
+          continue;
+        }
+        f.sent += *n;
+        if (f.sent == kHeaderBytes + f.bytes) {
+          write_queue_.pop_front();
+          continue;
+        }
+        SealNext();
+        asio::post(io_, [this] { AwaitWritable(); });
+        return Status::Ok();
+      }
       iovec iov[2];
       int n_iov = 0;
       if (f.sent < kHeaderBytes) {
         iov[n_iov++] = {f.header.data() + f.sent, kHeaderBytes - f.sent};
-        if (f.bytes > 0) iov[n_iov++] = {const_cast<void*>(f.payload), f.bytes};
+        if (f.bytes > 0 && !splice) iov[n_iov++] = {const_cast<void*>(f.payload), f.bytes};
       } else {
         const size_t done = f.sent - kHeaderBytes;
         iov[n_iov++] = {static_cast<unsigned char*>(const_cast<void*>(f.payload)) + done,
@@ -296,7 +332,10 @@ class TcpTransport::Impl {
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = n_iov;
-      const ssize_t n = ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      // A spliced chunk's header goes alone, and its payload follows at once.
+      const int more = splice ? MSG_MORE : 0;
+      const ssize_t n =
+          ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -342,6 +381,7 @@ class TcpTransport::Impl {
       f.owned.assign(src, src + f.bytes);
       f.owned[f.bytes / 2] ^= 0x10;
       f.payload = f.owned.data();
+      f.pool_payload = false;  // owned bytes are freed once written: they are copied
     }
     f.header = EncodeHeader(f.pending);
   }
@@ -402,6 +442,7 @@ class TcpTransport::Impl {
       boost::system::error_code ignored;
       socket_.close(ignored);
       write_queue_.clear();
+      splicer_.reset();
       writing_ = false;
     }
     spdlog::debug("KV transport to {}:{} lost: {}", options_.host, options_.port, why.ToString());
@@ -418,7 +459,9 @@ class TcpTransport::Impl {
   std::mutex push_mu_;
   std::mutex write_mu_;
   std::deque<OutFrame> write_queue_;  // guarded by write_mu_
-  int64_t chunk_index_ = 0;           // guarded by write_mu_: TCP chunks sealed
+  // Guarded by write_mu_: TCP payloads by reference; empty when the host refused, or copying.
+  std::optional<PayloadSplicer> splicer_;
+  int64_t chunk_index_ = 0;  // guarded by write_mu_: TCP chunks sealed
   // Guarded by write_mu_: a thread is in WriteQueued, or the I/O thread waits to carry on.
   bool writing_ = false;
   // I/O thread only:

@@ -36,6 +36,9 @@ struct TcpTransportOptions {
   // TCP congestion control of the connection (tcp_congestion.h): "auto", "default" or a name.
   std::string congestion_control = "auto";
   PayloadPath path = PayloadPath::kTcp;
+  // TCP: chunk payloads go into the socket by reference, not by copy (payload_splicer.h); where
+  // the host refuses, the transport logs why once and copies. false: always copy (sendmsg).
+  bool splice_payloads = true;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
   // connection) on the wire, after its CRC was computed. -1: never.

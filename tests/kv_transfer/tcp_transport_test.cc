@@ -28,7 +28,8 @@ using testing::WordPipe;
 // Child process: connects, pushes every request's layers (from `threads` threads), waits for
 // every ack. `stall_after_layers` >= 0: push that many layers, then hang (to be killed).
 [[noreturn]] void RunSender(WordPipe& pipe, const KvLayout& layout, int pool_pages, int threads,
-                            size_t max_chunk_bytes, int stall_after_layers) {
+                            size_t max_chunk_bytes, int stall_after_layers,
+                            bool splice_payloads = true) {
   uint64_t port = 0, n_requests = 0;
   if (!pipe.Read(&port) || !pipe.Read(&n_requests)) _exit(10);
   std::vector<uint64_t> ids(n_requests);
@@ -61,6 +62,7 @@ using testing::WordPipe;
   TcpTransportOptions o;
   o.port = static_cast<uint16_t>(port);
   o.max_chunk_bytes = max_chunk_bytes;
+  o.splice_payloads = splice_payloads;
   auto t = TcpTransport::Connect(layout, pool.const_bases(), pool_pages, o);
   if (!t.ok()) _exit(13);
   for (uint64_t r = 0; r < n_requests; ++r) {
@@ -96,6 +98,7 @@ struct Shape {
   int pool_pages;
   size_t max_chunk_bytes;
   model::DType dtype;
+  bool splice_payloads = true;  // false: payloads copied into the socket (sendmsg)
 };
 
 class TcpBitExact : public ::testing::TestWithParam<Shape> {};
@@ -106,7 +109,9 @@ TEST_P(TcpBitExact, RandomPagesArriveBitExactFromAnotherProcess) {
   WordPipe pipe;
   const pid_t child = fork();
   ASSERT_GE(child, 0);
-  if (child == 0) RunSender(pipe, layout, s.pool_pages, 8, s.max_chunk_bytes, -1);
+  if (child == 0) {
+    RunSender(pipe, layout, s.pool_pages, 8, s.max_chunk_bytes, -1, s.splice_payloads);
+  }
 
   HostKvPool recv(layout, s.pool_pages);
   {
@@ -153,7 +158,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcpBitExact,
                                            Shape{80, 40, 2, 96, 8 << 20, model::DType::kBF16},
                                            Shape{2, 10000, 1, 12000, 8 << 20, model::DType::kF32},
                                            Shape{3, 10000, 1, 10000, 4096, model::DType::kF16},
-                                           Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32}));
+                                           Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32},
+                                           Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32,
+                                                 /*splice_payloads=*/false}));
 
 TEST(TcpTransport, SenderKilledMidTransferFailsTheRequestAndFreesPages) {
   const KvLayout layout = SmallLayout(4);
