@@ -262,7 +262,13 @@ TEST(TcpTransport, FlippedBitIsACrcErrorAndFailsTheRequest) {
   auto res = p.receiver.Reserve(1, 8, Clock::now() + 10s);
   ASSERT_TRUE(res.ok());
   ASSERT_TRUE(t->Open({1, {0, 1, 2, 3, 4, 5, 6, 7}, res->pages, Clock::now() + 10s}).ok());
-  for (int l = 0; l < 3; ++l) ASSERT_TRUE(t->PushLayer(1, l).ok());
+  for (int l = 0; l < 3; ++l) {
+    // The receiver's CRC error may come back before the last layer is pushed; that push then
+    // reports the failure.
+    Status pushed = t->PushLayer(1, l);
+    ASSERT_TRUE(pushed.ok() || (l == 2 && pushed.code() == StatusCode::kDataLoss))
+        << "layer " << l << ": " << pushed.ToString();
+  }
   EXPECT_EQ(p.receiver.Wait(1).code(), StatusCode::kDataLoss);
   Status s = t->Wait(1);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
