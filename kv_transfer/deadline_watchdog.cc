@@ -15,12 +15,14 @@ DeadlineWatchdog::~DeadlineWatchdog() {
 }
 
 void DeadlineWatchdog::Schedule(uint64_t id, Clock::time_point deadline) {
+  bool wake = false;
   {
     std::lock_guard lock(mu_);
     if (auto it = by_id_.find(id); it != by_id_.end()) by_time_.erase(it->second);
     by_id_[id] = by_time_.emplace(deadline, id);
+    wake = deadline < next_look_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
 }
 
 void DeadlineWatchdog::Erase(uint64_t id) {
@@ -34,17 +36,21 @@ void DeadlineWatchdog::Erase(uint64_t id) {
 void DeadlineWatchdog::Run() {
   std::unique_lock lock(mu_);
   while (!stop_) {
+    const Clock::time_point now = Clock::now();
     if (by_time_.empty()) {
-      cv_.wait(lock);
+      next_look_ = now + kIdleTick;
+      cv_.wait_until(lock, next_look_);
       continue;
     }
     auto first = by_time_.begin();
     // A copy: the node may be erased while the wait has the lock released.
     const Clock::time_point when = first->first;
-    if (Clock::now() < when) {
+    if (now < when) {
+      next_look_ = when;
       cv_.wait_until(lock, when);
       continue;
     }
+    next_look_ = Clock::time_point::min();  // looking now: a Schedule meanwhile needs no wake
     const uint64_t id = first->second;
     by_time_.erase(first);
     by_id_.erase(id);
