@@ -61,6 +61,7 @@ struct BenchKvOptions {
   bool checksummed_baseline = false;
   // TCP: KV payloads into the socket by reference (the transport's default) or by copy.
   bool splice_payloads = kvt::TcpTransportOptions{}.splice_payloads;
+  size_t splice_min_bytes = kvt::TcpTransportOptions{}.splice_min_layer_bytes;
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -432,6 +433,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.max_chunk_bytes = o.chunk_bytes;
   to.lead_chunk_bytes = o.lead_chunk_bytes;
   to.splice_payloads = o.splice_payloads;
+  to.splice_min_layer_bytes = o.splice_min_bytes;
   to.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
@@ -597,6 +599,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["chunk_bytes"] = o.chunk_bytes;
   doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
   doc["splice_payloads"] = o.transport == "tcp" && o.splice_payloads;
+  doc["splice_min_bytes"] = o.splice_min_bytes;
   doc["pinned"] = pinned;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
@@ -679,6 +682,9 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_flag("!--copy-payloads", o->splice_payloads,
                 "TCP: copy KV payloads into the socket (sendmsg) instead of splicing them from "
                 "the pool by reference");
+  cmd->add_option("--splice-min-bytes", o->splice_min_bytes,
+                  "TCP: splice messages of at least this many bytes, copy smaller ones (0: splice "
+                  "all)");
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

@@ -41,8 +41,9 @@ struct OutFrame {
   std::vector<unsigned char> owned;
   uint64_t request_id = 0;
   bool chunk = false;
-  // The payload is KV pool memory, unchanged until the chunk is acked: it may be spliced.
-  bool pool_payload = false;
+  // The payload is KV pool memory, unchanged until the chunk is acked, in a push big enough to
+  // be spliced (TcpTransportOptions::splice_min_layer_bytes).
+  bool splice = false;
   // TCP chunks: the header is finished (CRC, encoding) just before the frame's first byte is
   // written, or while the frame before it drains from the socket (Seal).
   bool needs_crc = false;
@@ -190,6 +191,9 @@ class TcpTransport::Impl {
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
     std::vector<OutFrame> batch;          // TCP: queued together, written from this thread
+    size_t layer_bytes = 0;
+    for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
+    const bool splice = layer_bytes >= options_.splice_min_layer_bytes;
     for (const PageRun& c : chunks) {
       OutFrame f;
       f.chunk = true;
@@ -208,7 +212,7 @@ class TcpTransport::Impl {
         h.byte_count = bytes;
         f.payload = src;
         f.bytes = bytes;
-        f.pool_payload = true;
+        f.splice = splice;
         f.needs_crc = true;
         f.pending = h;
         batch.push_back(std::move(f));
@@ -297,7 +301,7 @@ class TcpTransport::Impl {
       }
       OutFrame& f = write_queue_.front();
       Seal(f);
-      const bool splice = f.pool_payload && splicer_.has_value();
+      const bool splice = f.splice && splicer_.has_value();
       if (splice && f.sent >= kHeaderBytes) {
         const size_t done = f.sent - kHeaderBytes;
         auto n =
@@ -381,7 +385,7 @@ class TcpTransport::Impl {
       f.owned.assign(src, src + f.bytes);
       f.owned[f.bytes / 2] ^= 0x10;
       f.payload = f.owned.data();
-      f.pool_payload = false;  // owned bytes are freed once written: they are copied
+      f.splice = false;  // owned bytes are freed once written: they are copied
     }
     f.header = EncodeHeader(f.pending);
   }
