@@ -305,6 +305,9 @@ void AddServeCommands(CLI::App& app) {
                   "and machine, nccl to others")
       ->check(CLI::IsMember({"auto", "tcp", "nccl", "ipc"}));
   pre->add_option("--kv-tcp-congestion", pw->kv_tcp_congestion, kKvCongestionHelp);
+  pre->add_option("--kv-splice-min-bytes", pw->kv_splice_min_bytes,
+                  "TCP: layer pushes of at least this many bytes go into the socket by reference "
+                  "(vmsplice), smaller ones by copy; 0: all by reference");
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden

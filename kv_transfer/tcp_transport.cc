@@ -315,6 +315,11 @@ class TcpTransport::Impl {
           continue;
         }
         f.sent += *n;
+        if (*n > 0 && !spliced_any_) {
+          spliced_any_ = true;
+          spdlog::info("KV transport to {}:{}: payloads go into the socket by reference",
+                       options_.host, options_.port);
+        }
         if (f.sent == kHeaderBytes + f.bytes) {
           write_queue_.pop_front();
           continue;
@@ -465,7 +470,8 @@ class TcpTransport::Impl {
   std::deque<OutFrame> write_queue_;  // guarded by write_mu_
   // Guarded by write_mu_: TCP payloads by reference; empty when the host refused, or copying.
   std::optional<PayloadSplicer> splicer_;
-  int64_t chunk_index_ = 0;  // guarded by write_mu_: TCP chunks sealed
+  bool spliced_any_ = false;  // guarded by write_mu_: logged once, at the first spliced bytes
+  int64_t chunk_index_ = 0;   // guarded by write_mu_: TCP chunks sealed
   // Guarded by write_mu_: a thread is in WriteQueued, or the I/O thread waits to carry on.
   bool writing_ = false;
   // I/O thread only:

@@ -148,6 +148,7 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
                     : kv_path_;
   o.device = kv_device_;
   o.congestion_control = options_.kv_tcp_congestion;
+  o.splice_min_layer_bytes = options_.kv_splice_min_bytes;
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
   PDSERVE_ASSIGN_OR_RETURN(auto transport,

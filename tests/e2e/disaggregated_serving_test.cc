@@ -127,6 +127,26 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
   ExpectPagesReturnToZero(d);
 }
 
+// The same through the spliced path: every layer push goes from the CPU engine's KV pages into
+// the socket by reference, and the decode worker must still continue token for token.
+TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
+  auto p = Start("prefill", {"--kv-splice-min-bytes", "0"});
+  auto d = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  for (int i = 0; i < 6; ++i) {
+    const std::string prompt =
+        "Spliced prompt " + std::to_string(i) + std::string(static_cast<size_t>(i) * 23, 'y');
+    testing::ExpectGreedyMatchesGenerate(http_, model_, prompt);
+  }
+  const std::string log = LogOf(p);
+  EXPECT_NE(log.find("payloads go into the socket by reference"), std::string::npos) << log;
+  EXPECT_EQ(log.find("will be copied into the socket"), std::string::npos) << log;
+  EXPECT_EQ(log.find("copying payloads into the socket"), std::string::npos) << log;
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
 // Both workers on GPU 0: the KV pages stay in GPU memory and move by CUDA IPC, which the prefill
 // worker picks by itself (--kv-path auto) for a decode worker on its GPU and machine; the TCP
 // connection carries only headers and acks. Needs a CUDA device; scripts/gpu-check runs it.
