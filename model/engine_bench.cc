@@ -15,6 +15,7 @@
 
 #include "model/cpu_matmul.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/fma_probe.h"
 #include "model/huge_pages.h"
 #include "model/model_maker.h"
 #include "model/tokenizer_writer.h"
@@ -217,6 +218,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   const size_t weight_bytes = cuda ? 2 : DTypeSize(*ParseDType(r.dtype));
   r.weight_bytes_per_token = MatrixElementsPerToken(config, true) * weight_bytes;
   r.prefill_flops_per_token = 2.0 * MatrixElementsPerToken(config, false);
+  r.decode_flops_per_token = 2.0 * MatrixElementsPerToken(config, true);
   r.cpu_kernels = MatMulIsaName(ActiveMatMulIsa());
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -239,13 +241,14 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   // Batch sizes take turns, one run each per round, so a slow spell of the machine spreads over
   // all of them, and each round's runs are compared with its batch-1 run.
-  std::vector<double> reads, roofline_ratios;
+  std::vector<double> reads, roofline_ratios, fma_peaks;
   std::map<int, std::vector<double>> prefill, decode, vs_batch1;
   for (int rep = 0; rep < o.repeats; ++rep) {
     double batch1 = 0;
     for (int batch : o.batches) {
       // Batch 1 is held against the bandwidth of the same moment (the reads take ~50 ms).
       const double read = probe && batch == 1 ? probe->ReadGbps(3) : 0;
+      if (probe && batch == 1) fma_peaks.push_back(FmaPeakGflops(r.threads, ActiveMatMulIsa()));
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
       prefill[batch].push_back(tps.first);
       decode[batch].push_back(tps.second);
@@ -270,6 +273,11 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
       r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
   } else {
     r.read_gbps = reads.empty() ? probe->ReadGbps(5) : Median(reads);
+    r.fma_gflops =
+        fma_peaks.empty() ? FmaPeakGflops(r.threads, ActiveMatMulIsa()) : Median(fma_peaks);
+    for (auto [batch, tps] : r.decode_tokens_per_s) {
+      r.decode_peak_ratio[batch] = tps * r.decode_flops_per_token / (r.fma_gflops * 1e9);
+    }
     r.roofline_tokens_per_s = r.read_gbps * 1e9 / r.weight_bytes_per_token;
     if (!roofline_ratios.empty()) r.roofline_ratio = Median(roofline_ratios);
   }
@@ -318,6 +326,8 @@ nlohmann::json EngineBenchResult::ToJson() const {
   for (auto [b, v] : decode_tokens_per_s) decode[std::to_string(b)] = v;
   nlohmann::json vs_batch1 = nlohmann::json::object();
   for (auto [b, v] : decode_vs_batch1) vs_batch1[std::to_string(b)] = v;
+  nlohmann::json peak_ratio = nlohmann::json::object();
+  for (auto [b, v] : decode_peak_ratio) peak_ratio[std::to_string(b)] = v;
   return {{"date", date},
           {"host", host},
           {"model", model_id},
@@ -329,6 +339,9 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"cpu_kernels", cpu_kernels},
           {"read_gbps", read_gbps},
           {"copy_gbps", copy_gbps},
+          {"fma_gflops", fma_gflops},
+          {"decode_flops_per_token", decode_flops_per_token},
+          {"decode_peak_ratio", peak_ratio},
           {"weight_bytes_per_token", weight_bytes_per_token},
           {"prefill_tokens_per_s", prefill},
           {"decode_tokens_per_s", decode},
@@ -397,6 +410,14 @@ std::string EngineBenchResult::ToTable() const {
       weight_bytes_per_token / 1e6, gpu ? copy_gbps : read_gbps, gpu ? "copy" : "read",
       roofline_tokens_per_s, base, roofline_ratio, gpu ? "" : " (median of per-run ratios)");
   out << line;
+  if (!gpu && fma_gflops > 0 && !decode_peak_ratio.empty()) {
+    const auto [batch, ratio] = *decode_peak_ratio.rbegin();
+    std::snprintf(line, sizeof line,
+                  "compute: FMA peak %.0f GFLOP/s (%d threads, %s, median, one before each "
+                  "batch-1 run); batch-%d decode runs its matrices at %.0f GFLOP/s = %.2f of it\n",
+                  fma_gflops, threads, cpu_kernels.c_str(), batch, ratio * fma_gflops, ratio);
+    out << line;
+  }
   if (!compare_dtype.empty()) {
     std::snprintf(line, sizeof line,
                   "%s weights (same run, paired batch-1 runs): %.1f tok/s vs %.1f = %.2fx\n",

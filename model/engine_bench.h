@@ -43,6 +43,12 @@ struct EngineBenchResult {
   double read_gbps = 0;     // parallel streaming read of a buffer larger than the caches (CPU:
                             // the median of reads taken right before each batch-1 run)
   double copy_gbps = 0;     // memcpy, counting bytes read plus bytes written (STREAM's convention)
+  // CPU: the threads' FMA peak (fma_probe.h), the median of probes taken right before each
+  // batch-1 run; and each batch's decode matrix rate over it (decode tokens/s x 2 x matrix
+  // elements per token, the LM head included; attention is not counted).
+  double fma_gflops = 0;
+  double decode_flops_per_token = 0;
+  std::map<int, double> decode_peak_ratio;
   double weight_bytes_per_token = 0;
   std::map<int, double> prefill_tokens_per_s;
   std::map<int, double> decode_tokens_per_s;

@@ -36,6 +36,15 @@ TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
   EXPECT_GT(doc["roofline_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(doc["roofline_ratio"].get<double>(), 0.0);
   EXPECT_NE(doc["roofline_method"].get<std::string>().find("right before"), std::string::npos);
+  EXPECT_NE(run.out.find("compute: FMA peak"), std::string::npos) << run.out;
+  EXPECT_GT(doc["fma_gflops"].get<double>(), 0.0);
+  EXPECT_GT(doc["decode_flops_per_token"].get<double>(), 0.0);
+  for (const char* batch : {"1", "2"}) {
+    // Tokens/s x FLOPs per token over the peak: a fraction of it, however slow the machine.
+    const double ratio = doc["decode_peak_ratio"][batch].get<double>();
+    EXPECT_GT(ratio, 0.0) << batch;
+    EXPECT_LT(ratio, 1.0) << batch;
+  }
   const auto& compared = doc["dtype_comparison"];
   EXPECT_EQ(compared["dtype"], "bf16");
   EXPECT_GT(compared["decode_tokens_per_s"].get<double>(), 0.0);
