@@ -413,9 +413,10 @@ std::string EngineBenchResult::ToTable() const {
   if (!gpu && fma_gflops > 0 && !decode_peak_ratio.empty()) {
     const auto [batch, ratio] = *decode_peak_ratio.rbegin();
     std::snprintf(line, sizeof line,
-                  "compute: FMA peak %.0f GFLOP/s (%d threads, %s, median, one before each "
+                  "compute: FMA peak %.0f GFLOP/s (%d thread%s, %s, median, one before each "
                   "batch-1 run); batch-%d decode runs its matrices at %.0f GFLOP/s = %.2f of it\n",
-                  fma_gflops, threads, cpu_kernels.c_str(), batch, ratio * fma_gflops, ratio);
+                  fma_gflops, threads, threads == 1 ? "" : "s", cpu_kernels.c_str(), batch,
+                  ratio * fma_gflops, ratio);
     out << line;
   }
   if (!compare_dtype.empty()) {
