@@ -59,8 +59,8 @@ struct BenchKvOptions {
   bool pin = true;                  // loopback: the two processes on different CPUs
   // TCP: also time a plain socket whose two ends checksum the bytes as the KV wire format does.
   bool checksummed_baseline = false;
-  // TCP: KV payloads into the socket by reference (the transport's default) or by copy.
-  bool splice_payloads = kvt::TcpTransportOptions{}.splice_payloads;
+  // TCP: messages of at least this many bytes go into the socket by reference, smaller ones by
+  // copy (TcpTransportOptions::splice_min_layer_bytes; kvt::kNeverSplice: all by copy).
   size_t splice_min_bytes = kvt::TcpTransportOptions{}.splice_min_layer_bytes;
 };
 
@@ -247,10 +247,10 @@ struct BenchPool {
   // TCP: huge pages, as the CPU engine holds its KV cache (cpu_backend.cc). The kernel lends
   // them to a socket (splice) a 2 MiB page at a time, where 4 KiB pages cost a lookup each.
   std::shared_ptr<void> host_memory;
-  unsigned char* host = nullptr;
   void* device = nullptr;
   int device_id = 0;
-  void* base() { return device ? device : host; }
+  unsigned char* host() const { return static_cast<unsigned char*>(host_memory.get()); }
+  void* base() const { return device ? device : host(); }
   ~BenchPool() {
     if (device) kvt::FreeDeviceMemory(device_id, device);
   }
@@ -259,11 +259,10 @@ struct BenchPool {
 Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool) {
   if (o.transport == "tcp") {
     pool->host_memory = model::AllocateHugePageBuffer(bytes);
-    pool->host = static_cast<unsigned char*>(pool->host_memory.get());
     std::mt19937_64 rng(42);
     for (size_t i = 0; i + 8 <= bytes; i += 8) {
       const uint64_t v = rng();
-      std::memcpy(pool->host + i, &v, 8);
+      std::memcpy(pool->host() + i, &v, 8);
     }
     return Status::Ok();
   }
@@ -328,8 +327,8 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
       // Plain blocking recv of the same bytes into host memory, then a one-byte ack.
       const uint64_t n = cmd.value("bytes", 0ull);
       if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
-      if (memory.host != nullptr) {
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host, n));
+      if (memory.host() != nullptr) {
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host(), n));
       } else {
         baseline_buffer.resize(n);
         PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, baseline_buffer.data(), n));
@@ -339,14 +338,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
     } else if (op == "checksummed_baseline") {
       // The same bytes, each piece CRC32C'd as it lands; the ack is the checksum.
       const uint64_t n = cmd.value("bytes", 0ull);
-      if (n > o.max_bytes || memory.host == nullptr) {
+      if (n > o.max_bytes || memory.host() == nullptr) {
         return InvalidArgument("bench kv: bad checksummed baseline request");
       }
       uint32_t crc = 0;
       for (uint64_t done = 0; done < n;) {
         const uint64_t piece = std::min<uint64_t>(kChecksumPiece, n - done);
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host + done, piece));
-        crc = kvt::Crc32c(memory.host + done, piece, crc);
+        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host() + done, piece));
+        crc = kvt::Crc32c(memory.host() + done, piece, crc);
         done += piece;
       }
       PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &crc, sizeof crc));
@@ -432,15 +431,14 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.device = o.device;
   to.max_chunk_bytes = o.chunk_bytes;
   to.lead_chunk_bytes = o.lead_chunk_bytes;
-  to.splice_payloads = o.splice_payloads;
   to.splice_min_layer_bytes = o.splice_min_bytes;
   to.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
   std::vector<unsigned char> host_copy;
-  const unsigned char* baseline_src = memory.host;
-  if (memory.host == nullptr) {
+  const unsigned char* baseline_src = memory.host();
+  if (memory.host() == nullptr) {
     host_copy.assign(o.max_bytes, 7);
     baseline_src = host_copy.data();
   }
@@ -598,8 +596,9 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["iters"] = o.iters;
   doc["chunk_bytes"] = o.chunk_bytes;
   doc["lead_chunk_bytes"] = o.lead_chunk_bytes;
-  doc["splice_payloads"] = o.transport == "tcp" && o.splice_payloads;
-  doc["splice_min_bytes"] = o.splice_min_bytes;
+  const bool splices = o.transport == "tcp" && o.splice_min_bytes != kvt::kNeverSplice;
+  doc["splice_payloads"] = splices;
+  doc["splice_min_bytes"] = splices ? json(o.splice_min_bytes) : json(nullptr);
   doc["pinned"] = pinned;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
@@ -679,12 +678,13 @@ void AddBenchKvCommand(CLI::App& bench) {
   cmd->add_flag("--checksummed-baseline", o->checksummed_baseline,
                 "TCP: also time a plain socket whose ends CRC32C the bytes as the KV frames do "
                 "(crc_base_GB/s, vs_crc): the transport's own cost apart from its checksums");
-  cmd->add_flag("!--copy-payloads", o->splice_payloads,
-                "TCP: copy KV payloads into the socket (sendmsg) instead of splicing them from "
-                "the pool by reference");
-  cmd->add_option("--splice-min-bytes", o->splice_min_bytes,
-                  "TCP: splice messages of at least this many bytes, copy smaller ones (0: splice "
-                  "all)");
+  auto* splice_min = cmd->add_option("--splice-min-bytes", o->splice_min_bytes,
+                                     "TCP: splice messages of at least this many bytes from the "
+                                     "pool into the socket, copy smaller ones (0: splice all)");
+  cmd->add_flag_callback(
+         "--copy-payloads", [o] { o->splice_min_bytes = kvt::kNeverSplice; },
+         "TCP: copy every KV payload into the socket (sendmsg), splice none")
+      ->excludes(splice_min);
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

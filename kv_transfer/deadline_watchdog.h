@@ -3,8 +3,8 @@
 // earliest deadline, or for kIdleTick when it has none. Schedule wakes it only for a deadline
 // before its next look (waking a thread costs a context switch on the caller's core, and every
 // request opens with a Schedule); the tick lets a request opened on an idle watchdog go without
-// one. Schedule and Erase are safe from any thread, including
-// from inside on_expired; on_expired runs on the watchdog's thread with no lock held.
+// one. Schedule and Erase are safe from any thread, including from inside on_expired;
+// on_expired runs on the watchdog's thread with no lock held.
 #pragma once
 
 #include <chrono>

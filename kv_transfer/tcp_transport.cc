@@ -156,7 +156,7 @@ class TcpTransport::Impl {
       return Status(reply.status, "KV connect refused by the receiver: " + reply_payload);
     }
     if (device_) PDSERVE_RETURN_IF_ERROR(device_->OnHelloReply(reply_payload, deadline));
-    if (options_.path == PayloadPath::kTcp && options_.splice_payloads) {
+    if (options_.path == PayloadPath::kTcp && options_.splice_min_layer_bytes != kNeverSplice) {
       auto splicer = PayloadSplicer::Make();
       if (splicer.ok()) {
         splicer_.emplace(std::move(*splicer));
@@ -320,13 +320,9 @@ class TcpTransport::Impl {
           spdlog::info("KV transport to {}:{}: payloads go into the socket by reference",
                        options_.host, options_.port);
         }
-        if (f.sent == kHeaderBytes + f.bytes) {
-          write_queue_.pop_front();
-          continue;
-        }
-        SealNext();
-        asio::post(io_, [this] { AwaitWritable(); });
-        return Status::Ok();
+        if (f.sent < kHeaderBytes + f.bytes) return WaitForRoom();
+        write_queue_.pop_front();
+        continue;
       }
       iovec iov[2];
       int n_iov = 0;
@@ -347,16 +343,20 @@ class TcpTransport::Impl {
           ::sendmsg(socket_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
       if (n < 0) {
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          SealNext();
-          asio::post(io_, [this] { AwaitWritable(); });
-          return Status::Ok();
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return WaitForRoom();
         return Unavailable(fmt::format("KV peer: write: {}", std::strerror(errno)));
       }
       f.sent += static_cast<size_t>(n);
       if (f.sent == kHeaderBytes + f.bytes) write_queue_.pop_front();
     }
+  }
+
+  // Under write_mu_, the socket full: checksums the next chunk while it drains, and leaves the
+  // rest to the I/O thread (writing_ stays set).
+  Status WaitForRoom() {
+    SealNext();
+    asio::post(io_, [this] { AwaitWritable(); });
+    return Status::Ok();
   }
 
   // I/O thread: carries on writing once the socket has room.

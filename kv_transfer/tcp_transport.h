@@ -23,6 +23,9 @@
 
 namespace pdserve::kv_transfer {
 
+// TcpTransportOptions::splice_min_layer_bytes that copies every payload.
+inline constexpr size_t kNeverSplice = SIZE_MAX;
+
 struct TcpTransportOptions {
   std::string host = "127.0.0.1";  // the decode worker's KV endpoint
   uint16_t port = 0;               // required
@@ -37,12 +40,11 @@ struct TcpTransportOptions {
   // TCP congestion control of the connection (tcp_congestion.h): "auto", "default" or a name.
   std::string congestion_control = "auto";
   PayloadPath path = PayloadPath::kTcp;
-  // TCP: chunk payloads go into the socket by reference, not by copy (payload_splicer.h); where
-  // the host refuses, the transport logs why once and copies. false: always copy (sendmsg).
-  bool splice_payloads = true;
-  // TCP: only layer pushes of at least this many bytes are spliced. On a 2-vCPU loopback, paired
-  // `bench kv` runs put splicing 8-10% behind copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead
-  // from 8 MiB, where a copying sender starts to find the socket full. 0: splice every push.
+  // TCP: the payloads of layer pushes of at least this many bytes go into the socket by
+  // reference, not by copy (payload_splicer.h); where the host refuses, the transport logs why
+  // once and copies. On a 2-vCPU loopback, paired `bench kv` runs put splicing 8-10% behind
+  // copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead from 8 MiB, where a copying sender starts
+  // to find the socket full. 0: splice every push; kNeverSplice: copy every push (sendmsg).
   size_t splice_min_layer_bytes = 4u << 20;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the

@@ -62,8 +62,8 @@ using testing::WordPipe;
   TcpTransportOptions o;
   o.port = static_cast<uint16_t>(port);
   o.max_chunk_bytes = max_chunk_bytes;
-  o.splice_payloads = splice_payloads;
-  o.splice_min_layer_bytes = 0;  // these layers are small: splice them all the same
+  // These layers are small: splice them all the same, or copy them all.
+  o.splice_min_layer_bytes = splice_payloads ? 0 : kNeverSplice;
   auto t = TcpTransport::Connect(layout, pool.const_bases(), pool_pages, o);
   if (!t.ok()) _exit(13);
   for (uint64_t r = 0; r < n_requests; ++r) {
