@@ -336,7 +336,7 @@ struct Product {
 };
 
 // X as the kernels want it: packed in pairs for the AVX-512 f32/f16 kernels (T > 1), and in
-// the even/odd order for bf16 weights. Built once per product call on the calling thread.
+// the even/odd order for bf16 weights.
 struct PreparedX {
   const float* x;
   int t, ldx;
@@ -344,17 +344,28 @@ struct PreparedX {
   const bf16::PackedX* bf16 = nullptr;
 };
 
-PreparedX Prepare(const float* x, int t, int ldx, int k, bool wants_pairs, bool wants_bf16) {
+// What a product call's X is and which packings its weights want.
+struct XSource {
+  const float* x;
+  int t, ldx, k;
+  bool wants_pairs, wants_bf16;
+};
+
+// Packs X into the calling thread's own buffers. Every thread of a product packs its own copy:
+// with one copy packed by the calling thread, that thread had to take back, line by line, the
+// lines the other threads read in the last product, and packing took 4 times as long as alone
+// (at T = 32, 2 threads: 11-13% of a 768-row product, while the other thread waited).
+PreparedX Prepare(const XSource& s) {
   thread_local PackedPairs pairs;
   thread_local bf16::PackedX even_odd;
-  PreparedX p{x, t, ldx};
-  const bool avx512 = t > 1 && Isa().load(std::memory_order_relaxed) == MatMulIsa::kAvx512;
-  if (wants_pairs && avx512) {
-    PackPairs(x, t, ldx, k / 8, &pairs);
+  PreparedX p{s.x, s.t, s.ldx};
+  const bool avx512 = s.t > 1 && Isa().load(std::memory_order_relaxed) == MatMulIsa::kAvx512;
+  if (s.wants_pairs && avx512) {
+    PackPairs(s.x, s.t, s.ldx, s.k / 8, &pairs);
     p.pairs = &pairs;
   }
-  if (wants_bf16) {
-    bf16::Pack(x, t, ldx, k, avx512, &even_odd);
+  if (s.wants_bf16) {
+    bf16::Pack(s.x, s.t, s.ldx, s.k, avx512, &even_odd);
     p.bf16 = &even_odd;
   }
   return p;
@@ -448,27 +459,32 @@ void RunPieces(const PreparedX& x, const Matrix& w, bool add, const Piece* piece
   for (int c = 0; c < count; ++c) RunRows(x, w, add, pieces[c].n0, pieces[c].n1, y[c], ldy);
 }
 
-// Runs run(product, pieces, count) on every OpenMP thread over products of `rows` rows each,
-// split as SplitFor(t, dtype, cols) says.
+// Runs run(x, product, pieces, count) on every OpenMP thread over products of `rows` rows each,
+// split as SplitFor(t, dtype, cols) says; x is X as prepared by that thread.
 template <typename Run>
-void RunSplit(std::span<const int> rows, int t, DType dtype, int cols, const Run& run) {
-  const Split how = SplitFor(t, dtype, cols);
+void RunSplit(std::span<const int> rows, const XSource& source, DType dtype, const Run& run) {
+  const Split how = SplitFor(source.t, dtype, source.k);
   const int threads = omp_get_max_threads();
   RowSplit split(rows, threads, how.streams);
 #pragma omp parallel num_threads(threads)
-  split.Work(omp_get_thread_num(), how.step, how.min_step, run);
+  {
+    const PreparedX x = Prepare(source);
+    split.Work(
+        omp_get_thread_num(), how.step, how.min_step,
+        [&](size_t product, const Piece* pieces, int count) { run(x, product, pieces, count); });
+  }
 }
 
 void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
   if (t <= 0 || products.empty()) return;
   bool any_bf16 = false, any_other = false;
   for (const Product& p : products) (p.w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
-  const PreparedX prepared = Prepare(x, t, ldx, products[0].w->cols, any_other, any_bf16);
+  const XSource source{x, t, ldx, products[0].w->cols, any_other, any_bf16};
   thread_local std::vector<int> rows;
   rows.clear();
   for (const Product& p : products) rows.push_back(p.w->rows);
-  RunSplit(rows, t, any_bf16 ? DType::kBF16 : products[0].w->dtype, products[0].w->cols,
-           [&](size_t i, const Piece* pieces, int count) {
+  RunSplit(rows, source, any_bf16 ? DType::kBF16 : products[0].w->dtype,
+           [&](const PreparedX& prepared, size_t i, const Piece* pieces, int count) {
              const Product& p = products[i];
              float* y[kMaxStreams];
              for (int c = 0; c < count; ++c) y[c] = p.y + pieces[c].n0;
@@ -498,9 +514,9 @@ void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matr
   const int n = gate.rows;
   if (t <= 0 || n <= 0) return;
   const bool is_bf16 = gate.dtype == DType::kBF16;
-  const PreparedX prepared = Prepare(x, t, ldx, gate.cols, !is_bf16, is_bf16);
-  RunSplit(std::span<const int>(&n, 1), t, gate.dtype, gate.cols,
-           [&](size_t, const Piece* pieces, int count) {
+  const XSource source{x, t, ldx, gate.cols, !is_bf16, is_bf16};
+  RunSplit(std::span<const int>(&n, 1), source, gate.dtype,
+           [&](const PreparedX& prepared, size_t, const Piece* pieces, int count) {
              // g and u: [t][width], the pieces side by side.
              int offset[kMaxStreams], width = 0;
              for (int c = 0; c < count; ++c) {
