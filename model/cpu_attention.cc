@@ -78,7 +78,56 @@ void AddWeightedChunk(const float* p, const float* const* value, int keys, int n
   }
 }
 
+// Walks a list of regions a cache line at a time, prefetching `lines` more at each Step.
+class SpreadPrefetch {
+ public:
+  // `steps`: how many Step calls the prefetches are spread over.
+  SpreadPrefetch(std::span<const MemoryRegion> regions, int steps) : regions_(regions) {
+    size_t lines = 0;
+    for (const MemoryRegion& r : regions) lines += (r.bytes + 63) / 64;
+    per_step_ = steps > 0 ? (lines + steps - 1) / steps : lines;
+  }
+
+  void Step() {
+    for (size_t n = 0; n < per_step_ && region_ < regions_.size(); ++n) {
+      const MemoryRegion& r = regions_[region_];
+      _mm_prefetch(static_cast<const char*>(r.data) + offset_, _MM_HINT_T0);
+      offset_ += 64;
+      if (offset_ >= r.bytes) {
+        ++region_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  std::span<const MemoryRegion> regions_;
+  size_t per_step_ = 0;
+  size_t region_ = 0, offset_ = 0;
+};
+
 }  // namespace
+
+void WarmRegions(std::span<const MemoryRegion> regions) {
+  // Four independent sums, so that loads are not held back behind one chain of adds.
+  __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (const MemoryRegion& r : regions) {
+    const auto* bytes = static_cast<const char*>(r.data);
+    size_t b = 0;
+    for (; b + 256 <= r.bytes; b += 256) {
+      for (int i = 0; i < 4; ++i) {
+        sum[i] = _mm256_add_ps(sum[i],
+                               _mm256_loadu_ps(reinterpret_cast<const float*>(bytes + b + 64 * i)));
+      }
+    }
+    for (; b < r.bytes; b += 64) _mm_prefetch(bytes + b, _MM_HINT_T0);
+  }
+  // Keeps the loads: the compiler may not drop what it cannot prove unused.
+  volatile float sink =
+      _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(sum[0], sum[1]), _mm256_add_ps(sum[2], sum[3])));
+  (void)sink;
+}
 
 size_t AttentionScratchFloats(const AttentionRow& a) {
   const int heads = (a.kv_head_end - a.kv_head_begin) * a.group;
@@ -92,9 +141,14 @@ void AttendRow(const AttentionRow& a, float* scratch, float* out) {
   auto scores_of = [&](int h) { return scratch + static_cast<size_t>(h - g0 * a.group) * stride; };
 
   // Scores, chunk by chunk: a chunk's rows are read once for every covered head.
+  // One prefetch step per chunk of scores and per chunk of values.
+  const int chunks = (a.count + kChunk - 1) / kChunk;
+  SpreadPrefetch prefetch(a.prefetch, 2 * chunks);
+
   const __m256 scale = _mm256_set1_ps(a.scale);
   int j = 0;
   for (; j + kChunk <= a.count && hd % 8 == 0; j += kChunk) {
+    prefetch.Step();
     for (int g = g0; g < g1; ++g) {
       const float* key[kChunk];
       for (int i = 0; i < kChunk; ++i) key[i] = a.keys[j + i] + g * hd;
@@ -116,6 +170,7 @@ void AttendRow(const AttentionRow& a, float* scratch, float* out) {
   // Values, chunk by chunk, likewise.
   for (int h = g0 * a.group; h < g1 * a.group; ++h) std::fill_n(out + h * hd, hd, 0.0f);
   for (j = 0; j < a.count; j += kChunk) {
+    prefetch.Step();
     const int keys = std::min(kChunk, a.count - j);
     for (int g = g0; g < g1; ++g) {
       const float* value[kChunk];

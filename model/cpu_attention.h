@@ -10,8 +10,15 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 namespace pdserve::model {
+
+// Memory that a later call will read: the next token's key and value rows.
+struct MemoryRegion {
+  const void* data;
+  size_t bytes;
+};
 
 struct AttentionRow {
   const float* q;              // all query heads of the token, head_dim floats each
@@ -23,6 +30,10 @@ struct AttentionRow {
   int group;     // query heads per KV head (GQA): query head h uses KV head h / group
   int head_dim;  //
   float scale;   // 1/sqrt(head_dim)
+  // Read into cache a little at a time while this call computes, so that the next call finds
+  // its rows there. A decode step's keys and values come from memory, row after row: fetched
+  // this way, in step with the arithmetic, they no longer stall it.
+  std::span<const MemoryRegion> prefetch = {};
 };
 
 // Floats of scratch AttendRow needs.
@@ -30,5 +41,9 @@ size_t AttentionScratchFloats(const AttentionRow& a);
 
 // Writes the covered query heads' outputs into out (indexed like q: head h at h * head_dim).
 void AttendRow(const AttentionRow& a, float* scratch, float* out);
+
+// Reads `regions` into cache with independent loads, many misses in flight at once: for rows
+// that no earlier call prefetched (a thread's first token of a step).
+void WarmRegions(std::span<const MemoryRegion> regions);
 
 }  // namespace pdserve::model

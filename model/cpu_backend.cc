@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <thread>
 
@@ -55,6 +56,8 @@ class CpuBackend final : public Backend {
   Status Validate(const ForwardBatch& batch) const;
   void PrepareRows(const ForwardBatch& batch);
   void Attention(int layer);
+  // The key and value rows token r attends to in `layer`, page by page.
+  void RowRegions(int layer, int r, std::vector<MemoryRegion>* regions) const;
   void WriteKv(int layer);
 
   std::shared_ptr<const Weights> weights_;
@@ -160,6 +163,18 @@ void CpuBackend::WriteKv(int layer) {
   }
 }
 
+void CpuBackend::RowRegions(int layer, int r, std::vector<MemoryRegion>* regions) const {
+  const auto* pool = static_cast<const float*>(kv_[layer].get());
+  const size_t slot_bytes = static_cast<size_t>(config_.kv_dim()) * sizeof(float);
+  const int count = rows_[r].pos + 1;
+  regions->clear();
+  for (int p = 0, first = 0; first < count; ++p, first += shape_.page_size) {
+    const size_t bytes = std::min(shape_.page_size, count - first) * slot_bytes;
+    for (int kv = 0; kv < 2; ++kv)
+      regions->push_back({pool + shape_.Offset(rows_[r].pages[p], kv, 0), bytes});
+  }
+}
+
 void CpuBackend::Attention(int layer) {
   const ModelConfig& c = config_;
   const int hd = c.head_dim, kv_heads = c.n_kv_heads;
@@ -169,14 +184,31 @@ void CpuBackend::Attention(int layer) {
   // are rows enough for every thread; else one KV head per item. The results are the same bits.
   const int heads_per_item = t >= 4 * threads_ ? kv_heads : 1;
   const int items_per_row = kv_heads / heads_per_item;
+  const int items = t * items_per_row;
+  // Whole rows of a decode step come from memory: a thread reads its first token's in one
+  // sweep, and fetches each next token's while it works on the one before. Tokens of one
+  // sequence (a prompt) share their rows, which stay in cache from token to token.
+  const bool whole_rows = heads_per_item == kv_heads;
+  // Items are handed out one ahead, so that a thread knows which token it takes next.
+  std::atomic<int> next_item{0};
 #pragma omp parallel
   {
     // Per OpenMP thread, reused from layer to layer.
     thread_local std::vector<float> scratch;
     thread_local std::vector<const float*> keys, values;
-#pragma omp for schedule(dynamic, 1)
-    for (int item = 0; item < t * items_per_row; ++item) {
+    thread_local std::vector<MemoryRegion> regions;
+    int item = next_item.fetch_add(1, std::memory_order_relaxed);
+    if (whole_rows && item < items) {
+      RowRegions(layer, item, &regions);
+      WarmRegions(regions);
+    }
+    while (item < items) {
+      const int following = next_item.fetch_add(1, std::memory_order_relaxed);
       const int r = item / items_per_row, g = item % items_per_row * heads_per_item;
+      regions.clear();
+      if (whole_rows && following < items && rows_[following].pages != rows_[r].pages) {
+        RowRegions(layer, following, &regions);
+      }
       const int count = rows_[r].pos + 1;
       const int32_t* pages = rows_[r].pages;
       keys.resize(count);
@@ -195,9 +227,11 @@ void CpuBackend::Attention(int layer) {
                            g + heads_per_item,
                            c.n_heads / kv_heads,
                            hd,
-                           1.0f / std::sqrt(static_cast<float>(hd))};
+                           1.0f / std::sqrt(static_cast<float>(hd)),
+                           regions};
       scratch.resize(AttentionScratchFloats(a));
       AttendRow(a, scratch.data(), &att_[static_cast<size_t>(r) * c.q_dim()]);
+      item = following;
     }
   }
 }

@@ -1,9 +1,10 @@
 // The CPU attention kernel against a double-precision softmax attention, and its promise that a
-// head's output does not depend on which other heads the call covers; with the SIMD pieces it
-// rests on (eight horizontal sums at once, the vectorised exp).
+// head's output does not depend on which other heads the call covers, nor on what it prefetches;
+// with the SIMD pieces it rests on (eight horizontal sums at once, the vectorised exp).
 #include "model/cpu_attention.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <cfloat>
 #include <cmath>
@@ -115,6 +116,59 @@ TEST(CpuAttentionTest, AHeadGetsTheSameBitsWhateverElseTheCallCovers) {
       }
     }
   }
+}
+
+TEST(CpuAttentionTest, PrefetchingTheNextRowsChangesNoBit) {
+  std::mt19937 rng(7);
+  const Case c{4, 3, 64, 45};
+  const Rows rows = MakeRows(c, rng);
+  const Rows next = MakeRows(Case{4, 3, 64, 80}, rng);
+  std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& v : q) v = d(rng);
+  // Regions of odd sizes, one shorter than a cache line, one empty; more lines than the call has
+  // steps to spread them over.
+  const std::vector<MemoryRegion> regions = {{next.storage.data(), next.storage.size() * 4},
+                                             {next.storage.data() + 3, 17},
+                                             {next.storage.data(), 0}};
+  const std::vector<float> plain = Attend(c, rows, q, 0, c.kv_heads);
+  AttentionRow a{q.data(),
+                 rows.keys.data(),
+                 rows.values.data(),
+                 c.count,
+                 0,
+                 c.kv_heads,
+                 c.group,
+                 c.head_dim,
+                 1.0f / std::sqrt(float(c.head_dim)),
+                 regions};
+  std::vector<float> scratch(AttentionScratchFloats(a)), out(q.size(), NAN);
+  AttendRow(a, scratch.data(), out.data());
+  EXPECT_EQ(std::memcmp(out.data(), plain.data(), sizeof(float) * out.size()), 0);
+  // A row of one position: two steps for everything.
+  a.count = 1;
+  std::vector<float> one(q.size(), NAN);
+  AttendRow(a, scratch.data(), one.data());
+  a.prefetch = {};
+  std::vector<float> one_plain(q.size(), NAN);
+  AttendRow(a, scratch.data(), one_plain.data());
+  EXPECT_EQ(std::memcmp(one.data(), one_plain.data(), sizeof(float) * one.size()), 0);
+}
+
+TEST(CpuAttentionTest, WarmingRegionsReadsOnlyWhatTheySpan) {
+  // Each region ends right before a page no one may read: a read past a region's end faults.
+  const size_t page = 4096;
+  void* mem = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* bytes = static_cast<char*>(mem);
+  ASSERT_EQ(mprotect(bytes + page, page, PROT_NONE), 0);
+  for (const size_t size :
+       {size_t{0}, size_t{4}, size_t{64}, size_t{200}, size_t{256}, size_t{1000}, page}) {
+    SCOPED_TRACE(size);
+    const MemoryRegion region{bytes + page - size, size};
+    WarmRegions({&region, 1});
+  }
+  munmap(mem, 3 * page);
 }
 
 TEST(SimdTest, EightHorizontalSumsAtOnceAreTheSameBits) {
