@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "model/cpu_matmul.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
@@ -16,17 +17,26 @@ constexpr int kChunk = 8;  // keys scored, and values summed, together
 // count rounded up to whole chunks: the floats of scratch one head's scores take.
 int PaddedCount(int count) { return (count + kChunk - 1) / kChunk * kChunk; }
 
-// q · key[i][0, n) for 8 keys, n a multiple of 8: eight independent multiply-add chains, then
-// the eight horizontal sums at once; lane i is the same bits as Dot(q, key[i], n).
-inline __m256 Dot8Keys(const float* q, const float* const key[kChunk], int n) {
-  __m256 acc[kChunk];
-  for (int i = 0; i < kChunk; ++i) acc[i] = _mm256_setzero_ps();
+// For G query heads at once, q[h] · key[i][0, n) for 8 keys, n a multiple of 8: 8 * G
+// independent multiply-add chains sharing each key load, then the eight horizontal sums of each
+// head; lane i of scores[h] is the same bits as Dot(q[h], key[i], n). Always inlined: the
+// AVX-512 caller compiles it with 32 vector registers, where G = 3 fits (24 sums).
+template <int G>
+__attribute__((always_inline)) inline void Dot8Keys(const float* const q[G],
+                                                    const float* const key[kChunk], int n,
+                                                    __m256 scores[G]) {
+  __m256 acc[G][kChunk];
+  for (int h = 0; h < G; ++h)
+    for (int i = 0; i < kChunk; ++i) acc[h][i] = _mm256_setzero_ps();
   for (int d = 0; d < n; d += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int i = 0; i < kChunk; ++i)
-      acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(key[i] + d), acc[i]);
+    __m256 qv[G];
+    for (int h = 0; h < G; ++h) qv[h] = _mm256_loadu_ps(q[h] + d);
+    for (int i = 0; i < kChunk; ++i) {
+      const __m256 k = _mm256_loadu_ps(key[i] + d);
+      for (int h = 0; h < G; ++h) acc[h][i] = _mm256_fmadd_ps(qv[h], k, acc[h][i]);
+    }
   }
-  return HorizontalSums8(acc);
+  for (int h = 0; h < G; ++h) scores[h] = HorizontalSums8(acc[h]);
 }
 
 // scores[j] = exp(scores[j] - max) over j < count, returning their sum. scores has room for
@@ -76,6 +86,39 @@ void AddWeightedChunk(const float* p, const float* const* value, int keys, int n
     for (int i = 0; i < keys; ++i) s = std::fma(p[i], value[i][d], s);
     out[d] += s;
   }
+}
+
+// AddWeightedChunk for G heads at once on AVX-512, sharing each value load: per element the
+// same operations in the same order (a multiply-add chain over the chunk's keys from zero, then
+// the add into out), so the same bits, 16 columns to a register.
+template <int G>
+PDSERVE_AVX512 void AddWeightedChunk512(const float* const p[G], const float* const* value,
+                                        int keys, int n, float* const out[G]) {
+  constexpr int kRegs = 4;  // 64 columns a pass: G * 4 sums
+  int d = 0;
+  for (; d + 16 * kRegs <= n; d += 16 * kRegs) {
+    __m512 acc[G][kRegs];
+    for (int h = 0; h < G; ++h)
+      for (int r = 0; r < kRegs; ++r) acc[h][r] = _mm512_setzero_ps();
+    for (int i = 0; i < keys; ++i) {
+      __m512 pi[G];
+      for (int h = 0; h < G; ++h) pi[h] = _mm512_set1_ps(p[h][i]);
+      for (int r = 0; r < kRegs; ++r) {
+        const __m512 v = _mm512_loadu_ps(value[i] + d + 16 * r);
+        for (int h = 0; h < G; ++h) acc[h][r] = _mm512_fmadd_ps(pi[h], v, acc[h][r]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      for (int r = 0; r < kRegs; ++r) {
+        float* o = out[h] + d + 16 * r;
+        _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[h][r]));
+      }
+    }
+  }
+  if (d == n) return;
+  const float* rest[kChunk];
+  for (int i = 0; i < keys; ++i) rest[i] = value[i] + d;
+  for (int h = 0; h < G; ++h) AddWeightedChunk(p[h], rest, keys, n - d, out[h] + d);
 }
 
 // Walks a list of regions a cache line at a time, prefetching `lines` more at each Step.
@@ -134,17 +177,42 @@ size_t AttentionScratchFloats(const AttentionRow& a) {
   return static_cast<size_t>(heads) * (PaddedCount(a.count) + 1);  // scores and 1/sum
 }
 
-void AttendRow(const AttentionRow& a, float* scratch, float* out) {
+namespace {
+
+// Calls f.template operator()<G>() for each run of at most kMax of the query heads [h0, h1),
+// G the run's length as a compile-time constant (1 to 3).
+template <int kMax, typename F>
+__attribute__((always_inline)) inline void ForHeadRuns(int h0, int h1, const F& f) {
+  for (int h = h0; h < h1;) {
+    const int g = std::min(kMax, h1 - h);
+    if (g >= 3) {
+      f.template operator()<3>(h);
+    } else if (g == 2) {
+      f.template operator()<2>(h);
+    } else {
+      f.template operator()<1>(h);
+    }
+    h += g;
+  }
+}
+
+// The body of AttendRow for both instruction sets. kWide: the AVX-512 build, with 32 vector
+// registers, scores three query heads of a KV head at once and sums values 16 columns to a
+// register. Every output is the same bits either way.
+template <bool kWide>
+__attribute__((always_inline)) inline void AttendRowImpl(const AttentionRow& a, float* scratch,
+                                                         float* out) {
+  constexpr int kHeadsAtOnce = kWide ? 3 : 1;
   const int hd = a.head_dim, g0 = a.kv_head_begin, g1 = a.kv_head_end;
   const int stride = PaddedCount(a.count);  // scratch floats per head
   // Query head h (of the covered ones, counted from g0 * group) scores into its own row.
   auto scores_of = [&](int h) { return scratch + static_cast<size_t>(h - g0 * a.group) * stride; };
 
-  // Scores, chunk by chunk: a chunk's rows are read once for every covered head.
   // One prefetch step per chunk of scores and per chunk of values.
   const int chunks = (a.count + kChunk - 1) / kChunk;
   SpreadPrefetch prefetch(a.prefetch, 2 * chunks);
 
+  // Scores, chunk by chunk: a chunk's rows are read once for every covered head.
   const __m256 scale = _mm256_set1_ps(a.scale);
   int j = 0;
   for (; j + kChunk <= a.count && hd % 8 == 0; j += kChunk) {
@@ -152,9 +220,14 @@ void AttendRow(const AttentionRow& a, float* scratch, float* out) {
     for (int g = g0; g < g1; ++g) {
       const float* key[kChunk];
       for (int i = 0; i < kChunk; ++i) key[i] = a.keys[j + i] + g * hd;
-      for (int h = g * a.group; h < (g + 1) * a.group; ++h) {
-        _mm256_storeu_ps(scores_of(h) + j, _mm256_mul_ps(Dot8Keys(a.q + h * hd, key, hd), scale));
-      }
+      ForHeadRuns<kHeadsAtOnce>(g * a.group, (g + 1) * a.group, [&]<int G>(int h) {
+        const float* q[G];
+        for (int e = 0; e < G; ++e) q[e] = a.q + (h + e) * hd;
+        __m256 sums[G];
+        Dot8Keys<G>(q, key, hd, sums);
+        for (int e = 0; e < G; ++e)
+          _mm256_storeu_ps(scores_of(h + e) + j, _mm256_mul_ps(sums[e], scale));
+      });
     }
   }
   for (; j < a.count; ++j) {
@@ -175,14 +248,42 @@ void AttendRow(const AttentionRow& a, float* scratch, float* out) {
     for (int g = g0; g < g1; ++g) {
       const float* value[kChunk];
       for (int i = 0; i < keys; ++i) value[i] = a.values[j + i] + g * hd;
-      for (int h = g * a.group; h < (g + 1) * a.group; ++h)
-        AddWeightedChunk(scores_of(h) + j, value, keys, hd, out + h * hd);
+      if constexpr (kWide) {
+        ForHeadRuns<3>(g * a.group, (g + 1) * a.group, [&]<int G>(int h) {
+          const float* p[G];
+          float* o[G];
+          for (int e = 0; e < G; ++e) {
+            p[e] = scores_of(h + e) + j;
+            o[e] = out + (h + e) * hd;
+          }
+          AddWeightedChunk512<G>(p, value, keys, hd, o);
+        });
+      } else {
+        for (int h = g * a.group; h < (g + 1) * a.group; ++h)
+          AddWeightedChunk(scores_of(h) + j, value, keys, hd, out + h * hd);
+      }
     }
   }
   for (int h = g0 * a.group; h < g1 * a.group; ++h) {
     const float inv = inv_sum[h - g0 * a.group];
     for (int d = 0; d < hd; ++d) out[h * hd + d] *= inv;
   }
+}
+
+void AttendRowAvx2(const AttentionRow& a, float* scratch, float* out) {
+  AttendRowImpl<false>(a, scratch, out);
+}
+
+PDSERVE_AVX512 void AttendRowAvx512(const AttentionRow& a, float* scratch, float* out) {
+  AttendRowImpl<true>(a, scratch, out);
+}
+
+}  // namespace
+
+void AttendRow(const AttentionRow& a, float* scratch, float* out) {
+  // The matrix products' choice, so that a pinned AVX2 run is AVX2 throughout.
+  if (ActiveMatMulIsa() == MatMulIsa::kAvx512) return AttendRowAvx512(a, scratch, out);
+  AttendRowAvx2(a, scratch, out);
 }
 
 }  // namespace pdserve::model

@@ -5,8 +5,10 @@
 // a time for a small batch. Keys are scored 8 at a time, the softmax uses a vectorised exp, and
 // values are summed 8 keys at a time. Every sum runs in an order that depends only on the
 // token's own data (never on the head range, the batch or the thread), so a token's output is
-// the same bits in a prompt chunk or a decode step, alone or batched. Stateless and
-// thread-safe; `scratch` is the caller's.
+// the same bits in a prompt chunk or a decode step, alone or batched, and on AVX2 and AVX-512
+// machines alike (the AVX-512 path scores three query heads of a KV head per pass over the keys
+// and sums values 16 columns to a register, each element in the AVX2 path's order). Stateless
+// and thread-safe; `scratch` is the caller's.
 #pragma once
 
 #include <cstddef>

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "model/cpu_matmul.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
@@ -44,6 +46,19 @@ Rows MakeRows(const Case& c, std::mt19937& rng) {
   return rows;
 }
 
+// All query heads of one token.
+std::vector<float> RandomQueries(const Case& c, std::mt19937& rng) {
+  std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& v : q) v = d(rng);
+  return q;
+}
+
+std::string Describe(const Case& c) {
+  return "kv_heads " + std::to_string(c.kv_heads) + " group " + std::to_string(c.group) +
+         " head_dim " + std::to_string(c.head_dim) + " count " + std::to_string(c.count);
+}
+
 std::vector<float> Attend(const Case& c, const Rows& rows, const std::vector<float>& q, int begin,
                           int end) {
   const AttentionRow a{q.data(),
@@ -65,12 +80,9 @@ TEST(CpuAttentionTest, MatchesADoubleReferenceForEveryShape) {
   for (const Case c : {Case{1, 1, 64, 1}, Case{4, 3, 64, 7}, Case{4, 3, 64, 8}, Case{4, 3, 64, 9},
                        Case{2, 2, 64, 33}, Case{4, 3, 64, 200}, Case{2, 3, 12, 21},
                        Case{1, 4, 80, 45}, Case{2, 1, 128, 17}}) {
-    SCOPED_TRACE(testing::Message() << "kv_heads " << c.kv_heads << " group " << c.group
-                                    << " head_dim " << c.head_dim << " count " << c.count);
+    SCOPED_TRACE(Describe(c));
     const Rows rows = MakeRows(c, rng);
-    std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    for (float& v : q) v = d(rng);
+    const std::vector<float> q = RandomQueries(c, rng);
     const std::vector<float> out = Attend(c, rows, q, 0, c.kv_heads);
     const double scale = 1.0 / std::sqrt(double(c.head_dim));
     for (int h = 0; h < c.kv_heads * c.group; ++h) {
@@ -101,9 +113,7 @@ TEST(CpuAttentionTest, AHeadGetsTheSameBitsWhateverElseTheCallCovers) {
   std::mt19937 rng(5);
   for (const Case c : {Case{4, 3, 64, 61}, Case{3, 2, 12, 19}}) {
     const Rows rows = MakeRows(c, rng);
-    std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    for (float& v : q) v = d(rng);
+    const std::vector<float> q = RandomQueries(c, rng);
     const std::vector<float> all = Attend(c, rows, q, 0, c.kv_heads);
     for (int g = 0; g < c.kv_heads; ++g) {
       const std::vector<float> one = Attend(c, rows, q, g, g + 1);
@@ -118,14 +128,33 @@ TEST(CpuAttentionTest, AHeadGetsTheSameBitsWhateverElseTheCallCovers) {
   }
 }
 
+TEST(CpuAttentionTest, Avx2AndAvx512GiveTheSameBits) {
+  if (!SetMatMulIsa(MatMulIsa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512";
+  struct Restore {
+    ~Restore() { SetMatMulIsa(MatMulIsa::kAvx512); }
+  } restore;
+  std::mt19937 rng(11);
+  // Query heads per KV head from 1 to 5 (runs of 3, 2 and 1 at once), head sizes with and
+  // without a tail past the last 64 or 16 columns, counts with and without a partial chunk.
+  for (const Case c : {Case{4, 3, 64, 61}, Case{8, 4, 128, 40}, Case{2, 5, 80, 17},
+                       Case{1, 1, 64, 9}, Case{2, 2, 24, 33}, Case{3, 2, 12, 19}}) {
+    SCOPED_TRACE(Describe(c));
+    const Rows rows = MakeRows(c, rng);
+    const std::vector<float> q = RandomQueries(c, rng);
+    ASSERT_TRUE(SetMatMulIsa(MatMulIsa::kAvx512));
+    const std::vector<float> wide = Attend(c, rows, q, 0, c.kv_heads);
+    ASSERT_TRUE(SetMatMulIsa(MatMulIsa::kAvx2));
+    const std::vector<float> narrow = Attend(c, rows, q, 0, c.kv_heads);
+    EXPECT_EQ(std::memcmp(wide.data(), narrow.data(), sizeof(float) * wide.size()), 0);
+  }
+}
+
 TEST(CpuAttentionTest, PrefetchingTheNextRowsChangesNoBit) {
   std::mt19937 rng(7);
   const Case c{4, 3, 64, 45};
   const Rows rows = MakeRows(c, rng);
   const Rows next = MakeRows(Case{4, 3, 64, 80}, rng);
-  std::vector<float> q(static_cast<size_t>(c.kv_heads) * c.group * c.head_dim);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (float& v : q) v = d(rng);
+  const std::vector<float> q = RandomQueries(c, rng);
   // Regions of odd sizes, one shorter than a cache line, one empty; more lines than the call has
   // steps to spread them over.
   const std::vector<MemoryRegion> regions = {{next.storage.data(), next.storage.size() * 4},
