@@ -58,7 +58,8 @@ class CpuBackend final : public Backend {
   void Attention(int layer);
   // The key and value rows token r attends to in `layer`, page by page.
   void RowRegions(int layer, int r, std::vector<MemoryRegion>* regions) const;
-  void WriteKv(int layer);
+  // Stores row r's key and value (RoPE applied) into its page of the layer's pool.
+  void WriteKv(int layer, int r);
 
   std::shared_ptr<const Weights> weights_;
   ModelConfig config_;
@@ -151,16 +152,14 @@ void ApplyRope(float* vec, int n_heads, int head_dim, const float* cos, const fl
   }
 }
 
-void CpuBackend::WriteKv(int layer) {
+void CpuBackend::WriteKv(int layer, int r) {
   const int kv_dim = config_.kv_dim();
   auto* pool = static_cast<float*>(kv_[layer].get());
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    const int pos = rows_[r].pos;
-    const int page = rows_[r].pages[pos / shape_.page_size];
-    const int slot = pos % shape_.page_size;
-    std::copy_n(&k_[r * kv_dim], kv_dim, pool + shape_.Offset(page, 0, slot));
-    std::copy_n(&v_[r * kv_dim], kv_dim, pool + shape_.Offset(page, 1, slot));
-  }
+  const int pos = rows_[r].pos;
+  const int page = rows_[r].pages[pos / shape_.page_size];
+  const int slot = pos % shape_.page_size;
+  std::copy_n(&k_[static_cast<size_t>(r) * kv_dim], kv_dim, pool + shape_.Offset(page, 0, slot));
+  std::copy_n(&v_[static_cast<size_t>(r) * kv_dim], kv_dim, pool + shape_.Offset(page, 1, slot));
 }
 
 void CpuBackend::RowRegions(int layer, int r, std::vector<MemoryRegion>* regions) const {
@@ -267,8 +266,10 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
       }
       ApplyRope(q, c.n_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
       ApplyRope(k, c.n_kv_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
+      // Here rather than in a pass of its own: a batch's rows land in pages that are not in
+      // cache, and the threads share the wait.
+      WriteKv(l, r);
     }
-    WriteKv(l);
     if (batch.after_layer_kv) batch.after_layer_kv(l);
     Attention(l);
     MatMul(att_.data(), t, c.q_dim(), w.wo, x_.data(), c.dim, MatMulStore::kAdd);
