@@ -121,7 +121,8 @@ PDSERVE_AVX512 void AddWeightedChunk512(const float* const p[G], const float* co
   for (int h = 0; h < G; ++h) AddWeightedChunk(p[h], rest, keys, n - d, out[h] + d);
 }
 
-// Walks a list of regions a cache line at a time, prefetching `lines` more at each Step.
+// Walks a list of regions a cache line at a time, prefetching an equal share of their lines at
+// each Step.
 class SpreadPrefetch {
  public:
   // `steps`: how many Step calls the prefetches are spread over.
@@ -179,19 +180,28 @@ size_t AttentionScratchFloats(const AttentionRow& a) {
 
 namespace {
 
-// Calls f.template operator()<G>() for each run of at most kMax of the query heads [h0, h1),
-// G the run's length as a compile-time constant (1 to 3).
+// Calls f.template operator()<G>(h) for each run [h, h + G) of at most kMax (1 to 3) of the
+// query heads [h0, h1), G the run's length as a compile-time constant (only those up to kMax
+// are instantiated).
 template <int kMax, typename F>
 __attribute__((always_inline)) inline void ForHeadRuns(int h0, int h1, const F& f) {
   for (int h = h0; h < h1;) {
     const int g = std::min(kMax, h1 - h);
-    if (g >= 3) {
-      f.template operator()<3>(h);
-    } else if (g == 2) {
-      f.template operator()<2>(h);
-    } else {
-      f.template operator()<1>(h);
+    if constexpr (kMax >= 3) {
+      if (g == 3) {
+        f.template operator()<3>(h);
+        h += g;
+        continue;
+      }
     }
+    if constexpr (kMax >= 2) {
+      if (g == 2) {
+        f.template operator()<2>(h);
+        h += g;
+        continue;
+      }
+    }
+    f.template operator()<1>(h);
     h += g;
   }
 }
