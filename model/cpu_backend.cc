@@ -13,16 +13,11 @@
 #include "model/cpu_attention.h"
 #include "model/cpu_matmul.h"
 #include "model/huge_pages.h"
+#include "model/rms_norm.h"
 #include "model/simd.h"
 
 namespace pdserve::model {
 namespace {
-
-void RmsNorm(const float* x, const float* weight, int n, float eps, float* out) {
-  const float mean_square = Dot(x, x, n) / static_cast<float>(n);
-  const float scale = 1.0f / std::sqrt(mean_square + eps);
-  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -260,13 +255,12 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
   const bool rows_in_parallel = t >= 8;
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = weights_->layers[l];
-#pragma omp parallel for if (rows_in_parallel)
-    for (int r = 0; r < t; ++r)
-      RmsNorm(&x_[r * c.dim], w.attn_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
+    // The norms happen as the products read x_: no pass, and no fork and join, of their own.
     const MatMulTarget qkv[] = {{&w.wq, q_.data(), c.q_dim()},
                                 {&w.wk, k_.data(), c.kv_dim()},
                                 {&w.wv, v_.data(), c.kv_dim()}};
-    MatMulMany(xn_.data(), t, c.dim, qkv);
+    const RowNorm attn_norm{w.attn_norm.data(), c.rms_norm_eps};
+    MatMulMany(x_.data(), t, c.dim, qkv, &attn_norm);
 #pragma omp parallel for if (rows_in_parallel)
     for (int r = 0; r < t; ++r) {
       float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
@@ -287,10 +281,8 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
     Attention(l);
     MatMul(att_.data(), t, c.q_dim(), w.wo, x_.data(), c.dim, MatMulStore::kAdd);
 
-#pragma omp parallel for if (rows_in_parallel)
-    for (int r = 0; r < t; ++r)
-      RmsNorm(&x_[r * c.dim], w.mlp_norm.data(), c.dim, c.rms_norm_eps, &xn_[r * c.dim]);
-    MatMulSwiGlu(xn_.data(), t, c.dim, w.w_gate, w.w_up, gate_.data(), c.hidden_dim);
+    const RowNorm mlp_norm{w.mlp_norm.data(), c.rms_norm_eps};
+    MatMulSwiGlu(x_.data(), t, c.dim, w.w_gate, w.w_up, gate_.data(), c.hidden_dim, &mlp_norm);
     MatMul(gate_.data(), t, c.hidden_dim, w.w_down, x_.data(), c.dim, MatMulStore::kAdd);
   }
 

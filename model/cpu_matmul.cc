@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/cpu_matmul_bf16.h"
+#include "model/rms_norm.h"
 #include "model/row_split.h"
 #include "model/simd.h"
 
@@ -349,15 +350,29 @@ struct XSource {
   const float* x;
   int t, ldx, k;
   bool wants_pairs, wants_bf16;
+  const RowNorm* norm = nullptr;  // X's rows normalised first
 };
 
 // Packs X into the calling thread's own buffers. Every thread of a product packs its own copy:
 // with one copy packed by the calling thread, that thread had to take back, line by line, the
 // lines the other threads read in the last product, and packing took 4 times as long as alone
 // (at T = 32, 2 threads: 11-13% of a 768-row product, while the other thread waited).
-PreparedX Prepare(const XSource& s) {
+PreparedX Prepare(const XSource& source) {
+  thread_local std::vector<float> normed;
   thread_local PackedPairs pairs;
   thread_local bf16::PackedX even_odd;
+  XSource s = source;
+  if (s.norm) {
+    // Every thread normalises every row: a few operations a value, against the thousands of a
+    // product, and no pass nor synchronisation of its own.
+    normed.resize(static_cast<size_t>(s.t) * s.k);
+    for (int r = 0; r < s.t; ++r) {
+      RmsNorm(s.x + static_cast<size_t>(r) * s.ldx, s.norm->weight, s.k, s.norm->eps,
+              normed.data() + static_cast<size_t>(r) * s.k);
+    }
+    s.x = normed.data();
+    s.ldx = s.k;
+  }
   PreparedX p{s.x, s.t, s.ldx};
   const bool avx512 = s.t > 1 && Isa().load(std::memory_order_relaxed) == MatMulIsa::kAvx512;
   if (s.wants_pairs && avx512) {
@@ -475,11 +490,12 @@ void RunSplit(std::span<const int> rows, const XSource& source, DType dtype, con
   }
 }
 
-void RunProducts(const float* x, int t, int ldx, std::span<const Product> products) {
+void RunProducts(const float* x, int t, int ldx, std::span<const Product> products,
+                 const RowNorm* norm = nullptr) {
   if (t <= 0 || products.empty()) return;
   bool any_bf16 = false, any_other = false;
   for (const Product& p : products) (p.w->dtype == DType::kBF16 ? any_bf16 : any_other) = true;
-  const XSource source{x, t, ldx, products[0].w->cols, any_other, any_bf16};
+  const XSource source{x, t, ldx, products[0].w->cols, any_other, any_bf16, norm};
   thread_local std::vector<int> rows;
   rows.clear();
   for (const Product& p : products) rows.push_back(p.w->rows);
@@ -500,21 +516,22 @@ void MatMul(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy, 
   RunProducts(x, t, ldx, {&p, 1});
 }
 
-void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets) {
+void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets,
+                const RowNorm* norm) {
   thread_local std::vector<Product> products;
   products.clear();
   for (const MatMulTarget& target : targets) {
     if (target.w->rows > 0) products.push_back({target.w, target.y, target.ldy, false});
   }
-  RunProducts(x, t, ldx, products);
+  RunProducts(x, t, ldx, products, norm);
 }
 
 void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matrix& up, float* out,
-                  int ldo) {
+                  int ldo, const RowNorm* norm) {
   const int n = gate.rows;
   if (t <= 0 || n <= 0) return;
   const bool is_bf16 = gate.dtype == DType::kBF16;
-  const XSource source{x, t, ldx, gate.cols, !is_bf16, is_bf16};
+  const XSource source{x, t, ldx, gate.cols, !is_bf16, is_bf16, norm};
   RunSplit(std::span<const int>(&n, 1), source, gate.dtype,
            [&](const PreparedX& prepared, size_t, const Piece* pieces, int count) {
              // g and u: [t][width], the pieces side by side.

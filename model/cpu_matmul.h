@@ -32,19 +32,28 @@ enum class MatMulStore {
 void MatMul(const float* x, int t, int ldx, const Matrix& w, float* y, int ldy,
             MatMulStore store = MatMulStore::kSet);
 
-// Several products of the same x in one parallel pass; every w has x's k columns.
+// RMSNorm (rms_norm.h) of each x row, applied as a product reads x: the same bits as
+// normalising x first, without a pass of its own. `weight` has k floats.
+struct RowNorm {
+  const float* weight;
+  float eps;
+};
+
+// Several products of the same x in one parallel pass; every w has x's k columns. With `norm`,
+// the products are of RmsNorm(x) instead.
 struct MatMulTarget {
   const Matrix* w;
   float* y;
   int ldy;
 };
-void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets);
+void MatMulMany(const float* x, int t, int ldx, std::span<const MatMulTarget> targets,
+                const RowNorm* norm = nullptr);
 
 // out[r][n] = silu(g) * u, g = (x · gate^T)[r][n], u = (x · up^T)[r][n]; gate and up have the
 // same shape. Neither product is stored. silu(g) = g / (1 + e^-g) with simd.h's vector Exp (within
-// 2 ulp of expf), the same for every element whatever the split.
+// 2 ulp of expf), the same for every element whatever the split. With `norm`, of RmsNorm(x).
 void MatMulSwiGlu(const float* x, int t, int ldx, const Matrix& gate, const Matrix& up, float* out,
-                  int ldo);
+                  int ldo, const RowNorm* norm = nullptr);
 
 // The dot product of one f32 row and one row of w, in the same order MatMul uses.
 float DotRow(const float* x, const Matrix& w, int row);

@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "model/rms_norm.h"
+
 namespace pdserve::model {
 namespace {
 
@@ -130,6 +132,38 @@ TEST_P(CpuMatMulTest, AddStoreManyAndSwiGluEqualTheirPlainProducts) {
         const double silu = ya[i] / (1.0 + std::exp(-static_cast<double>(ya[i])));
         ASSERT_NEAR(swiglu[i], silu * yb[i], 1e-6 * std::abs(silu * yb[i]) + 1e-30) << i;
       }
+    });
+  }
+}
+
+// A norm applied as the products read X is the same bits as normalising X first.
+TEST_P(CpuMatMulTest, RowNormGivesTheBitsOfNormalisingFirst) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(17);
+  const int k = 72, n = 29;
+  std::vector<float> v;
+  Weights a = MakeWeights(dtype, n, k, rng, &v), b = MakeWeights(dtype, n, k, rng, &v);
+  std::vector<float> weight = RandomRows(1, k, rng);
+  const RowNorm norm{weight.data(), 1e-5f};
+  for (int t : {1, 5, 12, 33}) {
+    const int ldx = k + 5;
+    const std::vector<float> x = RandomRows(t, ldx, rng);
+    std::vector<float> normed(static_cast<size_t>(t) * k);
+    for (int r = 0; r < t; ++r) {
+      RmsNorm(&x[static_cast<size_t>(r) * ldx], weight.data(), k, norm.eps, &normed[r * k]);
+    }
+    ForEachIsa([&] {
+      std::vector<float> plain_a(t * n), plain_b(t * n), fused_a(t * n), fused_b(t * n);
+      const MatMulTarget plain[] = {{&a.m, plain_a.data(), n}, {&b.m, plain_b.data(), n}};
+      const MatMulTarget fused[] = {{&a.m, fused_a.data(), n}, {&b.m, fused_b.data(), n}};
+      MatMulMany(normed.data(), t, k, plain);
+      MatMulMany(x.data(), t, ldx, fused, &norm);
+      EXPECT_EQ(fused_a, plain_a) << "t " << t;
+      EXPECT_EQ(fused_b, plain_b) << "t " << t;
+      std::vector<float> plain_swiglu(t * n), fused_swiglu(t * n);
+      MatMulSwiGlu(normed.data(), t, k, a.m, b.m, plain_swiglu.data(), n);
+      MatMulSwiGlu(x.data(), t, ldx, a.m, b.m, fused_swiglu.data(), n, &norm);
+      EXPECT_EQ(fused_swiglu, plain_swiglu) << "t " << t;
     });
   }
 }
