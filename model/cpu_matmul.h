@@ -2,8 +2,8 @@
 // (converted to f32 in registers, never copied) and X, Y in f32; OpenMP threads split N, each
 // working through its own share and then stealing from the others' (row_range.h).
 // Fused forms save a pass over memory and a thread fork/join each: several products of one X
-// (Q, K and V), a product added into Y (the residual stream), and SwiGLU's gate and up products
-// combined as they are made.
+// (Q, K and V), a product added into Y (the residual stream), SwiGLU's gate and up products
+// combined as they are made, and X's rows normalised (RMSNorm) as the products read them.
 //
 // Batch invariance: every output element is the dot product of one X row and one W row, summed
 // in the same order (8 lanes over k, then a fixed tree, then the k % 8 tail; bf16 weights have
