@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "model/cpu_matmul_bf16.h"
@@ -353,10 +354,7 @@ struct XSource {
   const RowNorm* norm = nullptr;  // X's rows normalised first
 };
 
-// Packs X into the calling thread's own buffers. Every thread of a product packs its own copy:
-// with one copy packed by the calling thread, that thread had to take back, line by line, the
-// lines the other threads read in the last product, and packing took 4 times as long as alone
-// (at T = 32, 2 threads: 11-13% of a 768-row product, while the other thread waited).
+// Packs X into the calling thread's own buffers (RunSplit says which threads call it).
 PreparedX Prepare(const XSource& source) {
   thread_local std::vector<float> normed;
   thread_local PackedPairs pairs;
@@ -474,16 +472,29 @@ void RunPieces(const PreparedX& x, const Matrix& w, bool add, const Piece* piece
   for (int c = 0; c < count; ++c) RunRows(x, w, add, pieces[c].n0, pieces[c].n1, y[c], ldy);
 }
 
+// X up to this size is prepared by every thread for itself; larger X (a long prompt's on a big
+// model) once, by the calling thread, for all. One shared copy cost more than it saved: the
+// calling thread had to take back, line by line, what the other threads read in the last
+// product, and packing took 4 times as long as alone (T = 32, 2 threads: 11-13% of a 768-row
+// product, while the other thread waited). Past the bound, a copy per thread would cost too
+// much memory (T = 2048 at K = 14336 is 117 MB a copy), and the packing is a sliver of the
+// product's time anyway.
+constexpr size_t kPerThreadXBytes = size_t{16} << 20;
+
 // Runs run(x, product, pieces, count) on every OpenMP thread over products of `rows` rows each,
-// split as SplitFor(t, dtype, cols) says; x is X as prepared by that thread.
+// split as SplitFor(t, dtype, cols) says; x is X as prepared for that thread.
 template <typename Run>
 void RunSplit(std::span<const int> rows, const XSource& source, DType dtype, const Run& run) {
   const Split how = SplitFor(source.t, dtype, source.k);
   const int threads = omp_get_max_threads();
   RowSplit split(rows, threads, how.streams);
+  const bool per_thread =
+      static_cast<size_t>(source.t) * source.k * sizeof(float) <= kPerThreadXBytes;
+  std::optional<PreparedX> shared;
+  if (!per_thread) shared = Prepare(source);
 #pragma omp parallel num_threads(threads)
   {
-    const PreparedX x = Prepare(source);
+    const PreparedX x = per_thread ? Prepare(source) : *shared;
     split.Work(
         omp_get_thread_num(), how.step, how.min_step,
         [&](size_t product, const Piece* pieces, int count) { run(x, product, pieces, count); });

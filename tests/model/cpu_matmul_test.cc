@@ -168,6 +168,38 @@ TEST_P(CpuMatMulTest, RowNormGivesTheBitsOfNormalisingFirst) {
   }
 }
 
+// A very large X (over 16 MB) is prepared once for all threads, a smaller one by each thread
+// for itself: the same rows give the same bits either way.
+TEST_P(CpuMatMulTest, PromptAndDecodeSizedXGiveTheSameBits) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(19);
+  const int k = 2560, n = 24, big = 1700, small = 12;  // 1700 x 2560 floats: 17.4 MB
+  std::vector<float> v;
+  Weights gate = MakeWeights(dtype, n, k, rng, &v), up = MakeWeights(dtype, n, k, rng, &v);
+  const std::vector<float> x = RandomRows(big, k, rng);
+  std::vector<float> weight = RandomRows(1, k, rng);
+  const RowNorm norm{weight.data(), 1e-5f};
+  const int initial_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  ForEachIsa([&] {
+    std::vector<float> all(big * n), all_swiglu(big * n);
+    MatMul(x.data(), big, k, gate.m, all.data(), n);
+    MatMulSwiGlu(x.data(), big, k, gate.m, up.m, all_swiglu.data(), n, &norm);
+    for (int first : {0, 200, big - small}) {
+      std::vector<float> some(small * n), some_swiglu(small * n);
+      MatMul(&x[static_cast<size_t>(first) * k], small, k, gate.m, some.data(), n);
+      MatMulSwiGlu(&x[static_cast<size_t>(first) * k], small, k, gate.m, up.m, some_swiglu.data(),
+                   n, &norm);
+      for (int i = 0; i < small * n; ++i) {
+        ASSERT_EQ(some[i], all[first * n + i]) << "rows from " << first << ", value " << i;
+        ASSERT_EQ(some_swiglu[i], all_swiglu[first * n + i])
+            << "rows from " << first << ", value " << i;
+      }
+    }
+  });
+  omp_set_num_threads(initial_threads);
+}
+
 // Rows are split between threads that steal from each other (row_range.h): any thread count,
 // and so any split, gives the same bits, in products long enough for several pieces per thread.
 TEST_P(CpuMatMulTest, ThreadCountsAndRowSplitsKeepTheBits) {
