@@ -245,13 +245,20 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   std::map<int, std::vector<double>> prefill, decode, vs_batch1;
   for (int rep = 0; rep < o.repeats; ++rep) {
     double batch1 = 0;
+    EngineBenchResult::Round& round = r.rounds.emplace_back();
     for (int batch : o.batches) {
       // Batch 1 is held against the bandwidth of the same moment (the reads take ~50 ms).
       const double read = probe && batch == 1 ? probe->ReadGbps(3) : 0;
-      if (probe && batch == 1) fma_peaks.push_back(FmaPeakGflops(r.threads, ActiveMatMulIsa()));
+      if (probe && batch == 1) {
+        fma_peaks.push_back(FmaPeakGflops(r.threads, ActiveMatMulIsa()));
+        round.read_gbps = read;
+        round.fma_gflops = fma_peaks.back();
+      }
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
       prefill[batch].push_back(tps.first);
       decode[batch].push_back(tps.second);
+      round.prefill_tokens_per_s[batch] = tps.first;
+      round.decode_tokens_per_s[batch] = tps.second;
       if (batch == 1) batch1 = tps.second;
       if (read > 0) {
         reads.push_back(read);
@@ -328,6 +335,18 @@ nlohmann::json EngineBenchResult::ToJson() const {
   for (auto [b, v] : decode_vs_batch1) vs_batch1[std::to_string(b)] = v;
   nlohmann::json peak_ratio = nlohmann::json::object();
   for (auto [b, v] : decode_peak_ratio) peak_ratio[std::to_string(b)] = v;
+  nlohmann::json round_list = nlohmann::json::array();
+  for (const Round& round : rounds) {
+    nlohmann::json p = nlohmann::json::object(), d = nlohmann::json::object();
+    for (auto [b, v] : round.prefill_tokens_per_s) p[std::to_string(b)] = v;
+    for (auto [b, v] : round.decode_tokens_per_s) d[std::to_string(b)] = v;
+    nlohmann::json entry = {{"prefill_tokens_per_s", p}, {"decode_tokens_per_s", d}};
+    if (round.read_gbps > 0) {
+      entry["read_gbps"] = round.read_gbps;
+      entry["fma_gflops"] = round.fma_gflops;
+    }
+    round_list.push_back(std::move(entry));
+  }
   return {{"date", date},
           {"host", host},
           {"model", model_id},
@@ -349,6 +368,7 @@ nlohmann::json EngineBenchResult::ToJson() const {
           {"decode_vs_batch1_method",
            "median over rounds (each batch size runs once per round) of its tokens/s over batch "
            "1's in the same round"},
+          {"rounds", round_list},
           {"roofline_tokens_per_s", roofline_tokens_per_s},
           {"roofline_ratio", roofline_ratio},
           {"roofline_method", device == "cpu" ? "median over batch-1 runs of tokens/s over the "

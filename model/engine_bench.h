@@ -55,6 +55,14 @@ struct EngineBenchResult {
   // Median over rounds of each batch's decode tokens/s over batch 1's in the same round (the
   // batch sizes run in turn, round after round). Empty without batch 1.
   std::map<int, double> decode_vs_batch1;
+  // Each round's own figures, in the order they ran: on a machine whose speed drifts, they show
+  // which state each run caught (a read probe high while decode is not, say).
+  struct Round {
+    double read_gbps = 0;   // CPU: the read taken right before this round's batch-1 run
+    double fma_gflops = 0;  // CPU: likewise the FMA peak
+    std::map<int, double> prefill_tokens_per_s, decode_tokens_per_s;
+  };
+  std::vector<Round> rounds;
   double roofline_tokens_per_s = 0;  // roofline bandwidth / weight bytes per token
   // Batch-1 decode over the roofline. CPU: the median over batch-1 runs of each run's tokens/s
   // over the roofline of the read measured right before it (a machine whose bandwidth drifts

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "tests/app/json_run.h"
 #include "tests/command_run.h"
 
@@ -44,6 +46,21 @@ TEST(BenchEngineCommandTest, PrintsAndWritesEveryFigureWithADtypeComparison) {
     const double ratio = doc["decode_peak_ratio"][batch].get<double>();
     EXPECT_GT(ratio, 0.0) << batch;
     EXPECT_LT(ratio, 1.0) << batch;
+  }
+  // Each round's own figures: a read and an FMA probe before its batch-1 run, and every batch.
+  // The summary's medians lie among them.
+  ASSERT_EQ(doc["rounds"].size(), 2u);
+  const double first = doc["rounds"][0]["decode_tokens_per_s"]["1"].get<double>();
+  const double second = doc["rounds"][1]["decode_tokens_per_s"]["1"].get<double>();
+  EXPECT_GE(doc["decode_tokens_per_s"]["1"].get<double>(), std::min(first, second));
+  EXPECT_LE(doc["decode_tokens_per_s"]["1"].get<double>(), std::max(first, second));
+  for (const auto& round : doc["rounds"]) {
+    EXPECT_GT(round["read_gbps"].get<double>(), 0.0);
+    EXPECT_GT(round["fma_gflops"].get<double>(), 0.0);
+    for (const char* batch : {"1", "2"}) {
+      EXPECT_GT(round["prefill_tokens_per_s"][batch].get<double>(), 0.0) << batch;
+      EXPECT_GT(round["decode_tokens_per_s"][batch].get<double>(), 0.0) << batch;
+    }
   }
   const auto& compared = doc["dtype_comparison"];
   EXPECT_EQ(compared["dtype"], "bf16");
