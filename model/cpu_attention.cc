@@ -121,22 +121,38 @@ PDSERVE_AVX512 void AddWeightedChunk512(const float* const p[G], const float* co
   for (int h = 0; h < G; ++h) AddWeightedChunk(p[h], rest, keys, n - d, out[h] + d);
 }
 
-// Walks a list of regions a cache line at a time, prefetching an equal share of their lines at
-// each Step.
+// Walks a list of regions a cache line at a time, prefetching their first kMaxPrefetchBytes over
+// the last Step calls of the call, no fewer than kMinLinesPerStep a step. Fetched further ahead
+// than that, the next token's first rows would leave the cache again, pushed out by this
+// token's own (a long context's rows are megabytes); past them, the hardware prefetchers follow
+// the rows' pages on their own.
 class SpreadPrefetch {
  public:
-  // `steps`: how many Step calls the prefetches are spread over.
+  static constexpr size_t kMaxPrefetchBytes = 256 * 1024;
+  static constexpr size_t kMinLinesPerStep = 32;
+
+  // `steps`: how many Step calls the call makes.
   SpreadPrefetch(std::span<const MemoryRegion> regions, int steps) : regions_(regions) {
-    size_t lines = 0;
-    for (const MemoryRegion& r : regions) lines += (r.bytes + 63) / 64;
-    per_step_ = steps > 0 ? (lines + steps - 1) / steps : lines;
+    size_t bytes = 0;
+    for (const MemoryRegion& r : regions) bytes += r.bytes;
+    left_ = (std::min(bytes, kMaxPrefetchBytes) + 63) / 64;
+    if (left_ == 0) return;
+    const size_t all_steps = std::max(steps, 1);
+    per_step_ = std::max((left_ + all_steps - 1) / all_steps, kMinLinesPerStep);
+    idle_steps_ = all_steps - std::min(all_steps, (left_ + per_step_ - 1) / per_step_);
   }
 
   void Step() {
-    for (size_t n = 0; n < per_step_ && region_ < regions_.size(); ++n) {
+    if (idle_steps_ > 0) {
+      --idle_steps_;
+      return;
+    }
+    for (size_t n = 0; n < per_step_ && left_ > 0 && region_ < regions_.size(); ++n, --left_) {
       const MemoryRegion& r = regions_[region_];
-      _mm_prefetch(static_cast<const char*>(r.data) + offset_, _MM_HINT_T0);
-      offset_ += 64;
+      if (offset_ < r.bytes) {
+        _mm_prefetch(static_cast<const char*>(r.data) + offset_, _MM_HINT_T0);
+        offset_ += 64;
+      }
       if (offset_ >= r.bytes) {
         ++region_;
         offset_ = 0;
@@ -146,7 +162,8 @@ class SpreadPrefetch {
 
  private:
   std::span<const MemoryRegion> regions_;
-  size_t per_step_ = 0;
+  size_t left_ = 0;  // lines still to prefetch
+  size_t per_step_ = 0, idle_steps_ = 0;
   size_t region_ = 0, offset_ = 0;
 };
 

@@ -33,8 +33,9 @@ struct AttentionRow {
   int head_dim;  //
   float scale;   // 1/sqrt(head_dim)
   // Read into cache a little at a time while this call computes, so that the next call finds
-  // its rows there. A decode step's keys and values come from memory, row after row: fetched
-  // this way, in step with the arithmetic, they no longer stall it.
+  // its rows there: their first 256 KB, over the call's last steps (sooner, a long context's
+  // own rows would push them out again). A decode step's keys and values come from memory, row
+  // after row: fetched this way, in step with the arithmetic, they stall it less.
   std::span<const MemoryRegion> prefetch = {};
 };
 

@@ -174,6 +174,20 @@ TEST(CpuAttentionTest, PrefetchingTheNextRowsChangesNoBit) {
   std::vector<float> scratch(AttentionScratchFloats(a)), out(q.size(), NAN);
   AttendRow(a, scratch.data(), out.data());
   EXPECT_EQ(std::memcmp(out.data(), plain.data(), sizeof(float) * out.size()), 0);
+  // A long row with more to prefetch than the cap: the prefetches wait for the last steps.
+  const Case long_case{4, 3, 64, 600};
+  const Rows long_rows = MakeRows(long_case, rng);
+  const std::vector<float> long_plain = Attend(long_case, long_rows, q, 0, c.kv_heads);
+  AttentionRow long_a = a;
+  long_a.keys = long_rows.keys.data();
+  long_a.values = long_rows.values.data();
+  long_a.count = long_case.count;
+  const std::vector<MemoryRegion> big = {{long_rows.storage.data(), long_rows.storage.size() * 4},
+                                         {next.storage.data(), next.storage.size() * 4}};
+  long_a.prefetch = big;
+  std::vector<float> long_scratch(AttentionScratchFloats(long_a)), long_out(q.size(), NAN);
+  AttendRow(long_a, long_scratch.data(), long_out.data());
+  EXPECT_EQ(std::memcmp(long_out.data(), long_plain.data(), sizeof(float) * long_out.size()), 0);
   // A row of one position: two steps for everything.
   a.count = 1;
   std::vector<float> one(q.size(), NAN);
