@@ -241,52 +241,61 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   // Batch sizes take turns, one run each per round, so a slow spell of the machine spreads over
   // all of them, and each round's runs are compared with its batch-1 run.
-  std::vector<double> reads, roofline_ratios, fma_peaks;
-  std::map<int, std::vector<double>> prefill, decode, vs_batch1;
   for (int rep = 0; rep < o.repeats; ++rep) {
-    double batch1 = 0;
     EngineBenchResult::Round& round = r.rounds.emplace_back();
     for (int batch : o.batches) {
       // Batch 1 is held against the bandwidth of the same moment (the reads take ~50 ms).
-      const double read = probe && batch == 1 ? probe->ReadGbps(3) : 0;
       if (probe && batch == 1) {
-        fma_peaks.push_back(FmaPeakGflops(r.threads, ActiveMatMulIsa()));
-        round.read_gbps = read;
-        round.fma_gflops = fma_peaks.back();
+        round.read_gbps = probe->ReadGbps(3);
+        round.fma_gflops = FmaPeakGflops(r.threads, ActiveMatMulIsa());
       }
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
-      prefill[batch].push_back(tps.first);
-      decode[batch].push_back(tps.second);
       round.prefill_tokens_per_s[batch] = tps.first;
       round.decode_tokens_per_s[batch] = tps.second;
-      if (batch == 1) batch1 = tps.second;
-      if (read > 0) {
-        reads.push_back(read);
-        roofline_ratios.push_back(tps.second / (read * 1e9 / r.weight_bytes_per_token));
-      }
-    }
-    if (batch1 > 0) {
-      for (int batch : o.batches) vs_batch1[batch].push_back(decode[batch].back() / batch1);
     }
   }
+  // The summary: medians over the rounds, of figures and of ratios within a round.
+  auto median_over_rounds = [&](auto figure) {
+    std::vector<double> values;
+    for (const EngineBenchResult::Round& round : r.rounds) {
+      if (const double v = figure(round); v > 0) values.push_back(v);
+    }
+    return values.empty() ? 0.0 : Median(std::move(values));
+  };
+  auto decode_of = [](const EngineBenchResult::Round& round, int batch) {
+    auto it = round.decode_tokens_per_s.find(batch);
+    return it == round.decode_tokens_per_s.end() ? 0.0 : it->second;
+  };
   for (int batch : o.batches) {
-    r.prefill_tokens_per_s[batch] = Median(prefill[batch]);
-    r.decode_tokens_per_s[batch] = Median(decode[batch]);
-    if (!vs_batch1[batch].empty()) r.decode_vs_batch1[batch] = Median(vs_batch1[batch]);
+    r.prefill_tokens_per_s[batch] =
+        median_over_rounds([&](const auto& round) { return round.prefill_tokens_per_s.at(batch); });
+    r.decode_tokens_per_s[batch] =
+        median_over_rounds([&](const auto& round) { return decode_of(round, batch); });
+    const double vs_batch1 = median_over_rounds([&](const auto& round) {
+      const double batch1 = decode_of(round, 1);
+      return batch1 > 0 ? decode_of(round, batch) / batch1 : 0.0;
+    });
+    if (vs_batch1 > 0) r.decode_vs_batch1[batch] = vs_batch1;
   }
   if (cuda) {
     r.roofline_tokens_per_s = r.copy_gbps * 1e9 / r.weight_bytes_per_token;
     if (r.decode_tokens_per_s.count(1))
       r.roofline_ratio = r.decode_tokens_per_s[1] / r.roofline_tokens_per_s;
   } else {
-    r.read_gbps = reads.empty() ? probe->ReadGbps(5) : Median(reads);
-    r.fma_gflops =
-        fma_peaks.empty() ? FmaPeakGflops(r.threads, ActiveMatMulIsa()) : Median(fma_peaks);
+    // Without a batch-1 run, no round took a probe: take one now.
+    r.read_gbps = median_over_rounds([](const auto& round) { return round.read_gbps; });
+    if (r.read_gbps == 0) r.read_gbps = probe->ReadGbps(5);
+    r.fma_gflops = median_over_rounds([](const auto& round) { return round.fma_gflops; });
+    if (r.fma_gflops == 0) r.fma_gflops = FmaPeakGflops(r.threads, ActiveMatMulIsa());
     for (auto [batch, tps] : r.decode_tokens_per_s) {
       r.decode_peak_ratio[batch] = tps * r.decode_flops_per_token / (r.fma_gflops * 1e9);
     }
     r.roofline_tokens_per_s = r.read_gbps * 1e9 / r.weight_bytes_per_token;
-    if (!roofline_ratios.empty()) r.roofline_ratio = Median(roofline_ratios);
+    r.roofline_ratio = median_over_rounds([&](const auto& round) {
+      return round.read_gbps > 0
+                 ? decode_of(round, 1) / (round.read_gbps * 1e9 / r.weight_bytes_per_token)
+                 : 0.0;
+    });
   }
 
   if (!o.compare_dtype.empty()) {
