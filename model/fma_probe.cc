@@ -28,6 +28,8 @@ float ChainsAvx2(float seed) {
   return HorizontalSum(sum);
 }
 
+// The same chains 16 lanes wide. A copy rather than a template: the AVX-512 target attribute
+// cannot be given to one instantiation of a template only (cpu_matmul.cc pairs its kernels so).
 PDSERVE_AVX512 float ChainsAvx512(float seed) {
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + c);
