@@ -197,28 +197,22 @@ size_t AttentionScratchFloats(const AttentionRow& a) {
 
 namespace {
 
-// Calls f.template operator()<G>(h) for each run [h, h + G) of at most kMax (1 to 3) of the
-// query heads [h0, h1), G the run's length as a compile-time constant (only those up to kMax
-// are instantiated).
+// f.template operator()<G>(h) with G = g (1 <= g <= kMax) as a compile-time constant; only the
+// counts up to kMax are instantiated.
+template <int kMax, typename F>
+__attribute__((always_inline)) inline void WithHeadCount(int g, int h, const F& f) {
+  if constexpr (kMax > 1) {
+    if (g < kMax) return WithHeadCount<kMax - 1>(g, h, f);
+  }
+  f.template operator()<kMax>(h);
+}
+
+// Runs [h, h + G) of at most kMax (1 to 3) of the query heads [h0, h1), through WithHeadCount.
 template <int kMax, typename F>
 __attribute__((always_inline)) inline void ForHeadRuns(int h0, int h1, const F& f) {
   for (int h = h0; h < h1;) {
     const int g = std::min(kMax, h1 - h);
-    if constexpr (kMax >= 3) {
-      if (g == 3) {
-        f.template operator()<3>(h);
-        h += g;
-        continue;
-      }
-    }
-    if constexpr (kMax >= 2) {
-      if (g == 2) {
-        f.template operator()<2>(h);
-        h += g;
-        continue;
-      }
-    }
-    f.template operator()<1>(h);
+    WithHeadCount<kMax>(g, h, f);
     h += g;
   }
 }
