@@ -289,6 +289,7 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
   kvt::TcpKvListenerOptions lo;
   lo.bind_address = o.listen >= 0 ? "0.0.0.0" : "127.0.0.1";
   lo.device = o.device;
+  lo.pools_on_device = o.transport != "tcp";  // MakePool put them on the GPU
   lo.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
   const int fd = ::accept(listen_fd, nullptr, nullptr);

@@ -50,6 +50,9 @@ Status WaitEvent(cudaEvent_t event, Clock::time_point deadline, const char* what
     if (e != cudaErrorNotReady) {
       return Unavailable(fmt::format("{}: {}", what, cudaGetErrorString(e)));
     }
+    // NotReady is also left as this thread's last error, where the next kernel launch's
+    // cudaGetLastError() check would take it for that launch's failure: clear it.
+    (void)cudaGetLastError();
     if (Clock::now() > deadline) {
       return Status(StatusCode::kDeadlineExceeded, fmt::format("{}: past its deadline", what));
     }

@@ -4,6 +4,7 @@
 // channel and its bytes by ncclSend/ncclRecv, issued by both sides in header order. Every wait
 // polls ncclCommGetAsyncError and the stream, and aborts the communicator at its deadline.
 // Compiles to stubs without PDSERVE_HAVE_NCCL.
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -25,13 +26,27 @@ class NcclLink {
     if (comm_) {
       if (broken_) {
         ncclCommAbort(comm_);
-      } else {
-        ncclCommFinalize(comm_);
+      } else if (Finalized()) {
         ncclCommDestroy(comm_);
+      } else {
+        ncclCommAbort(comm_);
       }
     }
     if (event_) cudaEventDestroy(event_);
     if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  // Finalize on a non-blocking communicator returns ncclInProgress: its flush must be polled to
+  // an end before ncclCommDestroy. A peer already gone can keep it from ending; false then, and
+  // the caller aborts instead.
+  bool Finalized() {
+    ncclResult_t state = ncclCommFinalize(comm_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
+    }
+    return state == ncclSuccess;
   }
 
   // Starts joining the communicator; WaitReady completes it.
@@ -72,6 +87,7 @@ class NcclLink {
         broken_ = true;
         return Unavailable(fmt::format("NCCL {}: {}", what, cudaGetErrorString(e)));
       }
+      (void)cudaGetLastError();  // NotReady stays as the thread's last error otherwise
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
       if (state != ncclSuccess && state != ncclInProgress) {

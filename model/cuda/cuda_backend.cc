@@ -202,6 +202,9 @@ Status CudaBackendImpl::Init(const Weights* weights) {
   PDSERVE_RETURN_IF_ERROR(weights ? UploadWeights(*weights)
                                   : MakeRandomWeights(*options_.random_weights_seed));
   PDSERVE_RETURN_IF_ERROR(UploadVector(c.RopeInverseFrequencies(), inv_freq_));
+  // cudaMemcpy from pageable memory may return before its DMA lands, on the legacy stream that
+  // stream_ (non-blocking) does not wait for: the weights must be there before any kernel.
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   const size_t kv_bytes = shape_.layer_bytes() * c.n_layers;
   PDSERVE_RETURN_IF_ERROR(kv_.Reserve(kv_bytes));
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_.get<void>(), 0, kv_bytes, stream_));
@@ -395,6 +398,9 @@ Status CudaBackendImpl::Run(const ForwardBatch& batch) {
     if (batch.after_layer_kv) {
       PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       batch.after_layer_kv(l);
+      // The launches below check cudaGetLastError(); what the callback's own CUDA calls left
+      // there (cudaErrorNotReady from polling an event) is not theirs. A sticky error stays.
+      (void)cudaGetLastError();
     }
     attention.kv = kv_layer;
     PDSERVE_CUDA_RETURN_IF_ERROR(

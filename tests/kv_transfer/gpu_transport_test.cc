@@ -78,6 +78,7 @@ void RunPair(PayloadPath path, int send_device, int recv_device) {
     KvReceiver receiver(layout, pages, pool.bases);
     TcpKvListenerOptions lo;
     lo.device = recv_device;
+    lo.pools_on_device = true;  // else the listener refuses the IPC or NCCL hello
     auto listener = TcpKvListener::Start(receiver, lo);
     if (!listener.ok()) _exit(2);
     auto res = receiver.Reserve(5, kRequestPages, Clock::now() + 60s);
