@@ -202,7 +202,7 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   out->set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
   out->mutable_page_ids()->Add(reservation->pages.begin(), reservation->pages.end());
   out->set_layout_hash(layout_->hash);
-  out->set_device(options_.engine.device);
+  out->set_device(engine_->backend().device());  // normalised: "cuda:0", never "cuda"
   out->set_host_id(HostIdentity());
   link_->Send(reply);
 }

@@ -223,7 +223,9 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
+  PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   if (cuda) {
+    // After the warm-up, so that the GPU's clocks are up for the peaks as for the runs.
     PDSERVE_ASSIGN_OR_RETURN(int device, ParseCudaDevice(o.device));
     PDSERVE_ASSIGN_OR_RETURN(CudaPeaks peaks, MeasureCudaPeaks(device));
     r.device_name = peaks.device_name;
@@ -237,8 +239,6 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                   std::max<size_t>(512u << 20, static_cast<size_t>(r.weight_bytes_per_token) * 2));
     r.copy_gbps = probe->CopyGbps(5);
   }
-
-  PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   // Batch sizes take turns, one run each per round, so a slow spell of the machine spreads over
   // all of them, and each round's runs are compared with its batch-1 run.
   for (int rep = 0; rep < o.repeats; ++rep) {

@@ -143,8 +143,10 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   o.port = static_cast<uint16_t>(port);
   // On a GPU, "auto" is decided per decode worker: CUDA IPC to one on this GPU, else NCCL.
   const bool per_peer = options_.kv_path == "auto" && kv_path_ != kv_transfer::PayloadPath::kTcp;
-  o.path = per_peer ? kv_transfer::GpuPathTo(options_.engine.device, HostIdentity(), dst.device(),
-                                             dst.host_id())
+  // The backend's name for its device ("cuda:0"), as the decode worker sends its own: the two
+  // flags as typed may differ ("cuda" against "cuda:0") for the same GPU.
+  o.path = per_peer ? kv_transfer::GpuPathTo(engine_->backend().device(), HostIdentity(),
+                                             dst.device(), dst.host_id())
                     : kv_path_;
   o.device = kv_device_;
   o.congestion_control = options_.kv_tcp_congestion;

@@ -354,6 +354,9 @@ Status CudaBackendImpl::Matmul(const bf16* x, int rows, int k, const DeviceBuffe
 
 Status CudaBackendImpl::Run(const ForwardBatch& batch) {
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  // Every launch below reports cudaGetLastError(): start from none, whatever this thread's other
+  // CUDA calls left (a transport's failed IPC open, say). A sticky error still shows.
+  (void)cudaGetLastError();
   PDSERVE_RETURN_IF_ERROR(BuildStepPlan(batch, config_, shape_, plan_options_, &plan_));
   if (plan_.num_rows == 0) return Status::Ok();
   PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the pinned plan is free
