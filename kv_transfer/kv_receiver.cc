@@ -217,7 +217,6 @@ Status KvReceiver::EndChunk(PeerId peer, const FrameHeader& h, const Status& app
       FailLocked(h.request_id, r, applied);  // the chunk's nack tells the sender
       result = applied;
     } else if (r.state == TransferState::kFailed) {
-      if (r.pins == 0) FreeLocked(r);
       result = r.status;
     } else {
       r.applied_pages += h.page_count;
@@ -227,6 +226,10 @@ Status KvReceiver::EndChunk(PeerId peer, const FrameHeader& h, const Status& app
         cv_.notify_all();
       }
     }
+    // A request failed while chunks held it (its deadline, a cancel) kept its pages for their
+    // writes; the last of them to end frees them, whatever its own outcome. (FailLocked above
+    // frees nothing for a request that was already Failed.)
+    if (r.state == TransferState::kFailed && r.pins == 0) FreeLocked(r);
   }
   return result;
 }

@@ -199,6 +199,30 @@ TEST(KvReceiver, RefusesEveryBadHeaderField) {
   EXPECT_EQ(p.transport.Wait(8).code(), StatusCode::kCancelled);
 }
 
+// A chunk whose write fails after the request already failed (a sender that stalled mid-chunk
+// past the deadline, then broke off): the pages still come back.
+TEST(KvReceiver, ChunkFailingAfterTheRequestFailedStillFreesItsPages) {
+  Pair p;
+  Reservation r = p.Start(9, 4, 100ms);
+  const auto peer = p.receiver.AddPeer({});
+  FrameHeader h;
+  h.type = FrameType::kChunk;
+  h.request_id = 9;
+  h.layout_hash = p.layout.hash;
+  h.layer = 0;
+  h.first_page = r.pages[0];
+  h.page_count = 1;
+  h.byte_count = p.layout.page_bytes();
+  ASSERT_TRUE(p.receiver.BeginChunk(peer, h).ok());
+  EXPECT_EQ(p.receiver.Wait(9).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p.recv.pool.used_pages(), 4);  // the chunk may still be writing
+  EXPECT_EQ(p.receiver.EndChunk(peer, h, Unavailable("peer closed mid-payload")).code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+  EXPECT_EQ(p.receiver.State(9), TransferState::kFailed);
+  p.transport.Cancel(9, "test over");
+}
+
 TEST(KvReceiver, ReserveRefusals) {
   Pair p(1, 8);
   EXPECT_FALSE(p.receiver.Reserve(1, 0, Clock::now() + 1s).ok());
