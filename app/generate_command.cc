@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "common/json_text.h"
 #include "model/detokenizer.h"
 #include "model/engine.h"
 #include "model/model_maker.h"
@@ -112,7 +113,7 @@ void Run(const GenerateFlags& f) {
                           {"tokens", generated},
                           {"text", text},
                           {"finish_reason", finish}};
-    std::cout << out.dump() << "\n";
+    std::cout << DumpJson(out) << "\n";
   } else {
     std::cout << "\n";
   }

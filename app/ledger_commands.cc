@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "common/json_text.h"
 #include "gateway/cost_report.h"
 
 namespace pdserve::app {
@@ -128,7 +129,7 @@ std::string CsvValue(const Json& v) {
     }
     return gateway::CsvField(joined);
   }
-  return v.dump();
+  return DumpJson(v);
 }
 
 // The CSV columns are the JSON's, workers flattened (prefill_worker.id, ...) and tags as
@@ -173,7 +174,7 @@ void Export(const ExportOptions& o) {
   if (o.format == "json") {
     Json all = Json::array();
     for (const auto& r : *rows) all.push_back(RowJson(r));
-    text = all.dump(2) + "\n";
+    text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
     text = rows->empty() ? std::string() : RowsCsv(*rows);
   }

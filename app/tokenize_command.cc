@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "common/json_text.h"
 #include "model/tokenizer.h"
 
 namespace pdserve::app {
@@ -63,7 +64,7 @@ void DecodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& optio
       for (const auto& id : value) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
             id.get<int64_t>() >= tokenizer.vocab_size()) {
-          Fail(line_number, "not a token id of this tokenizer: " + id.dump());
+          Fail(line_number, "not a token id of this tokenizer: " + DescribeJson(id));
         }
         ids.push_back(id.get<int32_t>());
       }
@@ -72,7 +73,7 @@ void DecodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& optio
     }
     std::string text = tokenizer.Decode(ids, options.skip_special);
     if (options.json_lines) {
-      std::cout << nlohmann::json(text).dump() << '\n';
+      std::cout << DumpJson(nlohmann::json(text)) << '\n';  // ids may end mid-character
     } else {
       std::cout << text << '\n';
     }

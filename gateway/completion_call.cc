@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "common/json_text.h"
 #include "gateway/ledger_rows.h"
 
 namespace pdserve::gateway {
@@ -82,7 +83,7 @@ bool CompletionCall::Start() {
     if (request_.stream && attempts_ > 1) {
       output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
     } else {
-      output_.finish(e.http_status, e.ToJson().dump(), {}, true);
+      output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
     }
     return false;
   }
@@ -164,7 +165,7 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
       for (const auto& m : request_.messages) {
         messages.push_back({{"role", m.role}, {"content", m.content}});
       }
-      row.prompt_text = messages.dump();
+      row.prompt_text = DumpJson(messages);
     } else {
       row.prompt_text = request_.prompt;
     }
@@ -248,7 +249,7 @@ void CompletionCall::HandleFailure(const std::string& message, bool retryable,
   if (request_.stream) {
     output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
   } else {
-    output_.finish(e.http_status, e.ToJson().dump(), {}, true);
+    output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
   }
 }
 
@@ -310,7 +311,7 @@ void CompletionCall::SendCompletion() {
   } else {
     HttpHeaders headers{{"server-timing", ServerTiming()}};
     if (cost) headers.emplace_back("x-pdserve-cost-usd", cost_text);
-    output_.finish(200, builder_.Full(text_, finish_reason_, usage, extra).dump(),
+    output_.finish(200, DumpJson(builder_.Full(text_, finish_reason_, usage, extra)),
                    std::move(headers), false);
   }
 }

@@ -1,5 +1,6 @@
 // Builds the cost report from ledger rows and periods; see cost_report.h for the definitions.
 #include "gateway/cost_report.h"
+#include "common/json_text.h"
 
 #include <fmt/format.h>
 
@@ -333,7 +334,7 @@ void FlattenCsv(const Json& j, const std::string& path, std::string* out) {
     for (size_t i = 0; i < j.size(); ++i)
       FlattenCsv(j[i], path + "[" + std::to_string(i) + "]", out);
   } else {
-    const std::string value = j.is_string() ? j.get<std::string>() : j.is_null() ? "" : j.dump();
+    const std::string value = j.is_string() ? j.get<std::string>() : j.is_null() ? "" : DumpJson(j);
     *out += CsvField(path) + "," + CsvField(value) + "\n";
   }
 }

@@ -1,4 +1,5 @@
 #include "gateway/http_session.h"
+#include "common/json_text.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -85,7 +86,7 @@ void HttpSession::Handle(Request request) {
                             {"created", 0},
                             {"owned_by", "pdserve"},
                             {"max_model_len", shared_->max_context}};
-    return Respond(200, nlohmann::json{{"object", "list"}, {"data", {model}}}.dump());
+    return Respond(200, DumpJson(nlohmann::json{{"object", "list"}, {"data", {model}}}));
   }
   if (request.method() == http::verb::get && path == "/metrics") {
     return Respond(200, shared_->metrics->Scrape(*shared_->registry), "text/plain; version=0.0.4");
@@ -104,9 +105,8 @@ void HttpSession::Handle(Request request) {
                       {"free_pages", w.free_pages},
                       {"draining", w.draining}});
     }
-    return Respond(
-        200, nlohmann::json{{"status", "ok"}, {"workers", workers.size()}, {"worker_load", load}}
-                 .dump());
+    return Respond(200, DumpJson(nlohmann::json{
+                            {"status", "ok"}, {"workers", workers.size()}, {"worker_load", load}}));
   }
   RespondError(
       ApiError::NotFound("No route for " + std::string(request.method_string()) + " " + path));
@@ -258,7 +258,7 @@ void HttpSession::Respond(unsigned status, std::string body, const std::string& 
 
 void HttpSession::RespondError(const ApiError& error, int retry_after_s) {
   if (retry_after_s <= 0 && error.http_status == 503) retry_after_s = 1;
-  Respond(error.http_status, error.ToJson().dump(), "application/json", {}, retry_after_s);
+  Respond(error.http_status, DumpJson(error.ToJson()), "application/json", {}, retry_after_s);
 }
 
 void HttpSession::AfterResponse() {

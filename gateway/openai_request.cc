@@ -4,10 +4,16 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
+
 namespace pdserve::gateway {
 namespace {
 
 using nlohmann::json;
+
+// No OpenAI request nests deeper than a few levels (a tool's JSON schema, at most a few dozen);
+// a body nesting thousands deep only costs stack wherever it is walked.
+constexpr int kMaxRequestNesting = 64;
 
 std::string TypeName(const json& v) {
   if (v.is_null()) return "null";
@@ -45,7 +51,7 @@ struct Reader {
       if (!(d >= lo && d <= hi)) {
         return Fail(std::string("'") + key + "' must be between " +
                         std::to_string(lo).substr(0, 3) + " and " +
-                        std::to_string(hi).substr(0, 3) + ", got " + v->dump(),
+                        std::to_string(hi).substr(0, 3) + ", got " + DescribeJson(*v),
                     key);
       }
       *out = static_cast<float>(d);
@@ -54,7 +60,7 @@ struct Reader {
   void Integer(const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
     if (const json* v = Find(key)) {
       if (!v->is_number_integer()) {
-        return Fail(std::string("'") + key + "' must be an integer, got " + v->dump(), key);
+        return Fail(std::string("'") + key + "' must be an integer, got " + DescribeJson(*v), key);
       }
       const int64_t i = v->get<int64_t>();
       if (i < lo || i > hi) {
@@ -73,11 +79,12 @@ std::optional<std::string> ContentText(const json& content) {
   if (!content.is_array()) return std::nullopt;
   std::string text;
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
-      return std::nullopt;
+    if (!part.is_object()) return std::nullopt;
+    const auto type = part.find("type"), t = part.find("text");
+    if (type == part.end() || *type != "text" || t == part.end() || !t->is_string()) {
+      return std::nullopt;  // (a type that is no string compares unequal: no exception)
     }
-    text += part["text"].get<std::string>();
+    text += t->get<std::string>();
   }
   return text;
 }
@@ -135,6 +142,10 @@ void ReadMessages(Reader& r, GenerationRequest& req) {
 std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
                                                                  Endpoint endpoint,
                                                                  const ParseLimits& limits) {
+  if (JsonNestingDepth(body) > kMaxRequestNesting) {
+    return ApiError::BadRequest("The request body nests arrays and objects more than " +
+                                std::to_string(kMaxRequestNesting) + " deep");
+  }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return ApiError::BadRequest("The request body is not valid JSON");
   if (!j.is_object()) return ApiError::BadRequest("The request body must be a JSON object");

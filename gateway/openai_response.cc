@@ -1,4 +1,5 @@
 #include "gateway/openai_response.h"
+#include "common/json_text.h"
 
 namespace pdserve::gateway {
 
@@ -80,7 +81,7 @@ json ResponseBuilder::UsageChunk(const Usage& usage, const json& extra_usage) co
   return chunk;
 }
 
-std::string SseEvent(const json& payload) { return "data: " + payload.dump() + "\n\n"; }
+std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) + "\n\n"; }
 std::string SseDone() { return "data: [DONE]\n\n"; }
 std::string SseComment(const std::string& text) { return ": " + text + "\n\n"; }
 std::string SseError(const ApiError& error) { return SseEvent(error.ToJson()); }

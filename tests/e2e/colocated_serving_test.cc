@@ -62,6 +62,50 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+// Bytes a client may send that JSON cannot carry back, or that nest deeper than anything walks
+// safely: each gets its 4xx error object, and the gateway serves on. (Each of these once aborted
+// the gateway: the error message's JSON could not be written.)
+TEST_F(ColocatedServingTest, BytesThatAreNotUtf8OrNestTooDeeplyGetErrorsNotACrash) {
+  auto worker = StartWorker();
+  WaitForWorkers(1);
+  auto ask = [&](const std::string& request) {
+    testing::HttpConnection c(http_);
+    EXPECT_TRUE(c.Send(request));
+    testing::HttpResponse r;
+    std::string error;
+    EXPECT_TRUE(
+        c.ReadResponse(&r, std::chrono::steady_clock::now() + std::chrono::seconds(20), &error))
+        << error;
+    return r;
+  };
+  const std::string ok_body = R"({"model":"tiny","prompt":"x","max_tokens":1})";
+  auto path = ask("GET /\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(path.status, 404);
+  EXPECT_NE(
+      nlohmann::json::parse(path.body)["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"),
+      std::string::npos)
+      << path.body;  // the bad bytes, replaced
+  auto tag_key = ask(
+      testing::HttpRequestText("POST", "/v1/completions", ok_body, {"x-pdserve-tags: \xff=\xfe"}));
+  EXPECT_EQ(tag_key.status, 400) << tag_key.body;
+  auto tag_value = ask(
+      testing::HttpRequestText("POST", "/v1/completions", ok_body, {"x-pdserve-tags: team=\xff"}));
+  EXPECT_EQ(tag_value.status, 400) << tag_value.body;
+  EXPECT_NE(tag_value.body.find("not UTF-8"), std::string::npos) << tag_value.body;
+  auto part = ask(testing::HttpRequestText(
+      "POST", "/v1/chat/completions",
+      R"({"model":"tiny","messages":[{"role":"user","content":[{"type":5,"text":"x"}]}]})"));
+  EXPECT_EQ(part.status, 400) << part.body;
+  const int depth = 100000;
+  auto deep = ask(testing::HttpRequestText("POST", "/v1/completions",
+                                           R"({"model":"tiny","prompt":"x","max_tokens":)" +
+                                               std::string(depth, '[') + "1" +
+                                               std::string(depth, ']') + "}"));
+  EXPECT_EQ(deep.status, 400) << deep.body.substr(0, 200);
+  auto still = Curl(http_, "/v1/completions", ok_body);
+  EXPECT_EQ(still.status, 200) << still.body;
+}
+
 TEST_F(ColocatedServingTest, KilledWorkerEndsTheStreamWithAnErrorAndTheNextRequestGoesElsewhere) {
   auto a = StartWorker();
   WaitForWorkers(1);

@@ -66,6 +66,7 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
       {R"({"model":"m","prompt":["a","b"]})", "prompt", "several prompts"},
       {R"({"model":"m","prompt":"x","max_tokens":0})", "max_tokens", "between 1"},
       {R"({"model":"m","prompt":"x","max_tokens":"5"})", "max_tokens", "must be an integer"},
+      {R"({"model":"m","prompt":"x","max_tokens":[[7]]})", "max_tokens", "got an array of 1"},
       {R"({"model":"m","prompt":"x","temperature":3})", "temperature", "between"},
       {R"({"model":"m","prompt":"x","top_p":0})", "top_p", "greater than 0"},
       {R"({"model":"m","prompt":"x","n":2})", "n", "'n' must be 1"},
@@ -84,6 +85,15 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
   ApiError chat = Bad(R"({"model":"m","messages":[{"role":"robot","content":"x"}]})",
                       Endpoint::kChatCompletions);
   EXPECT_NE(chat.message.find("messages[0].role"), std::string::npos) << chat.message;
+  for (const char* part : {R"({"type":5,"text":"x"})", R"({"type":null,"text":"x"})",
+                           R"({"type":["text"],"text":"x"})", R"({"type":"text","text":5})"}) {
+    const std::string body =
+        std::string(R"({"model":"m","messages":[{"role":"user","content":[)") + part + "]}]}";
+    EXPECT_EQ(Bad(body, Endpoint::kChatCompletions).param, "messages") << body;
+  }
+  const std::string deep = std::string(R"({"model":"m","prompt":"x","max_tokens":)") +
+                           std::string(100000, '[') + "1" + std::string(100000, ']') + "}";
+  EXPECT_NE(Bad(deep).message.find("more than 64 deep"), std::string::npos);
   EXPECT_EQ(Bad("{not json").message, "The request body is not valid JSON");
   EXPECT_EQ(Bad("[1]").message, "The request body must be a JSON object");
 }
