@@ -1,9 +1,13 @@
 #include "model/model_config.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numbers>
+
+#include "common/json_text.h"
 
 namespace pdserve::model {
 namespace {
@@ -16,7 +20,7 @@ Status ReadPositive(const json& j, const char* key, const std::string& source, i
   if (it == j.end()) return InvalidArgument(source + ": missing field '" + key + "'");
   if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1 << 30)) {
     return InvalidArgument(source + ": field '" + key + "' must be a positive integer, got " +
-                           it->dump());
+                           DescribeJson(*it));
   }
   *out = it->get<int>();
   return Status::Ok();
@@ -27,7 +31,15 @@ Result<std::optional<RopeScaling>> ReadRopeScaling(const json& j, const std::str
   if (it == j.end() || it->is_null()) return std::optional<RopeScaling>();
   if (!it->is_object()) return InvalidArgument(source + ": 'rope_scaling' must be an object");
   RopeScaling s;
-  s.type = it->value("rope_type", it->value("type", std::string("default")));
+  const auto type = it->contains("rope_type") ? it->find("rope_type") : it->find("type");
+  if (type == it->end()) {
+    s.type = "default";
+  } else if (type->is_string()) {
+    s.type = type->get<std::string>();
+  } else {
+    return InvalidArgument(source + ": rope_scaling's type must be a string, got " +
+                           DescribeJson(*type));
+  }
   if (s.type == "default") return std::optional<RopeScaling>();
   if (s.type != "llama3" && s.type != "linear") {
     return Unimplemented(source + ": rope_scaling type '" + s.type +
@@ -45,6 +57,37 @@ Result<std::optional<RopeScaling>> ReadRopeScaling(const json& j, const std::str
     return InvalidArgument(source + ": rope_scaling factors out of range");
   }
   return std::optional<RopeScaling>(s);
+}
+
+// Sizes past any model's, refused before anything is allocated by them, and such that every
+// product of them the engine forms in int (q_dim, kv_dim, a layer's rows) stays in range.
+Status CheckSizes(const ModelConfig& c, const std::string& source) {
+  struct Limit {
+    const char* field;
+    int64_t value, max;
+  };
+  const Limit limits[] = {
+      {"num_hidden_layers", c.n_layers, 4096},
+      {"num_attention_heads", c.n_heads, 65536},
+      {"num_key_value_heads", c.n_kv_heads, 65536},
+      {"head_dim", c.head_dim, 65536},
+      {"hidden_size", c.dim, 1 << 20},
+      {"intermediate_size", c.hidden_dim, 1 << 22},
+      {"vocab_size", c.vocab_size, 1 << 24},
+  };
+  for (const Limit& l : limits) {
+    if (l.value > l.max) {
+      return InvalidArgument(fmt::format("{}: {} = {} is past any model's (at most {})", source,
+                                         l.field, l.value, l.max));
+    }
+  }
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim;
+  if (q_dim > (1 << 22)) {
+    return InvalidArgument(
+        fmt::format("{}: num_attention_heads x head_dim = {} is past any model's (at most {})",
+                    source, q_dim, 1 << 22));
+  }
+  return Status::Ok();
 }
 
 // eos_token_id may be a number or a list of numbers.
@@ -149,7 +192,10 @@ Result<ModelConfig> ModelConfig::FromJson(const json& j, const std::string& sour
     return InvalidArgument(source + ": rms_norm_eps and rope_theta must be positive");
   }
   PDSERVE_ASSIGN_OR_RETURN(c.rope_scaling, ReadRopeScaling(j, source));
-  c.model_id = j.value("_name_or_path", std::string());
+  if (auto name = j.find("_name_or_path"); name != j.end() && name->is_string()) {
+    c.model_id = name->get<std::string>();  // informational: any other type is ignored
+  }
+  PDSERVE_RETURN_IF_ERROR(CheckSizes(c, source));
   return c;
 }
 

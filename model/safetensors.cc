@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
+
 namespace pdserve::model {
 
 int64_t TensorView::numel() const {
@@ -47,18 +49,23 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(const std::
     const auto& dtype_j = info["dtype"];
     auto dtype = dtype_j.is_string() ? ParseDType(dtype_j.get<std::string>()) : std::nullopt;
     if (!dtype) {
-      return Unimplemented(where + ": dtype " + dtype_j.dump() +
+      return Unimplemented(where + ": dtype " + DescribeJson(dtype_j) +
                            " is not supported (F32, BF16, F16)");
     }
     TensorView view;
     view.dtype = *dtype;
     const auto& shape = info["shape"];
     if (!shape.is_array()) return InvalidArgument(where + ": shape is not a list");
+    int64_t numel = 1;  // bounded as it grows, so that numel() and bytes() cannot overflow
     for (const auto& d : shape) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
-        return InvalidArgument(where + ": bad dimension " + d.dump());
+        return InvalidArgument(where + ": bad dimension " + DescribeJson(d));
       }
       view.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(numel, d.get<int64_t>(), &numel) || numel > (int64_t{1} << 48)) {
+        return InvalidArgument(where + ": shape " + view.ShapeString() +
+                               " holds more elements than any file can");
+      }
     }
     const auto& offsets = info["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/safetensors.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve::model {
@@ -185,6 +186,85 @@ TEST(WeightsTest, GarbageHeaderAndMissingFilesAreClearErrors) {
   std::ofstream(dir / "model.safetensors") << "\xff\xff\xff\x7f\x00\x00\x00\x00{}";
   auto huge = Weights::Load(dir.path(), c);
   EXPECT_EQ(huge.status().code(), StatusCode::kDataLoss) << huge.status().ToString();
+}
+
+// A safetensors file holding `header` (JSON text) and `data_bytes` zero bytes.
+void WriteSafetensorsText(const std::string& path, const std::string& header, size_t data_bytes) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes += header + std::string(data_bytes, '\0');
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// `depth` arrays nested around 1, as JSON text (too deep for nlohmann's dump() to write).
+std::string NestedJson(int depth) {
+  return std::string(depth, '[') + "1" + std::string(depth, ']');
+}
+
+TEST(WeightsTest, HeadersThatOverflowOrNestDeeplyAreClearErrors) {
+  const ModelConfig c = SmallConfig();
+  TempDir dir;
+  const std::string file = dir / "model.safetensors";
+  // 2^32 x 2^32 elements: the product overflows int64 (and wrapped to 0 bytes, matching the
+  // empty data_offsets, before it was checked).
+  WriteSafetensorsText(
+      file, R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0);
+  auto overflow = SafetensorsFile::Open(file);
+  ASSERT_FALSE(overflow.ok());
+  EXPECT_NE(overflow.status().message().find("holds more elements than any file can"),
+            std::string::npos)
+      << overflow.status().message();
+  WriteSafetensorsText(
+      file, R"({"x":{"dtype":)" + NestedJson(100000) + R"(,"shape":[1],"data_offsets":[0,4]}})", 4);
+  auto dtype = SafetensorsFile::Open(file);
+  EXPECT_EQ(dtype.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(dtype.status().message().find("dtype an array of 1"), std::string::npos)
+      << dtype.status().message();
+  WriteSafetensorsText(
+      file, R"({"x":{"dtype":"F32","shape":[)" + NestedJson(100000) + R"(],"data_offsets":[0,4]}})",
+      4);
+  auto dim = SafetensorsFile::Open(file);
+  EXPECT_NE(dim.status().message().find("bad dimension an array of 1"), std::string::npos)
+      << dim.status().message();
+}
+
+TEST(ModelConfigTest, FieldsOfAnotherTypeOrPastAnyModelAreClearErrors) {
+  const nlohmann::json good = SmallConfig().ToJson();
+  nlohmann::json j = good;
+  j["_name_or_path"] = 5;  // informational: ignored
+  EXPECT_TRUE(ModelConfig::FromJson(j, "config.json").ok());
+  j = good;
+  j["rope_scaling"] = {{"rope_type", 5}};
+  auto rope = ModelConfig::FromJson(j, "config.json");
+  EXPECT_NE(rope.status().message().find("rope_scaling's type must be a string, got 5"),
+            std::string::npos)
+      << rope.status().message();
+  j = good;
+  j["num_hidden_layers"] = 1 << 30;  // once: 309 GB of empty layers, then bad_alloc
+  auto layers = ModelConfig::FromJson(j, "config.json");
+  EXPECT_NE(layers.status().message().find("num_hidden_layers = 1073741824 is past any model's"),
+            std::string::npos)
+      << layers.status().message();
+  j = good;
+  j["num_attention_heads"] = j["num_key_value_heads"] = 1 << 30;  // q_dim overflowed int
+  EXPECT_EQ(ModelConfig::FromJson(j, "config.json").status().code(), StatusCode::kInvalidArgument);
+  j = good;
+  j["head_dim"] = 1 << 14;
+  j["num_attention_heads"] = j["num_key_value_heads"] = 1 << 14;  // each alone in range
+  auto q = ModelConfig::FromJson(j, "config.json");
+  EXPECT_NE(q.status().message().find("num_attention_heads x head_dim"), std::string::npos)
+      << q.status().message();
+  TempDir dir;
+  j = good;
+  j.erase("hidden_size");
+  std::string text = j.dump();
+  text.insert(text.size() - 1, R"(,"hidden_size":)" + NestedJson(100000));
+  std::ofstream(dir / "config.json") << text;
+  auto deep = ModelConfig::Load(dir.path());
+  EXPECT_NE(deep.status().message().find("'hidden_size' must be a positive integer, got an "
+                                         "array of 1"),
+            std::string::npos)
+      << deep.status().message();
 }
 
 TEST(ModelConfigTest, UnknownArchitectureAndBadFieldsAreClearErrors) {
