@@ -1,4 +1,5 @@
 #include "bench/sse_parser.h"
+#include "common/json_text.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,10 @@ namespace {
 
 using nlohmann::json;
 
+// A server's events and error bodies nest a few levels; one nesting thousands deep is refused
+// before parsing, so that nothing later walks it recursively (dump() would overflow the stack).
+constexpr int kMaxNesting = 64;
+
 void AppendString(const json& object, const char* key, std::string& out) {
   auto it = object.find(key);
   if (it != object.end() && it->is_string()) out += it->get_ref<const std::string&>();
@@ -76,7 +81,7 @@ std::string ErrorText(const json& error) {
     auto it = error.find("message");
     if (it != error.end() && it->is_string()) return it->get<std::string>();
   }
-  return error.dump();
+  return DumpJson(error);  // shallow: the JSON was refused past kMaxNesting
 }
 
 }  // namespace
@@ -90,6 +95,10 @@ Result<StreamChunk> ParseStreamChunk(std::string_view data) {
   if (trimmed == "[DONE]") {
     chunk.done = true;
     return chunk;
+  }
+  if (JsonNestingDepth(trimmed) > kMaxNesting) {
+    return InvalidArgument(
+        fmt::format("SSE data nests arrays and objects more than {} deep", kMaxNesting));
   }
   json doc = json::parse(trimmed.begin(), trimmed.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
@@ -120,7 +129,9 @@ Result<StreamChunk> ParseStreamChunk(std::string_view data) {
 }
 
 std::string ErrorMessageFromBody(std::string_view body, size_t max_len) {
-  json doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  json doc = JsonNestingDepth(body) > kMaxNesting
+                 ? json(json::value_t::discarded)
+                 : json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (!doc.is_discarded() && doc.is_object()) {
     if (auto it = doc.find("error"); it != doc.end()) return ErrorText(*it).substr(0, max_len);
     if (auto it = doc.find("message"); it != doc.end() && it->is_string()) {

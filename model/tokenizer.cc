@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/json_text.h"
 #include "model/bpe.h"
 #include "model/byte_level.h"
 #include "model/pre_tokenizer.h"
@@ -97,7 +98,7 @@ Status ParsePostProcessor(const json& processor, std::vector<int32_t>& prefix,
         return InvalidArgument(
             "post_processor.single holds an item that is neither Sequence "
             "nor SpecialToken: " +
-            item.dump());
+            DescribeJson(item));
       }
     }
     return Status::Ok();

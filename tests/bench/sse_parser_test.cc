@@ -79,6 +79,13 @@ TEST(StreamChunk, HostileShapesAreErrorsOrIgnoredNeverCrashes) {
     EXPECT_FALSE(c->completion_tokens.has_value());
     EXPECT_FALSE(c->error.has_value());
   }
+  // An error object nested 100,000 deep: writing it into a message once overflowed the stack.
+  const std::string deep =
+      R"({"error":)" + std::string(100000, '[') + "1" + std::string(100000, ']') + "}";
+  auto d = ParseStreamChunk(deep);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("more than 64 deep"), std::string::npos);
+  EXPECT_EQ(ErrorMessageFromBody(deep, 12), R"({"error":[[[)");  // the raw text, cut
 }
 
 TEST(StreamChunk, ErrorMessageFromBody) {
