@@ -1,5 +1,7 @@
 #include "gateway/worker_registry.h"
 
+#include <cmath>
+
 #include <spdlog/spdlog.h>
 
 #include <numeric>
@@ -79,12 +81,12 @@ void WorkerRegistry::Actions::Run() {
   for (auto& [conn, m] : sends) conn->Send(m);
 }
 
-std::string WorkerRegistry::CheckRegister(const proto::Register& r) const {
-  if (!options_.cluster_token.empty() && r.cluster_token() != options_.cluster_token) {
+std::string RegisterRefusal(const proto::Register& r, const RegistryOptions& options) {
+  if (!options.cluster_token.empty() && r.cluster_token() != options.cluster_token) {
     return "wrong cluster token";
   }
-  if (r.model_id() != options_.model_id) {
-    return "gateway serves model '" + options_.model_id + "', worker has '" + r.model_id() + "'";
+  if (r.model_id() != options.model_id) {
+    return "gateway serves model '" + options.model_id + "', worker has '" + r.model_id() + "'";
   }
   if (r.role() != "both" && r.role() != "prefill" && r.role() != "decode") {
     return "unknown role '" + r.role() + "' (prefill, decode or both)";
@@ -98,8 +100,14 @@ std::string WorkerRegistry::CheckRegister(const proto::Register& r) const {
   if (r.capacity_class() != "reserved" && r.capacity_class() != "burst") {
     return "capacity class must be reserved or burst, got '" + r.capacity_class() + "'";
   }
-  if (!(r.price_per_gpu_hour() >= 0) || r.gpu_count() < 1) {
-    return "price per GPU-hour must be >= 0 and GPU count >= 1";
+  if (!(r.price_per_gpu_hour() >= 0) || !std::isfinite(r.price_per_gpu_hour()) ||
+      r.gpu_count() < 1) {
+    return "price per GPU-hour must be a finite number >= 0 and GPU count >= 1";
+  }
+  if (r.kv_pages() < 1 || r.page_size() < 1 || r.max_context() < 0) {
+    return "KV pages and page size must be >= 1, and max context >= 0; got " +
+           std::to_string(r.kv_pages()) + ", " + std::to_string(r.page_size()) + " and " +
+           std::to_string(r.max_context());
   }
   return "";
 }
@@ -128,8 +136,8 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
     w.last_seen = std::chrono::steady_clock::now();
     conn = w.conn;
     if (!w.registered) {
-      refusal =
-          m.has_register_() ? CheckRegister(m.register_()) : "the first message must be Register";
+      refusal = m.has_register_() ? RegisterRefusal(m.register_(), options_)
+                                  : "the first message must be Register";
       if (refusal.empty()) {
         w.info = m.register_();
         w.info.clear_cluster_token();

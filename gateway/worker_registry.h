@@ -72,6 +72,10 @@ struct RegistryOptions {
   std::function<void(const WorkerPeriodUpdate&)> on_period;
 };
 
+// Why a worker's Register is refused ("" when it is accepted): a wrong token or model, an
+// unknown role or class, or figures no worker can have (no KV pages, a price that is no number).
+std::string RegisterRefusal(const proto::Register& r, const RegistryOptions& options);
+
 struct WorkerSummary {
   uint64_t id;
   std::string role, capacity_class, name;
@@ -147,7 +151,6 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   // Closes attempts whose workers did not confirm their end within abandon_after of the cancel
   // or failure (a worker bug: its part is forgotten, and its cost is what was reported so far).
   void CloseAbandonedAttempts(std::chrono::steady_clock::time_point now);
-  std::string CheckRegister(const proto::Register& r) const;
   // Each requires mu_.
   void HandleStepLocked(Worker& w, const proto::StepReport& step);
   void HandleReservedLocked(Worker& w, const proto::Reserved& reserved, Actions& actions);
