@@ -19,6 +19,7 @@
 #include "bench/acceptance.h"
 #include "bench/report.h"
 #include "bench/serve_flags.h"
+#include "common/json_text.h"
 
 namespace pdserve::app {
 namespace {
@@ -128,7 +129,7 @@ void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
   std::string base = flags.output_dir + "/acceptance-" + stamp;
   nlohmann::json doc =
       bench::AcceptanceJson(env, session ? &*session : nullptr, scaling, kv, kv_reason);
-  Status s = bench::WriteTextFile(base + ".json", doc.dump(2) + "\n");
+  Status s = bench::WriteTextFile(base + ".json", DumpJson(doc, 2) + "\n");
   if (!s.ok()) Fail(s);
   bench::ServeSession empty;
   empty.config = config;

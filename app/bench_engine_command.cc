@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "common/json_text.h"
 #include "model/engine_bench.h"
 #include "model/model_maker.h"
 
@@ -52,7 +53,7 @@ void AddBenchEngineCommand(CLI::App& bench) {
     std::cout << result->ToTable();
     if (!json_path->empty()) {
       std::ofstream out(*json_path);
-      out << result->ToJson().dump(2) << "\n";
+      out << DumpJson(result->ToJson(), 2) << "\n";
       if (!out.flush()) {
         std::cerr << "pdserve bench engine: cannot write " << *json_path << "\n";
         throw CLI::RuntimeError(1);

@@ -174,7 +174,7 @@ void Export(const ExportOptions& o) {
   if (o.format == "json") {
     Json all = Json::array();
     for (const auto& r : *rows) all.push_back(RowJson(r));
-    text = all.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    text = DumpJson(all, 2) + "\n";
   } else {
     text = rows->empty() ? std::string() : RowsCsv(*rows);
   }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "common/json_text.h"
 #include "gateway/cost_report.h"
 #include "gateway/cost_report_html.h"
 #include "gateway/price_sheet.h"
@@ -39,7 +40,7 @@ Result<std::string> RenderReport(const ReportFlags& f) {
   if (!f.group_by_tag.empty()) options.group_by_tag = f.group_by_tag;
   options.utilisation_buckets = f.buckets;
   const gateway::CostReport report = gateway::BuildCostReport(rows, periods, apis, options);
-  if (f.format == "json") return gateway::CostReportJson(report).dump(2) + "\n";
+  if (f.format == "json") return DumpJson(gateway::CostReportJson(report), 2) + "\n";
   if (f.format == "csv") return gateway::CostReportCsv(report);
   if (f.format == "html") return gateway::CostReportHtml(report);
   return gateway::CostReportTable(report);

@@ -304,6 +304,15 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     }
     if (chunk->done) saw_done_ = true;
     if (chunk->has_choice) {
+      // A server that never stops would grow these without end: no OpenAI stream comes near.
+      constexpr int64_t kMaxChunks = int64_t{1} << 20;
+      constexpr size_t kMaxText = size_t{64} << 20;
+      if (record_.chunks >= kMaxChunks || record_.generated_text.size() >= kMaxText) {
+        failure_ = {FailureKind::kBadResponse,
+                    fmt::format("the stream ran past {} chunks or {} MiB of text", kMaxChunks,
+                                kMaxText >> 20)};
+        return;
+      }
       if (record_.chunks == 0) {
         record_.ttft_s = Seconds(now - start_);
       } else {

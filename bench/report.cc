@@ -284,13 +284,15 @@ Status WriteTextFile(const std::string& path, const std::string& contents) {
 }  // namespace pdserve::bench
 
 #include "bench/html_report.h"
+#include "common/json_text.h"
 
 namespace pdserve::bench {
 
 Status WriteSessionOutputs(const ServeSession& session, const std::string& json_path,
                            const std::string& csv_path, const std::string& html_path) {
   if (!json_path.empty()) {
-    PDSERVE_RETURN_IF_ERROR(WriteTextFile(json_path, SessionResultJson(session).dump(2) + "\n"));
+    PDSERVE_RETURN_IF_ERROR(
+        WriteTextFile(json_path, DumpJson(SessionResultJson(session), 2) + "\n"));
   }
   if (!csv_path.empty()) PDSERVE_RETURN_IF_ERROR(WriteTextFile(csv_path, ResultCsv(session)));
   if (!html_path.empty()) {

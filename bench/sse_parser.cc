@@ -69,9 +69,12 @@ void AppendString(const json& object, const char* key, std::string& out) {
   if (it != object.end() && it->is_string()) out += it->get_ref<const std::string&>();
 }
 
+// A token count: a negative one is no count (taken at face value, it made totals negative).
 std::optional<int64_t> IntField(const json& object, const char* key) {
   auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
+  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+    return std::nullopt;
+  }
   return it->get<int64_t>();
 }
 

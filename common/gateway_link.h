@@ -21,6 +21,10 @@
 
 namespace pdserve {
 
+// The longest deadline a worker takes from the gateway for a request's KV (deadline_seconds):
+// anything longer, infinite or not a number is a bad message, refused.
+constexpr double kMaxDeadlineSeconds = 24 * 3600.0;
+
 struct GatewayLinkOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // the gateway's control port; required

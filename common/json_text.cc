@@ -7,8 +7,8 @@ namespace pdserve {
 
 using nlohmann::json;
 
-std::string DumpJson(const json& v) {
-  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string DumpJson(const json& v, int indent) {
+  return v.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
 std::string DescribeJson(const json& v) {

@@ -17,9 +17,10 @@ namespace pdserve {
 // kind ("an array of 3", "an object"). Never recurses.
 std::string DescribeJson(const nlohmann::json& v);
 
-// v.dump(), with any invalid UTF-8 in its strings replaced by U+FFFD instead of throwing. For
-// values built here that may hold outside bytes (error messages quoting a header, say).
-std::string DumpJson(const nlohmann::json& v);
+// v.dump(indent), with any invalid UTF-8 in its strings replaced by U+FFFD instead of throwing.
+// For values built here that may hold outside bytes (error messages quoting a header, text
+// read back from a ledger or a server), nesting as deep as this program made them.
+std::string DumpJson(const nlohmann::json& v, int indent = -1);
 
 // Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
 // U+10FFFF): what a JSON string may hold.

@@ -164,6 +164,12 @@ void Worker::HandleGenerate(const proto::Generate& g) {
                      true);
   }
   if (draining_) return SendError(g.request_id(), "worker is draining", true);
+  if (seq_of_request_.contains(g.request_id())) {
+    // A gateway bug: an error under that id would end the request already running, and a
+    // second sequence under it would take its id mapping. The first keeps going.
+    spdlog::warn("Generate for request {}, which is already running: ignored", g.request_id());
+    return;
+  }
   auto seq =
       engine_->Add({g.prompt().begin(), g.prompt().end()}, model::SamplingFromProto(g.sampling()));
   if (!seq.ok()) return SendError(g.request_id(), seq.status().message(), false);
@@ -180,12 +186,17 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   model::SamplingParams params = model::SamplingFromProto(r.sampling());
   std::vector<int32_t> prompt(r.prompt().begin(), r.prompt().end());
   if (Status s = params.Validate(); !s.ok()) return SendError(r.request_id(), s.message(), false);
-  const int max_len = engine_->config().max_seq_len;
-  if (prompt.empty() || static_cast<int>(prompt.size()) >= max_len) {
-    return SendError(r.request_id(), "prompt length must be in [1, context)", false);
+  // The prompt's length and ids, now: a bad id found only at KvDone held its pages till then.
+  if (Status s = engine_->CheckPrompt(prompt); !s.ok()) {
+    return SendError(r.request_id(), s.message(), false);
   }
-  const int tokens = std::min<int>(max_len, static_cast<int>(prompt.size()) + params.max_tokens);
+  const int max_len = engine_->config().max_seq_len;
+  const int tokens = static_cast<int>(std::min<int64_t>(
+      max_len, static_cast<int64_t>(prompt.size()) + params.max_tokens));  // no overflow
   const int pages = model::PagesForTokens(tokens, engine_->backend().kv_shape().page_size);
+  if (!(r.deadline_seconds() <= kMaxDeadlineSeconds)) {  // NaN, inf, past a day
+    return SendError(r.request_id(), "deadline_seconds must be at most a day", false);
+  }
   const double deadline_s = r.deadline_seconds() > 0 ? r.deadline_seconds() : 30.0;
   const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
                                                  engine_->backend().kv_shape().page_size);

@@ -509,7 +509,11 @@ Result<double> ParseTimeArg(std::string_view text) {
   if (s.find('-') == std::string::npos || s.front() == '-') {
     double value = 0;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-    if (ec != std::errc() || end != s.data() + s.size() || value < 0) return bad();
+    // Up to the year 9999: NaN, infinity and 1e300 parse as numbers, and cannot be times.
+    constexpr double kYear10000 = 253402300800.0;
+    if (ec != std::errc() || end != s.data() + s.size() || !(value >= 0 && value < kYear10000)) {
+      return bad();
+    }
     return value;
   }
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, consumed = 0;

@@ -1,5 +1,6 @@
 // Reads LiteLLM-format price sheets; see price_sheet.h.
 #include "gateway/price_sheet.h"
+#include "common/json_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +20,7 @@ Result<std::optional<double>> ReadCost(const nlohmann::json& entry, const char* 
   if (it == entry.end() || it->is_null()) return std::optional<double>();
   if (!it->is_number() || it->get<double>() < 0 || !std::isfinite(it->get<double>())) {
     return InvalidArgument(where + ": " + key + " must be a non-negative number, got " +
-                           it->dump());
+                           DescribeJson(*it));
   }
   return std::optional<double>(it->get<double>());
 }

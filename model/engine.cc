@@ -83,7 +83,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, const EngineOptions& options)
 }
 
 int Engine::ReservedTokens(const Sequence& s) const {
-  return std::min(config().max_seq_len, s.prompt_len + s.params.max_tokens);
+  // In 64 bits: max_tokens comes from a peer and may be anything up to INT32_MAX.
+  return static_cast<int>(
+      std::min<int64_t>(config().max_seq_len, int64_t{s.prompt_len} + s.params.max_tokens));
 }
 
 Status Engine::CheckPrompt(std::span<const int32_t> prompt) const {

@@ -80,6 +80,9 @@ class Engine {
   // outlive the sequence's end until TakeKeptPages (a prefill worker still sends them).
   Result<uint64_t> Add(std::vector<int32_t> prompt, const SamplingParams& params,
                        bool keep_pages = false);
+  // What Add checks of a prompt: not empty, shorter than the context, every id in the
+  // vocabulary. A decode worker checks it before it reserves pages for the prompt's KV.
+  Status CheckPrompt(std::span<const int32_t> prompt) const;
   // Queues a sequence whose prompt's KV is already in `pages` (written by a KV transfer) and
   // whose first token was sampled elsewhere: it joins the batch decoding `first_token`. The
   // pages must cover prompt plus max_tokens; they are the engine's from now on (freed at the end).
@@ -119,7 +122,6 @@ class Engine {
   };
 
   int ReservedTokens(const Sequence& s) const;
-  Status CheckPrompt(std::span<const int32_t> prompt) const;
   void Admit();
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 

@@ -164,6 +164,9 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
 
 void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   if (draining_) return SendError(p.request_id(), "worker is draining", true);
+  if (!(p.deadline_seconds() <= kMaxDeadlineSeconds)) {  // NaN, inf, past a day
+    return SendError(p.request_id(), "deadline_seconds must be at most a day", false);
+  }
   const proto::Reserved& dst = p.destination();
   if (dst.layout_hash() != layout_.hash) {
     return SendError(p.request_id(),

@@ -79,6 +79,10 @@ TEST(StreamChunk, HostileShapesAreErrorsOrIgnoredNeverCrashes) {
     EXPECT_FALSE(c->completion_tokens.has_value());
     EXPECT_FALSE(c->error.has_value());
   }
+  auto negative = ParseStreamChunk(R"({"usage":{"prompt_tokens":-5,"completion_tokens":-1}})");
+  ASSERT_TRUE(negative.ok());
+  EXPECT_FALSE(negative->prompt_tokens.has_value());  // no count, not a negative one
+  EXPECT_FALSE(negative->completion_tokens.has_value());
   // An error object nested 100,000 deep: writing it into a message once overflowed the stack.
   const std::string deep =
       R"({"error":)" + std::string(100000, '[') + "1" + std::string(100000, ']') + "}";

@@ -388,7 +388,8 @@ TEST(LedgerTest, ParsesUnixSecondsAndIsoTimes) {
   EXPECT_EQ(*ParseTimeArg("2026-11-29"), 1795946400.0 - 36000);
   EXPECT_EQ(FormatUnixTime(1795946400.0), "2026-11-29T10:00:00Z");
   for (const char* bad : {"", "soon", "-5", "2026-02-30T00:00:00Z", "2026-11-29T10:00:00",
-                          "2026-11-29T10:00:00+02:00", "2026-13-01", "12abc"}) {
+                          "2026-11-29T10:00:00+02:00", "2026-13-01", "12abc", "nan", "inf",
+                          "1e300"}) {  // the last three: numbers, but no times
     auto r = ParseTimeArg(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -87,6 +87,12 @@ TEST(PriceSheetTest, APriceThatIsNotANonNegativeNumberIsAnErrorNamingTheEntry) {
     EXPECT_NE(sheet.status().message().find("output_cost_per_token"), std::string::npos)
         << sheet.status().ToString();
   }
+  // Nested 200,000 deep: quoted whole in the message, it overflowed the stack.
+  const std::string deep = R"({"m": {"input_cost_per_token": )" + std::string(200000, '[') + "1" +
+                           std::string(200000, ']') + R"(, "output_cost_per_token": 1}})";
+  auto nested = PriceSheet::Parse(deep, "deep.json");
+  EXPECT_NE(nested.status().message().find("got an array of 1"), std::string::npos)
+      << nested.status().ToString();
   EXPECT_FALSE(PriceSheet::Parse("[1, 2]", "list.json").ok());
   EXPECT_TRUE(PriceSheet::Parse("{}", "empty.json").ok());
 }

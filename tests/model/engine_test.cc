@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -228,6 +229,21 @@ TEST_F(EngineTest, ContextEndStopsWithLength) {
   while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events.back().finish, FinishReason::kLength);
+}
+
+// max_tokens as large as a peer can send: the reservation is the context, not a sum that
+// overflowed into a negative count of tokens (and 0 pages, which failed every sequence's step).
+TEST_F(EngineTest, MaxTokensUpToInt32MaxReservesTheContext) {
+  auto e = MakeEngine();
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = std::numeric_limits<int32_t>::max();
+  ASSERT_TRUE(e->Add({1, 2, 3}, p).ok());
+  std::vector<TokenEvent> events;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->Step(&events).ok());
+  EXPECT_EQ(events.size(), 3u);
+  EXPECT_EQ(e->pages().used_pages(),
+            PagesForTokens(SmallConfig().max_seq_len, e->backend().kv_shape().page_size));
 }
 
 // Prefill in one engine, copy the KV pages into another engine's pages (what the KV transfer
