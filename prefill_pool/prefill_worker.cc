@@ -4,6 +4,7 @@
 #include "kv_transfer/device_payload.h"
 #include "model/sampling_proto.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -151,12 +152,22 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   o.device = kv_device_;
   o.congestion_control = options_.kv_tcp_congestion;
   o.splice_min_layer_bytes = options_.kv_splice_min_bytes;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto failed = unreachable_.FailedRecently(endpoint, now)) {
+    return Unavailable(
+        fmt::format("the last attempt, {} ms ago, failed; not dialled again yet",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(now - *failed).count()));
+  }
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
-  PDSERVE_ASSIGN_OR_RETURN(auto transport,
-                           kv_transfer::TcpTransport::Connect(layout_, std::move(bases),
-                                                              engine_->pages().num_pages(), o));
-  std::shared_ptr<kv_transfer::TcpTransport> shared = std::move(transport);
+  auto transport = kv_transfer::TcpTransport::Connect(layout_, std::move(bases),
+                                                      engine_->pages().num_pages(), o);
+  if (!transport.ok()) {
+    unreachable_.Failed(endpoint, std::chrono::steady_clock::now());
+    return transport.status();
+  }
+  unreachable_.Succeeded(endpoint);
+  std::shared_ptr<kv_transfer::TcpTransport> shared = std::move(*transport);
   transports_[endpoint] = shared;
   spdlog::info("KV transport to {} connected ({})", endpoint, kv_transfer::PayloadPathName(o.path));
   return shared;

@@ -30,6 +30,7 @@
 #include "kv_transfer/kv_layout.h"
 #include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
+#include "prefill_pool/endpoint_backoff.h"
 
 namespace pdserve::prefill_pool {
 
@@ -110,7 +111,8 @@ class PrefillWorker {
 
   // Engine thread only.
   std::map<std::string, std::shared_ptr<kv_transfer::TcpTransport>> transports_;  // by endpoint
-  std::unordered_map<uint64_t, Pending> pending_;          // by engine sequence
+  EndpointBackoff unreachable_;                    // endpoints whose last dial failed, for a while
+  std::unordered_map<uint64_t, Pending> pending_;  // by engine sequence
   std::unordered_map<uint64_t, uint64_t> seq_of_request_;  // request -> sequence
 
   // Handed from the engine thread to the finisher.
