@@ -30,6 +30,7 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
                                                           const proto::Register& hello) {
   if (options.port == 0) return InvalidArgument("the gateway's control port is required");
   auto link = std::unique_ptr<GatewayLink>(new GatewayLink());
+  link->keepalive_ = options.keepalive;
   PDSERVE_ASSIGN_OR_RETURN(auto socket,
                            DialTcp(link->io_, options.host, options.port, options.connect_timeout));
   link->conn_ = FramedConnection::Create(std::move(socket));
@@ -38,7 +39,9 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
                      [self](const Status& why) { self->OnClose(why); });
   proto::Envelope m;
   *m.mutable_register_() = hello;
-  link->conn_->Send(m);
+  link->Send(m);
+  link->keepalive_timer_ = std::make_unique<boost::asio::steady_timer>(link->io_);
+  link->ArmKeepalive();
   link->network_ = std::thread([self] {
     auto guard = boost::asio::make_work_guard(self->io_);
     self->io_.run();
@@ -51,7 +54,29 @@ GatewayLink::~GatewayLink() {
   if (network_.joinable()) network_.join();
 }
 
-void GatewayLink::Send(const proto::Envelope& message) { conn_->Send(message); }
+void GatewayLink::Send(const proto::Envelope& message) {
+  std::lock_guard lock(send_mu_);
+  last_send_ = std::chrono::steady_clock::now();
+  if (message.has_load()) last_load_ = message;
+  conn_->Send(message);
+}
+
+void GatewayLink::ArmKeepalive() {
+  if (keepalive_.count() <= 0) return;
+  keepalive_timer_->expires_after(keepalive_);
+  keepalive_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the link is going away
+    {
+      std::lock_guard lock(send_mu_);
+      const auto now = std::chrono::steady_clock::now();
+      if (last_load_ && now - last_send_ >= keepalive_) {
+        last_send_ = now;
+        conn_->Send(*last_load_);
+      }
+    }
+    ArmKeepalive();
+  });
+}
 
 void GatewayLink::OnMessage(proto::Envelope&& message) {
   if (message.has_register_reply()) {

@@ -1,7 +1,10 @@
 // GatewayLink: a worker's control connection to its gateway (ARCHITECTURE.md, "Wire protocols"),
 // shared by the prefill and decode workers. Dials the gateway, sends Register, checks the reply,
 // and queues every other message for the worker's engine thread, which takes them with
-// WaitForMessages. Runs the network on one thread of its own.
+// WaitForMessages. Runs the network on one thread of its own, which also keeps the worker alive
+// in the gateway's eyes: when the worker has sent nothing for `keepalive` (its engine thread in
+// one long step: a 2,048-token prompt chunk on a loaded CPU takes seconds), it sends the last
+// Load again, so that the gateway's heartbeat timeout does not drop a busy worker.
 //
 // Threads: Send, Wake and Lost may be called from any thread; WaitForMessages and
 // CloseAfterFlush from the engine thread only.
@@ -13,8 +16,11 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "common/framed_connection.h"
 #include "common/status.h"
@@ -29,6 +35,8 @@ struct GatewayLinkOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // the gateway's control port; required
   std::chrono::milliseconds connect_timeout{30000};
+  // Well inside the gateway's heartbeat timeout (3 s by default).
+  std::chrono::milliseconds keepalive{1000};
 };
 
 // What every worker kind tells the gateway about how it is billed and where it runs.
@@ -53,6 +61,7 @@ class GatewayLink {
                                                       const proto::Register& hello);
   ~GatewayLink();  // stops the network thread; unsent messages are dropped
 
+  // Queues `message`; a Load is also kept, to be sent again by the keepalive.
   void Send(const proto::Envelope& message);
   // Moves the queued messages into `out`, first waiting until one arrives, Wake is called, the
   // link is lost or `until` passes. Returns false once the link is lost (and nothing is queued).
@@ -71,10 +80,18 @@ class GatewayLink {
   GatewayLink() = default;
   void OnMessage(proto::Envelope&& message);
   void OnClose(const Status& why);
+  void ArmKeepalive();
+
+  std::chrono::milliseconds keepalive_{1000};
 
   boost::asio::io_context io_;
   std::shared_ptr<FramedConnection> conn_;
+  std::unique_ptr<boost::asio::steady_timer> keepalive_timer_;  // network thread only
   std::thread network_;
+  // Sends happen under send_mu_, so that a repeated Load never overtakes a newer one.
+  std::mutex send_mu_;
+  std::optional<proto::Envelope> last_load_;         // guarded by send_mu_
+  std::chrono::steady_clock::time_point last_send_;  // guarded by send_mu_
   std::atomic<bool> registered_{false};
   std::atomic<uint64_t> worker_id_{0};
 
