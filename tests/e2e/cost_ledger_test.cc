@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -60,27 +61,21 @@ class CostLedgerTest : public ::testing::Test {
     return std::make_unique<Process>(args, dir_ / (kind + std::to_string(++workers_) + ".log"));
   }
 
-  testing::HttpResult Post(const std::string& key, const nlohmann::json& body, int timeout_s = 60,
-                           const std::string& extra_header = "") {
+  std::string CurlCommand(const std::string& key, const nlohmann::json& body, int timeout_s,
+                          const std::string& extra_header) {
     std::string escaped;
     for (char c : body.dump()) escaped += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    const std::string cmd =
-        "curl -sN --max-time " + std::to_string(timeout_s) + " -w '\\n%{http_code}' -D " +
-        (dir_ / "headers") + " http://127.0.0.1:" + std::to_string(gateway_.http_port) +
-        "/v1/completions -H 'Authorization: Bearer " + key +
-        "' -H 'Content-Type: application/json' " + extra_header + " -d '" + escaped + "'";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    ::pclose(p);
-    testing::HttpResult r;
-    const auto nl = out.rfind('\n');
-    if (nl != std::string::npos) {
-      r.status = std::atoi(out.c_str() + nl + 1);
-      r.body = out.substr(0, nl);
-    }
-    return r;
+    return "curl -sN --max-time " + std::to_string(timeout_s) + " -w '\\n%{http_code}' -D " +
+           (dir_ / "headers") + " http://127.0.0.1:" + std::to_string(gateway_.http_port) +
+           "/v1/completions -H 'Authorization: Bearer " + key +
+           "' -H 'Content-Type: application/json' " + extra_header + " -d '" + escaped + "'";
+  }
+
+  // `on_tokens` runs once `tokens` stream chunks have arrived (testing::RunCurl).
+  testing::HttpResult Post(const std::string& key, const nlohmann::json& body, int timeout_s = 60,
+                           const std::string& extra_header = "", int tokens = 0,
+                           const std::function<void()>& on_tokens = {}) {
+    return testing::RunCurl(CurlCommand(key, body, timeout_s, extra_header), tokens, on_tokens);
   }
 
   std::string LastHeaders() const {
@@ -150,13 +145,11 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
 
   // A client that gives up: its request is cancelled on both workers and still has a row.
   Post("alpha-key", Body("give up", 3000, true), /*timeout_s=*/1);
-  // A request whose decode worker dies mid-stream: it fails with an error row.
-  std::thread killer([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    decode->Kill(SIGKILL);
-  });
-  auto failed = Post("beta-key", Body("doomed", 3000, true), 30);
-  killer.join();
+  // A request whose decode worker dies mid-stream: it fails with an error row. The worker is
+  // killed once a few tokens have streamed (a fixed 1.5 s raced the tiny model, which can
+  // finish 3,000 tokens in that time on an idle machine).
+  auto failed = Post("beta-key", Body("doomed", 3000, true), 30, "", /*tokens=*/3,
+                     [&] { decode->Kill(SIGKILL); });
   EXPECT_NE(failed.body.find("\"error\""), std::string::npos) << failed.body.substr(0, 300);
 
   // Drain the survivors so their periods end with every step reported, then read the ledger.

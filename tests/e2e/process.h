@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -102,20 +103,30 @@ struct HttpResult {
   std::string body;
 };
 
-// POSTs (or GETs, when body is empty) with curl; the status code and body.
-inline HttpResult Curl(int port, const std::string& path, const std::string& body = "",
-                       int timeout_s = 60) {
-  std::string cmd = "curl -sN --max-time " + std::to_string(timeout_s) +
-                    " -w '\\n%{http_code}' http://127.0.0.1:" + std::to_string(port) + path;
-  if (!body.empty()) {
-    std::string escaped;
-    for (char c : body) escaped += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    cmd += " -H 'Content-Type: application/json' -d '" + escaped + "'";
-  }
+// Runs a curl command line that prints the body, then a newline and the status code (-w); the
+// status code and body. With `on_chunks`, reads the body as it comes and calls it once `chunks`
+// SSE data events have arrived (to act mid-stream at a known point, not after a guessed delay).
+inline HttpResult RunCurl(const std::string& cmd, int chunks = 0,
+                          const std::function<void()>& on_chunks = {}) {
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  bool called = false;
+  for (ssize_t n; (n = ::read(::fileno(p), buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+    if (on_chunks && !called) {
+      int seen = 0;
+      for (size_t pos = 0; (pos = out.find("data: {", pos)) != std::string::npos; ++pos) ++seen;
+      if (seen >= chunks) {
+        called = true;
+        on_chunks();
+      }
+    }
+  }
   ::pclose(p);
   HttpResult r;
   const auto nl = out.rfind('\n');
@@ -124,6 +135,20 @@ inline HttpResult Curl(int port, const std::string& path, const std::string& bod
     r.body = out.substr(0, nl);
   }
   return r;
+}
+
+// POSTs (or GETs, when body is empty) with curl; RunCurl says what `chunks` and `on_chunks` do.
+inline HttpResult Curl(int port, const std::string& path, const std::string& body = "",
+                       int timeout_s = 60, int chunks = 0,
+                       const std::function<void()>& on_chunks = {}) {
+  std::string cmd = "curl -sN --max-time " + std::to_string(timeout_s) +
+                    " -w '\\n%{http_code}' http://127.0.0.1:" + std::to_string(port) + path;
+  if (!body.empty()) {
+    std::string escaped;
+    for (char c : body) escaped += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    cmd += " -H 'Content-Type: application/json' -d '" + escaped + "'";
+  }
+  return RunCurl(cmd, chunks, on_chunks);
 }
 
 // The text of an SSE completion stream (choices[0].text deltas), its usage's completion tokens
