@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "bench/html_report.h"
+#include "common/json_text.h"
+
 namespace pdserve::bench {
 
 using nlohmann::json;
@@ -280,13 +283,6 @@ Status WriteTextFile(const std::string& path, const std::string& contents) {
   if (!out) return DataLoss(fmt::format("writing '{}' failed", path));
   return Status::Ok();
 }
-
-}  // namespace pdserve::bench
-
-#include "bench/html_report.h"
-#include "common/json_text.h"
-
-namespace pdserve::bench {
 
 Status WriteSessionOutputs(const ServeSession& session, const std::string& json_path,
                            const std::string& csv_path, const std::string& html_path) {

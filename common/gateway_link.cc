@@ -26,6 +26,17 @@ void WorkerIdentity::Fill(proto::Register* r) const {
   r->set_name(std::string(host) + ":" + std::to_string(::getpid()));
 }
 
+Result<std::chrono::steady_clock::time_point> DeadlineFromGateway(double seconds) {
+  constexpr double kDefaultSeconds = 30, kMaxSeconds = 24 * 3600;
+  if (!(seconds <= kMaxSeconds)) {  // NaN too
+    return InvalidArgument("deadline_seconds must be at most a day, got " +
+                           std::to_string(seconds));
+  }
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds > 0 ? seconds : kDefaultSeconds));
+}
+
 Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptions& options,
                                                           const proto::Register& hello) {
   if (options.port == 0) return InvalidArgument("the gateway's control port is required");
@@ -40,7 +51,6 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
   proto::Envelope m;
   *m.mutable_register_() = hello;
   link->Send(m);
-  link->keepalive_timer_ = std::make_unique<boost::asio::steady_timer>(link->io_);
   link->ArmKeepalive();
   link->network_ = std::thread([self] {
     auto guard = boost::asio::make_work_guard(self->io_);
@@ -63,8 +73,8 @@ void GatewayLink::Send(const proto::Envelope& message) {
 
 void GatewayLink::ArmKeepalive() {
   if (keepalive_.count() <= 0) return;
-  keepalive_timer_->expires_after(keepalive_);
-  keepalive_timer_->async_wait([this](const boost::system::error_code& ec) {
+  keepalive_timer_.expires_after(keepalive_);
+  keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled: the link is going away
     {
       std::lock_guard lock(send_mu_);

@@ -27,9 +27,10 @@
 
 namespace pdserve {
 
-// The longest deadline a worker takes from the gateway for a request's KV (deadline_seconds):
-// anything longer, infinite or not a number is a bad message, refused.
-constexpr double kMaxDeadlineSeconds = 24 * 3600.0;
+// When a request's KV must have moved, from a gateway message's deadline_seconds counted from
+// now: 30 s when it gives none (0 or less). One that is not a number, infinite or past a day is
+// a bad message: an error that says so (cast to a duration, it was undefined behaviour).
+Result<std::chrono::steady_clock::time_point> DeadlineFromGateway(double seconds);
 
 struct GatewayLinkOptions {
   std::string host = "127.0.0.1";
@@ -82,11 +83,10 @@ class GatewayLink {
   void OnClose(const Status& why);
   void ArmKeepalive();
 
-  std::chrono::milliseconds keepalive_{1000};
-
   boost::asio::io_context io_;
   std::shared_ptr<FramedConnection> conn_;
-  std::unique_ptr<boost::asio::steady_timer> keepalive_timer_;  // network thread only
+  std::chrono::milliseconds keepalive_{};           // GatewayLinkOptions::keepalive
+  boost::asio::steady_timer keepalive_timer_{io_};  // network thread only
   std::thread network_;
   // Sends happen under send_mu_, so that a repeated Load never overtakes a newer one.
   std::mutex send_mu_;

@@ -1,7 +1,6 @@
 #include "common/json_text.h"
 
 #include <algorithm>
-#include <cstdint>
 
 namespace pdserve {
 
@@ -25,39 +24,6 @@ std::string DescribeJson(const json& v) {
     return DumpJson(json(s.substr(0, cut))) + "...";
   }
   return v.dump();  // number, boolean, null: no strings, no nesting
-}
-
-bool IsUtf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    int more;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      more = 1, cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      more = 2, cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      more = 3, cp = c & 0x07;
-    } else {
-      return false;  // a continuation byte first, C0/C1 (overlong), or F5 and up
-    }
-    if (text.size() - i <= static_cast<size_t>(more)) return false;  // cut short
-    for (int k = 1; k <= more; ++k) {
-      const auto d = static_cast<unsigned char>(text[i + k]);
-      if ((d & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (d & 0x3F);
-    }
-    if ((more == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (more == 3 && (cp < 0x10000 || cp > 0x10FFFF))) {
-      return false;
-    }
-    i += more + 1;
-  }
-  return true;
 }
 
 int JsonNestingDepth(std::string_view text) {

@@ -22,10 +22,6 @@ std::string DescribeJson(const nlohmann::json& v);
 // read back from a ledger or a server), nesting as deep as this program made them.
 std::string DumpJson(const nlohmann::json& v, int indent = -1);
 
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or code points past
-// U+10FFFF): what a JSON string may hold.
-bool IsUtf8(std::string_view text);
-
 // How deeply arrays and objects nest in JSON text (0 for a scalar), without parsing it; counts
 // brackets outside strings, so it is right for valid JSON and harmless for invalid.
 int JsonNestingDepth(std::string_view text);

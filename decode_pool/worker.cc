@@ -194,17 +194,11 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   const int tokens = static_cast<int>(std::min<int64_t>(
       max_len, static_cast<int64_t>(prompt.size()) + params.max_tokens));  // no overflow
   const int pages = model::PagesForTokens(tokens, engine_->backend().kv_shape().page_size);
-  if (!(r.deadline_seconds() <= kMaxDeadlineSeconds)) {  // NaN, inf, past a day
-    return SendError(r.request_id(), "deadline_seconds must be at most a day", false);
-  }
-  const double deadline_s = r.deadline_seconds() > 0 ? r.deadline_seconds() : 30.0;
+  const auto deadline = DeadlineFromGateway(r.deadline_seconds());
+  if (!deadline.ok()) return SendError(r.request_id(), deadline.status().message(), false);
   const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
                                                  engine_->backend().kv_shape().page_size);
-  auto reservation = receiver_->Reserve(
-      r.request_id(), pages,
-      Clock::now() +
-          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(deadline_s)),
-      prompt_pages);
+  auto reservation = receiver_->Reserve(r.request_id(), pages, *deadline, prompt_pages);
   if (!reservation.ok()) return SendError(r.request_id(), reservation.status().message(), true);
   reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now()};
   proto::Envelope reply;

@@ -1,7 +1,7 @@
 // The ledger's SQLite schema, writes and queries; see ledger.h. Every statement is prepared and
 // bound (no values spliced into SQL); each Append is one transaction.
 #include "gateway/ledger.h"
-#include "common/json_text.h"
+#include "model/byte_level.h"
 
 #include <sqlite3.h>
 
@@ -490,7 +490,7 @@ Result<std::map<std::string, std::string>> ParseTags(std::string_view text) {
     if (value.find('=') != std::string_view::npos) {
       return InvalidArgument("tag value '" + std::string(value) + "' holds '='");
     }
-    if (!IsUtf8(value)) {  // it goes into the ledger, and out again as JSON
+    if (model::FindInvalidUtf8(value)) {  // it goes into the ledger, and out again as JSON
       return InvalidArgument("tag value of '" + std::string(key) + "' is not UTF-8");
     }
     tags[std::string(key)] = std::string(value);

@@ -289,9 +289,9 @@ PDSERVE_AVX512 void Rows512(const PackedPairs& xp, const float* x, int t, int ld
       auto run = [&]<int NR>() {
         const void* wn = wbase + n * ldw * elem;
         float* yn = yi + (n - n0);
-        const int first = prefetching ? call++ * lines_per_call : next_lines;
+        const int first = prefetching ? call++ * lines_per_call : 0;
         const char* pf = next + static_cast<size_t>(first) * 64;
-        const int pf_lines = std::clamp(next_lines - first, 0, lines_per_call);
+        const int pf_lines = prefetching ? std::clamp(next_lines - first, 0, lines_per_call) : 0;
         switch (mp) {
           case 4:
             return MicroKernel512<D, 4, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, k, yn, ldy, pf,

@@ -31,7 +31,8 @@ Result<std::optional<RopeScaling>> ReadRopeScaling(const json& j, const std::str
   if (it == j.end() || it->is_null()) return std::optional<RopeScaling>();
   if (!it->is_object()) return InvalidArgument(source + ": 'rope_scaling' must be an object");
   RopeScaling s;
-  const auto type = it->contains("rope_type") ? it->find("rope_type") : it->find("type");
+  auto type = it->find("rope_type");
+  if (type == it->end()) type = it->find("type");  // the older name
   if (type == it->end()) {
     s.type = "default";
   } else if (type->is_string()) {

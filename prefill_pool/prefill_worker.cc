@@ -175,9 +175,8 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
 
 void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   if (draining_) return SendError(p.request_id(), "worker is draining", true);
-  if (!(p.deadline_seconds() <= kMaxDeadlineSeconds)) {  // NaN, inf, past a day
-    return SendError(p.request_id(), "deadline_seconds must be at most a day", false);
-  }
+  const auto deadline = DeadlineFromGateway(p.deadline_seconds());
+  if (!deadline.ok()) return SendError(p.request_id(), deadline.status().message(), false);
   const proto::Reserved& dst = p.destination();
   if (dst.layout_hash() != layout_.hash) {
     return SendError(p.request_id(),
@@ -212,9 +211,7 @@ void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   pending.max_tokens = max_tokens;
   pending.prompt_len = prompt_len;
   pending.arrival = Clock::now();
-  const double deadline_s = p.deadline_seconds() > 0 ? p.deadline_seconds() : 30.0;
-  pending.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(deadline_s));
+  pending.deadline = *deadline;
   pending.transport = *transport;
   pending_[*seq] = std::move(pending);
   seq_of_request_[p.request_id()] = *seq;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <future>
 #include <thread>
 #include <vector>
@@ -101,6 +102,23 @@ TEST(GatewayLinkTest, RepeatsNothingWhileTheWorkerKeepsSending) {
   const std::vector<int> loads = gateway.loads();
   ASSERT_EQ(loads.size(), 10u);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(loads[i], i);
+}
+
+TEST(GatewayLinkTest, DeadlinesFromTheGatewayDefaultAndAreBounded) {
+  const auto now = std::chrono::steady_clock::now();
+  auto given = DeadlineFromGateway(5);
+  ASSERT_TRUE(given.ok());
+  EXPECT_GE(*given, now + 5s);
+  EXPECT_LT(*given, now + 6s);
+  auto none = DeadlineFromGateway(0);  // none given: 30 s
+  ASSERT_TRUE(none.ok());
+  EXPECT_GE(*none, now + 30s);
+  EXPECT_LT(*none, now + 31s);
+  for (double bad : {std::nan(""), static_cast<double>(INFINITY), 1e300, 86401.0}) {
+    auto d = DeadlineFromGateway(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find("at most a day"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -43,19 +43,6 @@ TEST(JsonText, DumpReplacesInvalidUtf8InsteadOfThrowing) {
   EXPECT_EQ(DescribeJson(json(std::string("a\xc3("))), "\"a\xEF\xBF\xBD(\"");
 }
 
-TEST(JsonText, Utf8CheckRefusesWhatAJsonStringCannotHold) {
-  EXPECT_TRUE(IsUtf8(""));
-  EXPECT_TRUE(IsUtf8("plain, ção, 日本, \xF0\x9F\x98\x80"));  // 1 to 4 bytes
-  EXPECT_FALSE(IsUtf8("\xff\xfe"));                           // never in UTF-8
-  EXPECT_FALSE(IsUtf8("a\xc3("));                             // a lead byte without its tail
-  EXPECT_FALSE(IsUtf8("\xe6\x97"));                           // cut short at the end
-  EXPECT_FALSE(IsUtf8("\xc0\xaf"));                           // overlong '/'
-  EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));                       // overlong, three bytes
-  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));                       // a UTF-16 surrogate
-  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));                   // past U+10FFFF
-  EXPECT_FALSE(IsUtf8("\x80"));                               // a continuation byte alone
-}
-
 TEST(JsonText, NestingDepthIgnoresBracketsInStrings) {
   EXPECT_EQ(JsonNestingDepth("1"), 0);
   EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": []}]})"), 4);
