@@ -40,9 +40,12 @@ class DevicePayloadSender {
   // into the receiver's pages). False: Send is issued after the header (NCCL send/recv pair).
   virtual bool SendsBeforeHeader() const = 0;
   // Moves `bytes` from `src` (this process's device memory) to the receiver's pages starting
-  // at `dst_first` of `layer`. Bounded by `deadline`.
+  // at `dst_first` of `layer`. Bounded by `deadline`. Where SendsBeforeHeader(), it may only
+  // start the move: Flush completes every move started since the last Flush, and the chunks'
+  // headers go out after it.
   virtual Status Send(const void* src, int layer, int32_t dst_first, size_t bytes,
                       Clock::time_point deadline) = 0;
+  virtual Status Flush(Clock::time_point) { return Status::Ok(); }
 };
 
 class DevicePayloadReceiver {

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -181,8 +182,12 @@ class TcpTransport::Impl {
 
   Status PushLayer(uint64_t id, int layer) {
     const size_t page_bytes = layout_.page_bytes();
+    // CUDA IPC moves no bytes over the socket: a chunk is a whole run of pages, one header.
+    const bool copies_first = options_.path != PayloadPath::kTcp && device_->SendsBeforeHeader();
     const auto max_pages =
-        static_cast<int32_t>(std::max<size_t>(1, options_.max_chunk_bytes / page_bytes));
+        copies_first
+            ? std::numeric_limits<int32_t>::max()
+            : static_cast<int32_t>(std::max<size_t>(1, options_.max_chunk_bytes / page_bytes));
     const auto lead_pages =
         options_.path == PayloadPath::kTcp && options_.lead_chunk_bytes > 0
             ? static_cast<int32_t>(std::max<size_t>(1, options_.lead_chunk_bytes / page_bytes))
@@ -194,6 +199,16 @@ class TcpTransport::Impl {
     size_t layer_bytes = 0;
     for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
     const bool splice = layer_bytes >= options_.splice_min_layer_bytes;
+    const auto device_deadline = Clock::now() + std::chrono::seconds(60);
+    if (copies_first) {  // every copy of the layer, one wait, then the headers
+      for (const PageRun& c : chunks) {
+        Status s =
+            device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
+                          static_cast<size_t>(c.count) * page_bytes, device_deadline);
+        if (!s.ok()) return FailAndTell(id, s);
+      }
+      if (Status s = device_->Flush(device_deadline); !s.ok()) return FailAndTell(id, s);
+    }
     for (const PageRun& c : chunks) {
       OutFrame f;
       f.chunk = true;
@@ -217,16 +232,11 @@ class TcpTransport::Impl {
         f.pending = h;
         batch.push_back(std::move(f));
         continue;
-      } else if (device_->SendsBeforeHeader()) {
-        Status s =
-            device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
-        if (!s.ok()) return FailAndTell(id, s);
       }
       f.header = EncodeHeader(h);
       asio::post(io_, [this, f = std::move(f)]() mutable { Enqueue(std::move(f)); });
-      if (options_.path != PayloadPath::kTcp && !device_->SendsBeforeHeader()) {
-        Status s =
-            device_->Send(src, layer, c.dst_first, bytes, Clock::now() + std::chrono::seconds(60));
+      if (!copies_first) {  // NCCL: the receiver posts its receive on the header
+        Status s = device_->Send(src, layer, c.dst_first, bytes, device_deadline);
         if (!s.ok()) return FailAndTell(id, s);
       }
     }
