@@ -309,6 +309,16 @@ cudaError_t Launch(const AttentionArgs& a, int n_items, int n_combine, cudaStrea
   return cudaGetLastError();
 }
 
+// The kernel for the fewest rows (4, 8 or RMAX) that holds `rows`.
+template <int DL, int RMAX>
+cudaError_t LaunchForRows(const AttentionArgs& a, int rows, int n_items, int n_combine,
+                          cudaStream_t stream) {
+  if (rows <= 4) return Launch<DL, 4>(a, n_items, n_combine, stream);
+  if (rows <= 8 || RMAX == 8)
+    return Launch<DL, (RMAX < 8 ? RMAX : 8)>(a, n_items, n_combine, stream);
+  return Launch<DL, RMAX>(a, n_items, n_combine, stream);
+}
+
 }  // namespace
 
 cudaError_t LaunchPagedAttention(const AttentionArgs& a, int n_items, int n_combine,
@@ -319,10 +329,13 @@ cudaError_t LaunchPagedAttention(const AttentionArgs& a, int n_items, int n_comb
   }
   if (n_items <= 0) return cudaGetLastError();
   static_assert(AttentionMaxRows(256) == 8 && AttentionMaxRows(128) == 16);
-  if (a.head_dim <= 32) return Launch<1, 16>(a, n_items, n_combine, stream);
-  if (a.head_dim <= 64) return Launch<2, 16>(a, n_items, n_combine, stream);
-  if (a.head_dim <= 128) return Launch<4, 16>(a, n_items, n_combine, stream);
-  return Launch<8, 8>(a, n_items, n_combine, stream);
+  const int max_rows = AttentionMaxRows(a.head_dim);
+  const int rows = a.tile_rows > 0 ? a.tile_rows : max_rows;
+  if (rows > max_rows) return cudaErrorInvalidValue;
+  if (a.head_dim <= 32) return LaunchForRows<1, 16>(a, rows, n_items, n_combine, stream);
+  if (a.head_dim <= 64) return LaunchForRows<2, 16>(a, rows, n_items, n_combine, stream);
+  if (a.head_dim <= 128) return LaunchForRows<4, 16>(a, rows, n_items, n_combine, stream);
+  return LaunchForRows<8, 8>(a, rows, n_items, n_combine, stream);
 }
 
 }  // namespace pdserve::model::cuda

@@ -387,6 +387,7 @@ Status CudaBackendImpl::Run(const ForwardBatch& batch) {
   attention.heads_per_tile = tiling_.heads_per_tile;
   attention.head_tiles = tiling_.head_tiles;
   attention.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attention.tile_rows = plan_.max_item_tokens * tiling_.heads_per_tile;
 
   for (int l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& w = layers_[l];

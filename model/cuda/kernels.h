@@ -82,7 +82,11 @@ struct AttentionArgs {
   int page_size = 0;
   int heads_per_tile = 0;  // query heads of one KV head per block
   int head_tiles = 0;      // ceil(group / heads_per_tile); grid_y = n_kv_heads * head_tiles
-  float scale = 0;         // 1 / sqrt(head_dim)
+  // The most query rows (tokens x heads) any item of the step holds; 0: AttentionMaxRows. The
+  // kernel is compiled for 4, 8 and 16 rows and takes the smallest that holds them: a decode
+  // step's 4 rows in the 16-row kernel ran 4 times the instructions (predicated off).
+  int tile_rows = 0;
+  float scale = 0;  // 1 / sqrt(head_dim)
 };
 
 // Causal attention of every item's rows over the paged KV (prompt chunks and decode rows alike),

@@ -93,8 +93,11 @@ Status BuildStepPlan(const ForwardBatch& batch, const ModelConfig& config,
   const int want_splits = blocks >= options.target_blocks
                               ? 1
                               : CeilDiv(options.target_blocks, std::max<int64_t>(1, blocks));
-  const int min_keys = std::max(32, options.min_keys_per_split);
+  plan->max_item_tokens = 0;
   for (const Tile& t : tiles) {
+    plan->max_item_tokens = std::max(plan->max_item_tokens, t.n_rows);
+    const int min_keys = std::max(
+        32, t.n_rows == 1 ? options.min_keys_per_decode_split : options.min_keys_per_split);
     const int keys = t.pos0 + t.n_rows;  // causal: the last row sees keys 0..its position
     int splits = std::max(1, std::min(want_splits, CeilDiv(keys, min_keys)));
     const int per_split = CeilDiv(CeilDiv(keys, splits), 32) * 32;

@@ -22,7 +22,11 @@ struct StepPlanOptions {
   // Blocks the attention kernel should have at least; below that, key ranges are split.
   // 0: never split. The backend uses 4 per multiprocessor.
   int target_blocks = 0;
-  int min_keys_per_split = 256;  // a split is never shorter than this (>= 32)
+  int min_keys_per_split = 256;  // a split of a prompt tile is never shorter than this (>= 32)
+  // Likewise for a decode row's tile (one token), whose work per key is a few rows': a decode
+  // step of one sequence over 160 keys left its 8 blocks (one split) a quarter of the step on
+  // an H200.
+  int min_keys_per_decode_split = 32;
 };
 
 // How query heads map onto attention blocks for a model (see AttentionArgs in kernels.h).
@@ -45,7 +49,8 @@ struct StepPlan {
   std::vector<int32_t> logit_rows;  // rows whose logits are returned, in order
   std::vector<AttentionItem> items;
   std::vector<AttentionCombine> combine;
-  int num_partials = 0;  // partial slots the items use
+  int num_partials = 0;     // partial slots the items use
+  int max_item_tokens = 0;  // the most tokens any item holds (1 in a decode-only step)
 };
 
 // Fills `plan` (reusing its storage). InvalidArgument/OutOfRange as CpuBackend refuses: empty

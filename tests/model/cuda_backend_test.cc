@@ -188,7 +188,9 @@ void ExpectPlanCovers(const ModelConfig& c, const ForwardBatch& batch, int targe
   EXPECT_EQ(tiling.heads_per_tile * tiling.head_tiles >= c.n_heads / c.n_kv_heads, true);
   std::vector<int> seen(plan.num_rows, 0);
   std::set<int> partials;
+  int max_item_tokens = 0;
   for (const auto& item : plan.items) {
+    max_item_tokens = std::max(max_item_tokens, item.n_rows);
     ASSERT_GE(item.n_rows, 1);
     ASSERT_LE(item.n_rows, tiling.tokens_per_tile);
     ASSERT_LT(item.key_begin, item.key_end);
@@ -205,6 +207,7 @@ void ExpectPlanCovers(const ModelConfig& c, const ForwardBatch& batch, int targe
     }
   }
   for (int r = 0; r < plan.num_rows; ++r) EXPECT_EQ(seen[r], plan.positions[r] + 1) << "row " << r;
+  EXPECT_EQ(plan.max_item_tokens, max_item_tokens);  // picks the attention kernel's row count
   int slots = 0;
   for (const auto& t : plan.combine) {
     EXPECT_EQ(t.first_partial, slots);
@@ -230,6 +233,32 @@ TEST(CudaStepPlanTest, ItemsCoverEveryVisibleKeyOnce) {
   c.n_kv_heads = 2;
   c.head_dim = 160;
   for (int target : {0, 100000}) ExpectPlanCovers(c, batch, target);
+}
+
+TEST(CudaStepPlanTest, DecodeRowsSplitFinerThanPromptTiles) {
+  ModelConfig c = SmallConfig();
+  c.max_seq_len = 4096;
+  KvCacheShape shape{c.n_layers, 512, 16, c.n_kv_heads, c.head_dim, DType::kBF16};
+  cuda::StepPlanOptions options;
+  options.target_blocks = 100000;  // a GPU far wider than the step
+  const auto pages = Iota(20);
+  const auto one = RandomTokens(1, c.vocab_size, 1), two = RandomTokens(2, c.vocab_size, 2);
+  cuda::StepPlan plan;
+
+  ForwardBatch decode;  // one row over 160 keys: five splits of 32
+  decode.chunks.push_back({one, 159, pages, true});
+  const Status built = cuda::BuildStepPlan(decode, c, shape, options, &plan);
+  ASSERT_TRUE(built.ok()) << built.ToString();
+  EXPECT_EQ(plan.items.size(), 5u);
+  ASSERT_EQ(plan.combine.size(), 1u);
+  EXPECT_EQ(plan.combine[0].n_splits, 5);
+  EXPECT_EQ(plan.max_item_tokens, 1);
+
+  ForwardBatch prompt;  // prompt tiles over the same keys stay whole (256 keys at least)
+  prompt.chunks.push_back({two, 158, pages, true});
+  ASSERT_TRUE(cuda::BuildStepPlan(prompt, c, shape, options, &plan).ok());
+  EXPECT_TRUE(plan.combine.empty());
+  EXPECT_EQ(plan.max_item_tokens, 2);
 }
 
 TEST(CudaStepPlanTest, RefusesWhatTheCpuBackendRefuses) {
