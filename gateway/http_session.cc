@@ -48,7 +48,16 @@ void HttpSession::Read() {
               ApiError::TooLarge("The request body exceeds " +
                                  std::to_string(self->shared_->max_body_bytes) + " bytes"));
         }
-        if (ec) {  // closed, timed out or malformed: nothing more to say on this connection
+        if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
+            ec != http::error::end_of_stream && ec != http::error::partial_message) {
+          // Bytes that are not HTTP/1.1 (a bad request line, header or chunk size, headers past
+          // 64 KiB): say what was wrong, then close, since the stream cannot be resynchronised.
+          self->keep_alive_ = false;
+          self->version_ = 11;
+          return self->RespondError(
+              ApiError::BadRequest("Malformed HTTP request: " + ec.message()));
+        }
+        if (ec) {  // closed or timed out: nothing more to say on this connection
           beast::error_code ignored;
           self->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
           return;

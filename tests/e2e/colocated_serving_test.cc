@@ -65,7 +65,7 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
 // Bytes a client may send that JSON cannot carry back, or that nest deeper than anything walks
 // safely: each gets its 4xx error object, and the gateway serves on. (Each of these once aborted
 // the gateway: the error message's JSON could not be written.)
-TEST_F(ColocatedServingTest, BytesThatAreNotUtf8OrNestTooDeeplyGetErrorsNotACrash) {
+TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsNotACrash) {
   auto worker = StartWorker();
   WaitForWorkers(1);
   auto ask = [&](const std::string& request) {
@@ -102,6 +102,15 @@ TEST_F(ColocatedServingTest, BytesThatAreNotUtf8OrNestTooDeeplyGetErrorsNotACras
                                                std::string(depth, '[') + "1" +
                                                std::string(depth, ']') + "}"));
   EXPECT_EQ(deep.status, 400) << deep.body.substr(0, 200);
+  // Bytes that are not HTTP at all: a 400 that says so, not a silently closed connection.
+  for (const std::string& garbage :
+       {std::string("HELLO THERE\r\n\r\n"), std::string("GET / HTTP/1.1\r\nBad Header\r\n\r\n"),
+        std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                    "\r\nzz\r\n")}) {
+    auto bad = ask(garbage);
+    EXPECT_EQ(bad.status, 400) << garbage;
+    EXPECT_NE(bad.body.find("Malformed HTTP request"), std::string::npos) << bad.body;
+  }
   auto still = Curl(http_, "/v1/completions", ok_body);
   EXPECT_EQ(still.status, 200) << still.body;
 }
