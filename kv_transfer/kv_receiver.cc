@@ -11,6 +11,8 @@ namespace {
 
 // Failed requests remembered for State and Wait after their pages are freed.
 constexpr size_t kRetiredKept = 4096;
+// The watchdog's id for the release of held pages; Reserve refuses it as a request id.
+constexpr uint64_t kHoldTimer = ~uint64_t{0};
 
 }  // namespace
 
@@ -36,9 +38,30 @@ KvReceiver::KvReceiver(KvLayout layout, model::KvPagePool& pool, std::vector<voi
 
 KvReceiver::~KvReceiver() {
   std::lock_guard lock(mu_);
+  failed_hold_ = Clock::duration::zero();
   for (auto& [id, r] : requests_) {
     if (r.state != TransferState::kDone) FreeLocked(r);
   }
+  ReleaseHeldLocked(Clock::time_point::max());
+}
+
+void KvReceiver::HoldFailedPages(Clock::duration hold) {
+  std::lock_guard lock(mu_);
+  failed_hold_ = std::max(hold, Clock::duration::zero());
+}
+
+int KvReceiver::held_pages() const {
+  std::lock_guard lock(mu_);
+  return held_pages_;
+}
+
+void KvReceiver::ReleaseHeldLocked(Clock::time_point now) {
+  while (!held_.empty() && held_.front().first <= now) {
+    pool_.Free(held_.front().second);
+    held_pages_ -= static_cast<int>(held_.front().second.size());
+    held_.pop_front();
+  }
+  if (!held_.empty()) watchdog_.Schedule(kHoldTimer, held_.front().first);
 }
 
 Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
@@ -54,7 +77,11 @@ Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
   }
   if (deadline <= Clock::now())
     return Status(StatusCode::kDeadlineExceeded, "KV reserve: past deadline");
+  if (request_id == kHoldTimer) {
+    return InvalidArgument(fmt::format("KV reserve: request id {} is reserved", request_id));
+  }
   std::lock_guard lock(mu_);
+  ReleaseHeldLocked(Clock::now());
   if (requests_.count(request_id)) {
     return Status(StatusCode::kAlreadyExists,
                   fmt::format("KV reserve: request {} exists", request_id));
@@ -255,7 +282,14 @@ KvReceiver::PeerId KvReceiver::FailLocked(uint64_t id, Request& r, const Status&
 }
 
 void KvReceiver::FreeLocked(Request& r) {
-  if (!r.pages.empty()) pool_.Free(r.pages);
+  if (!r.pages.empty() && r.state == TransferState::kFailed &&
+      failed_hold_ > Clock::duration::zero()) {
+    held_pages_ += static_cast<int>(r.pages.size());
+    held_.emplace_back(Clock::now() + failed_hold_, std::move(r.pages));
+    if (held_.size() == 1) watchdog_.Schedule(kHoldTimer, held_.front().first);
+  } else if (!r.pages.empty()) {
+    pool_.Free(r.pages);
+  }
   r.pages.clear();
   r.pages.shrink_to_fit();
   r.index.clear();
@@ -274,6 +308,11 @@ void KvReceiver::Retire(uint64_t id) {
 }
 
 void KvReceiver::OnDeadline(uint64_t id) {
+  if (id == kHoldTimer) {
+    std::lock_guard lock(mu_);
+    ReleaseHeldLocked(Clock::now());
+    return;
+  }
   PeerId peer = 0;
   bool stuck = false;
   Status why(StatusCode::kDeadlineExceeded,

@@ -75,6 +75,15 @@ class KvReceiver {
   std::optional<TransferState> State(uint64_t request_id) const;
   int requests() const;  // known requests, Failed ones included until they are pruned
 
+  // A sender that copies a chunk before it sends the chunk's header (CUDA IPC) may still be
+  // writing a request's pages when the request Fails here, and keeps copying until it hears of
+  // the failure (a round trip, and at most the layer it is on). From this call on, a Failed
+  // request's pages wait `hold` before they return to the pool, so that no other request gets
+  // them meanwhile. The KV listener calls it when it accepts such a sender. 0 (the default, and
+  // enough for TCP and NCCL, whose bytes land only after the header is accepted): at once.
+  void HoldFailedPages(Clock::duration hold);
+  int held_pages() const;  // pages of Failed requests waiting out the hold
+
   // --- For transports ---
   PeerId AddPeer(PeerHooks hooks);
   // The peer's connection is gone: all its unfinished requests Fail with `why`.
@@ -109,6 +118,7 @@ class KvReceiver {
   // waiters. Returns the peer to notify (0: none). Requires mu_.
   PeerId FailLocked(uint64_t id, Request& r, const Status& why);
   void FreeLocked(Request& r);
+  void ReleaseHeldLocked(Clock::time_point now);  // returns held pages whose hold has passed
   void Retire(uint64_t id);  // requires mu_: remembers a final request for State/Wait, bounded
   void OnDeadline(uint64_t id);
   void NotifyPeer(PeerId peer, uint64_t id, const Status& why, bool abort);
@@ -123,7 +133,11 @@ class KvReceiver {
   std::deque<uint64_t> retired_;                    // guarded by mu_: final, oldest first
   std::unordered_map<PeerId, PeerHooks> peers_;     // guarded by mu_
   PeerId next_peer_ = 1;                            // guarded by mu_
-  DeadlineWatchdog watchdog_;                       // last: stops before the maps go
+  Clock::duration failed_hold_{};                   // guarded by mu_
+  // Guarded by mu_: pages of Failed requests and when they may return to the pool, in order.
+  std::deque<std::pair<Clock::time_point, std::vector<int32_t>>> held_;
+  int held_pages_ = 0;         // guarded by mu_
+  DeadlineWatchdog watchdog_;  // last: stops before the maps go
 };
 
 }  // namespace pdserve::kv_transfer

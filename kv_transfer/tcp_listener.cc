@@ -35,6 +35,10 @@ constexpr int kMaxInlineFrames = 16;
 constexpr auto kMaxAckDelay = std::chrono::microseconds(200);
 // A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
 constexpr auto kDiscardTimeout = std::chrono::seconds(30);
+// How long a Failed request's pages stay out of the pool once a CUDA IPC sender is connected
+// (KvReceiver::HoldFailedPages): the sender stops within a round trip and a layer's copies,
+// milliseconds; this leaves a wide margin at the cost of a few seconds of those pages.
+constexpr auto kFailedPageHold = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -236,6 +240,9 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
         if (r.ok()) {
           reply = std::move(*r);
           device_ = std::move(*device);
+          // This sender writes pages before their headers: a request that Fails here may take
+          // writes until the sender hears of it, so its pages wait before another can have them.
+          if (device_->CompleteOnHeader()) receiver_.HoldFailedPages(kFailedPageHold);
         } else {
           refusal = r.status();
         }

@@ -223,6 +223,36 @@ TEST(KvReceiver, ChunkFailingAfterTheRequestFailedStillFreesItsPages) {
   p.transport.Cancel(9, "test over");
 }
 
+// With a sender that writes before its headers (CUDA IPC), a Failed request's pages stay out of
+// the pool for the hold, so that no other request, nor the engine, gets pages that a late copy
+// may still land in; a Done request's pages pass to the engine as ever.
+TEST(KvReceiver, HeldPagesOfFailedRequestsReturnAfterTheHold) {
+  Pair p(1, 8);
+  p.receiver.HoldFailedPages(300ms);
+  p.Start(1, 4);
+  p.Start(2, 2);
+  ASSERT_TRUE(p.transport.PushLayer(2, 0).ok());
+  ASSERT_TRUE(p.receiver.Wait(2).ok());
+  ASSERT_TRUE(p.receiver.TakePages(2).ok());  // now the caller's: the pool counts them used
+  const auto failed_at = Clock::now();
+  p.receiver.Cancel(1, "client went away");
+  EXPECT_EQ(p.receiver.held_pages(), 4);
+  EXPECT_EQ(p.recv.pool.used_pages(), 6);
+  // A reservation meanwhile cannot have them.
+  EXPECT_EQ(p.receiver.Reserve(3, 3, Clock::now() + 1s).status().code(),
+            StatusCode::kResourceExhausted);
+  // The watchdog returns them once the hold has passed, with no other call.
+  while (p.receiver.held_pages() > 0 && Clock::now() - failed_at < 5s) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_GE(Clock::now() - failed_at, 300ms);
+  EXPECT_EQ(p.receiver.held_pages(), 0);
+  EXPECT_EQ(p.recv.pool.used_pages(), 2);
+  EXPECT_TRUE(p.receiver.Reserve(3, 3, Clock::now() + 1s).ok());
+  p.receiver.Cancel(3, "test over");
+  p.transport.Cancel(1, "test over");
+}
+
 TEST(KvReceiver, ReserveRefusals) {
   Pair p(1, 8);
   EXPECT_FALSE(p.receiver.Reserve(1, 0, Clock::now() + 1s).ok());
@@ -232,6 +262,9 @@ TEST(KvReceiver, ReserveRefusals) {
             StatusCode::kAlreadyExists);
   EXPECT_EQ(p.receiver.Reserve(2, 3, Clock::now() + 1s).status().code(),
             StatusCode::kResourceExhausted);
+  // The id the receiver's watchdog uses for held pages.
+  EXPECT_EQ(p.receiver.Reserve(~uint64_t{0}, 1, Clock::now() + 1s).status().code(),
+            StatusCode::kInvalidArgument);
   p.receiver.Cancel(1, "test");
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
 }
