@@ -399,6 +399,11 @@ TEST_F(ReportCommandTest, LedgerExportFiltersAndForgetDeletesATenant) {
   CommandRun missing = Pdserve("ledger forget --ledger " + (dir_ / "none.db") + " --tenant x");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_FALSE(std::filesystem::exists(dir_ / "none.db"));
+  std::ofstream(dir_ / "empty.db").flush();  // a 0-byte file stays one
+  CommandRun empty = Pdserve("ledger forget --ledger " + (dir_ / "empty.db") + " --tenant x");
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_NE(empty.out.find("empty, not a ledger"), std::string::npos) << empty.out;
+  EXPECT_EQ(std::filesystem::file_size(dir_ / "empty.db"), 0u);
 }
 
 }  // namespace
