@@ -99,6 +99,7 @@ class TcpTransport::Impl {
                                MakeDevicePayloadSender(options_.path, layout_, options_.device));
     }
     const auto deadline = Clock::now() + options_.connect_timeout;
+    const auto dial_deadline = std::min(deadline, Clock::now() + options_.dial_timeout);
     bool done = false;
     boost::system::error_code error;
     tcp::resolver resolver(io_);
@@ -107,13 +108,13 @@ class TcpTransport::Impl {
                            [&](const boost::system::error_code& ec, tcp::resolver::results_type r) {
                              error = ec, endpoints = std::move(r), done = true;
                            });
-    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "resolve"));
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, dial_deadline, "resolve"));
     if (error) return FromError(error, "resolve " + options_.host);
     done = false;
     asio::async_connect(socket_, endpoints, [&](const boost::system::error_code& ec, auto&&) {
       error = ec, done = true;
     });
-    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "connect"));
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, dial_deadline, "connect"));
     if (error) return FromError(error, fmt::format("connect {}:{}", options_.host, options_.port));
     socket_.set_option(tcp::no_delay(true), error);
     PDSERVE_RETURN_IF_ERROR(

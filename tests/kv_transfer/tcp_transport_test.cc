@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -297,6 +298,51 @@ TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
   EXPECT_EQ(p.receiver.State(1), TransferState::kReserved);  // not a byte arrived
   p.receiver.Cancel(1, "test over");
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+// A peer that does not answer SYNs (here: a listener whose accept queue is full, so the kernel
+// drops them) costs the dial timeout, not the whole connect timeout.
+TEST(TcpTransport, DialGivesUpOnAPeerThatDoesNotAnswerWithinTheDialTimeout) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 0), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::vector<int> fillers;  // connections never accepted, until the queue drops new ones
+  auto dial_hangs = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    fillers.push_back(fd);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    pollfd pfd{fd, POLLOUT, 0};
+    return poll(&pfd, 1, 200) == 0;  // still in SYN_SENT
+  };
+  bool hangs = false;
+  for (int i = 0; i < 8 && !hangs; ++i) hangs = dial_hangs();
+  if (!hangs) {
+    for (int fd : fillers) close(fd);
+    close(listener);
+    GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
+  }
+  auto layout = SmallLayout(2);
+  HostKvPool pool(layout, 4);
+  TcpTransportOptions o;
+  o.port = ntohs(addr.sin_port);
+  o.dial_timeout = 300ms;
+  o.connect_timeout = 20s;
+  const auto t0 = Clock::now();
+  auto t = TcpTransport::Connect(layout, pool.const_bases(), 4, o);
+  const auto took = Clock::now() - t0;
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kDeadlineExceeded) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("connect"), std::string::npos) << t.status().ToString();
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 5s);
+  for (int fd : fillers) close(fd);
+  close(listener);
 }
 
 TEST(TcpTransport, HostBytesAreRefusedByAReceiverWhosePagesAreOnAGpu) {
