@@ -208,11 +208,10 @@ void AddLedgerCommands(CLI::App& app) {
     if (!std::filesystem::is_regular_file(*forget_ledger, ec)) {
       Fail("ledger forget", NotFound("ledger " + *forget_ledger + ": no such file"));
     }
-    // SQLite takes an empty file for an empty database, and opening it would write a ledger's
-    // tables into a file that was never one.
-    if (std::filesystem::file_size(*forget_ledger, ec) == 0 && !ec) {
-      Fail("ledger forget",
-           InvalidArgument("ledger " + *forget_ledger + ": the file is empty, not a ledger"));
+    // Read-only first: opened for writing, an empty file or an empty SQLite database would get a
+    // ledger's tables written into it instead of an error.
+    if (auto check = gateway::Ledger::OpenReadOnly(*forget_ledger); !check.ok()) {
+      Fail("ledger forget", check.status());
     }
     auto ledger = gateway::Ledger::Open({*forget_ledger, false});
     if (!ledger.ok()) Fail("ledger forget", ledger.status());

@@ -17,6 +17,7 @@
 #include "gateway/cost_report.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -402,8 +403,18 @@ TEST_F(ReportCommandTest, LedgerExportFiltersAndForgetDeletesATenant) {
   std::ofstream(dir_ / "empty.db").flush();  // a 0-byte file stays one
   CommandRun empty = Pdserve("ledger forget --ledger " + (dir_ / "empty.db") + " --tenant x");
   EXPECT_EQ(empty.exit_code, 1);
-  EXPECT_NE(empty.out.find("empty, not a ledger"), std::string::npos) << empty.out;
+  EXPECT_NE(empty.out.find("not a pdserve ledger"), std::string::npos) << empty.out;
   EXPECT_EQ(std::filesystem::file_size(dir_ / "empty.db"), 0u);
+  // An SQLite database of something else: refused, and left as it was.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "other.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE t(x)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  const auto before = ReadFile(dir_ / "other.db");
+  CommandRun other = Pdserve("ledger forget --ledger " + (dir_ / "other.db") + " --tenant x");
+  EXPECT_EQ(other.exit_code, 1) << other.out;
+  EXPECT_NE(other.out.find("not a pdserve ledger"), std::string::npos) << other.out;
+  EXPECT_EQ(ReadFile(dir_ / "other.db"), before);
 }
 
 }  // namespace
