@@ -56,12 +56,12 @@ int KvReceiver::held_pages() const {
 }
 
 void KvReceiver::ReleaseHeldLocked(Clock::time_point now) {
-  while (!held_.empty() && held_.front().first <= now) {
-    pool_.Free(held_.front().second);
-    held_pages_ -= static_cast<int>(held_.front().second.size());
-    held_.pop_front();
+  while (!held_.empty() && held_.begin()->first <= now) {
+    pool_.Free(held_.begin()->second);
+    held_pages_ -= static_cast<int>(held_.begin()->second.size());
+    held_.erase(held_.begin());
   }
-  if (!held_.empty()) watchdog_.Schedule(kHoldTimer, held_.front().first);
+  if (!held_.empty()) watchdog_.Schedule(kHoldTimer, held_.begin()->first);
 }
 
 Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
@@ -89,6 +89,7 @@ Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
   PDSERVE_ASSIGN_OR_RETURN(auto pages, pool_.Allocate(num_pages));
   std::sort(pages.begin(), pages.end());
   Request r;
+  r.deadline = deadline;
   r.pages = pages;
   r.filled_pages = filled_pages;
   r.index.reserve(pages.size());
@@ -284,9 +285,12 @@ KvReceiver::PeerId KvReceiver::FailLocked(uint64_t id, Request& r, const Status&
 void KvReceiver::FreeLocked(Request& r) {
   if (!r.pages.empty() && r.state == TransferState::kFailed &&
       failed_hold_ > Clock::duration::zero()) {
+    // A request no chunk reached may have a sender that cannot be told (HoldFailedPages).
+    const auto release = r.peer == 0 ? std::max(Clock::now(), r.deadline) + failed_hold_
+                                     : Clock::now() + failed_hold_;
     held_pages_ += static_cast<int>(r.pages.size());
-    held_.emplace_back(Clock::now() + failed_hold_, std::move(r.pages));
-    if (held_.size() == 1) watchdog_.Schedule(kHoldTimer, held_.front().first);
+    const auto it = held_.emplace(release, std::move(r.pages));
+    if (it == held_.begin()) watchdog_.Schedule(kHoldTimer, release);  // the earliest now
   } else if (!r.pages.empty()) {
     pool_.Free(r.pages);
   }

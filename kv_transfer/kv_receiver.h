@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -77,10 +78,13 @@ class KvReceiver {
 
   // A sender that copies a chunk before it sends the chunk's header (CUDA IPC) may still be
   // writing a request's pages when the request Fails here, and keeps copying until it hears of
-  // the failure (a round trip, and at most the layer it is on). From this call on, a Failed
-  // request's pages wait `hold` before they return to the pool, so that no other request gets
-  // them meanwhile. The KV listener calls it when it accepts such a sender. 0 (the default, and
-  // enough for TCP and NCCL, whose bytes land only after the header is accepted): at once.
+  // the failure. From this call on, a Failed request's pages wait before they return to the
+  // pool, so that no other request gets them meanwhile: `hold` for a request bound to its sender
+  // (told at once, it stops within a round trip and the layer it is on); for one that no chunk
+  // has reached yet, whose sender cannot be told and learns only from its first refused chunk,
+  // until `hold` past the request's deadline, at which the sender's side fails too. The KV
+  // listener calls it when it accepts such a sender. 0 (the default, and enough for TCP and NCCL,
+  // whose bytes land only after the header is accepted): at once.
   void HoldFailedPages(Clock::duration hold);
   int held_pages() const;  // pages of Failed requests waiting out the hold
 
@@ -112,6 +116,7 @@ class KvReceiver {
     int64_t applied_pages = 0;                   // over all layers
     int pins = 0;                                // chunks being written
     PeerId peer = 0;                             // 0 until the first chunk
+    Clock::time_point deadline;                  // as reserved
   };
 
   // Moves the request to Failed (if it is not final yet), frees its pages unless pinned, wakes
@@ -134,8 +139,8 @@ class KvReceiver {
   std::unordered_map<PeerId, PeerHooks> peers_;     // guarded by mu_
   PeerId next_peer_ = 1;                            // guarded by mu_
   Clock::duration failed_hold_{};                   // guarded by mu_
-  // Guarded by mu_: pages of Failed requests and when they may return to the pool, in order.
-  std::deque<std::pair<Clock::time_point, std::vector<int32_t>>> held_;
+  // Guarded by mu_: pages of Failed requests, by when they may return to the pool.
+  std::multimap<Clock::time_point, std::vector<int32_t>> held_;
   int held_pages_ = 0;         // guarded by mu_
   DeadlineWatchdog watchdog_;  // last: stops before the maps go
 };

@@ -36,8 +36,9 @@ constexpr auto kMaxAckDelay = std::chrono::microseconds(200);
 // A GPU receive that is not bounded by a request deadline (a refused chunk) gets this long.
 constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 // How long a Failed request's pages stay out of the pool once a CUDA IPC sender is connected
-// (KvReceiver::HoldFailedPages): the sender stops within a round trip and a layer's copies,
-// milliseconds; this leaves a wide margin at the cost of a few seconds of those pages.
+// (KvReceiver::HoldFailedPages; past the deadline for a request no chunk reached): a sender
+// that is told stops within a round trip and a layer's copies, milliseconds; this leaves a wide
+// margin at the cost of a few seconds of those pages.
 constexpr auto kFailedPageHold = std::chrono::seconds(2);
 
 }  // namespace

@@ -99,7 +99,6 @@ class TcpTransport::Impl {
                                MakeDevicePayloadSender(options_.path, layout_, options_.device));
     }
     const auto deadline = Clock::now() + options_.connect_timeout;
-    const auto dial_deadline = std::min(deadline, Clock::now() + options_.dial_timeout);
     bool done = false;
     boost::system::error_code error;
     tcp::resolver resolver(io_);
@@ -108,9 +107,10 @@ class TcpTransport::Impl {
                            [&](const boost::system::error_code& ec, tcp::resolver::results_type r) {
                              error = ec, endpoints = std::move(r), done = true;
                            });
-    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, dial_deadline, "resolve"));
+    PDSERVE_RETURN_IF_ERROR(RunUntil(io_, socket_, &done, deadline, "resolve"));
     if (error) return FromError(error, "resolve " + options_.host);
     done = false;
+    const auto dial_deadline = std::min(deadline, Clock::now() + options_.dial_timeout);
     asio::async_connect(socket_, endpoints, [&](const boost::system::error_code& ec, auto&&) {
       error = ec, done = true;
     });
@@ -208,7 +208,12 @@ class TcpTransport::Impl {
                           static_cast<size_t>(c.count) * page_bytes, device_deadline);
         if (!s.ok()) return FailAndTell(id, s);
       }
-      if (Status s = device_->Flush(device_deadline); !s.ok()) return FailAndTell(id, s);
+      if (Status s = device_->Flush(device_deadline); !s.ok()) {
+        // Copies may still be queued on a stuck GPU, and would land whenever it moves: this
+        // connection copies no more (the receiver fails its requests when it closes).
+        asio::post(io_, [this, s] { Lost(s); });
+        return FailAndTell(id, s);
+      }
     }
     for (const PageRun& c : chunks) {
       OutFrame f;

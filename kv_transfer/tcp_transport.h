@@ -31,9 +31,10 @@ struct TcpTransportOptions {
   uint16_t port = 0;               // required
   // Connect and handshake must finish within this.
   std::chrono::milliseconds connect_timeout{5000};
-  // Of which the name lookup and the TCP connect get at most this: a host that does not answer
-  // a SYN within it is taken for gone (a prefill worker dials on its engine loop, which waits).
-  // The rest is the hello's, where NCCL sets up its communicator.
+  // Of which the TCP connect gets at most this: a host that does not answer a SYN within it is
+  // taken for gone (a prefill worker dials on its engine loop, which waits). The rest is the
+  // hello's, where NCCL sets up its communicator. A name lookup is not bounded by either: it
+  // runs on Asio's resolver thread, which a timeout cannot stop (KV endpoints are addresses).
   std::chrono::milliseconds dial_timeout{1000};
   // Runs longer than this are cut into several chunks (>= one page); each chunk is acked.
   size_t max_chunk_bytes = 2u << 20;

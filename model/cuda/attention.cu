@@ -331,7 +331,8 @@ cudaError_t LaunchPagedAttention(const AttentionArgs& a, int n_items, int n_comb
   static_assert(AttentionMaxRows(256) == 8 && AttentionMaxRows(128) == 16);
   const int max_rows = AttentionMaxRows(a.head_dim);
   const int rows = a.tile_rows > 0 ? a.tile_rows : max_rows;
-  if (rows > max_rows) return cudaErrorInvalidValue;
+  // Fewer rows than a head tile holds would overrun the kernel's per-row arrays.
+  if (rows > max_rows || rows < a.heads_per_tile) return cudaErrorInvalidValue;
   if (a.head_dim <= 32) return LaunchForRows<1, 16>(a, rows, n_items, n_combine, stream);
   if (a.head_dim <= 64) return LaunchForRows<2, 16>(a, rows, n_items, n_combine, stream);
   if (a.head_dim <= 128) return LaunchForRows<4, 16>(a, rows, n_items, n_combine, stream);

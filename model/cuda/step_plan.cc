@@ -62,6 +62,7 @@ Status BuildStepPlan(const ForwardBatch& batch, const ModelConfig& config,
   plan->items.clear();
   plan->combine.clear();
   plan->num_partials = 0;
+  plan->max_item_tokens = 0;
 
   const HeadTiling tiling = TileHeads(config);
   struct Tile {
@@ -93,7 +94,6 @@ Status BuildStepPlan(const ForwardBatch& batch, const ModelConfig& config,
   const int want_splits = blocks >= options.target_blocks
                               ? 1
                               : CeilDiv(options.target_blocks, std::max<int64_t>(1, blocks));
-  plan->max_item_tokens = 0;
   for (const Tile& t : tiles) {
     plan->max_item_tokens = std::max(plan->max_item_tokens, t.n_rows);
     const int min_keys = std::max(

@@ -23,9 +23,9 @@ struct StepPlanOptions {
   // 0: never split. The backend uses 4 per multiprocessor.
   int target_blocks = 0;
   int min_keys_per_split = 256;  // a split of a prompt tile is never shorter than this (>= 32)
-  // Likewise for a decode row's tile (one token), whose work per key is a few rows': a decode
-  // step of one sequence over 160 keys left its 8 blocks (one split) a quarter of the step on
-  // an H200.
+  // Likewise for a one-token tile (a decode row, or a prompt chunk's last token when tiles hold
+  // one token), whose work per key is a few rows': a decode step of one sequence over 160 keys
+  // left its 8 blocks (one split) a quarter of the step on an H200.
   int min_keys_per_decode_split = 32;
 };
 

@@ -224,33 +224,47 @@ TEST(KvReceiver, ChunkFailingAfterTheRequestFailedStillFreesItsPages) {
 }
 
 // With a sender that writes before its headers (CUDA IPC), a Failed request's pages stay out of
-// the pool for the hold, so that no other request, nor the engine, gets pages that a late copy
-// may still land in; a Done request's pages pass to the engine as ever.
+// the pool for the hold (a request a chunk has reached), or until the hold past its deadline
+// (one no chunk has reached, whose sender cannot be told), so that no other request, nor the
+// engine, gets pages that a late copy may still land in. A Done request's pages pass to the
+// engine as ever.
 TEST(KvReceiver, HeldPagesOfFailedRequestsReturnAfterTheHold) {
-  Pair p(1, 8);
+  Pair p(2, 10);
   p.receiver.HoldFailedPages(300ms);
   p.Start(1, 4);
   p.Start(2, 2);
+  const auto reserved_3 = Clock::now();
+  p.Start(3, 3, 1500ms);
   ASSERT_TRUE(p.transport.PushLayer(2, 0).ok());
+  ASSERT_TRUE(p.transport.PushLayer(2, 1).ok());
   ASSERT_TRUE(p.receiver.Wait(2).ok());
-  ASSERT_TRUE(p.receiver.TakePages(2).ok());  // now the caller's: the pool counts them used
+  ASSERT_TRUE(p.receiver.TakePages(2).ok());      // now the caller's: the pool counts them used
+  ASSERT_TRUE(p.transport.PushLayer(1, 0).ok());  // binds request 1 to its sender
   const auto failed_at = Clock::now();
   p.receiver.Cancel(1, "client went away");
-  EXPECT_EQ(p.receiver.held_pages(), 4);
-  EXPECT_EQ(p.recv.pool.used_pages(), 6);
+  p.receiver.Cancel(3, "client went away");  // unbound: held past its deadline
+  EXPECT_EQ(p.receiver.held_pages(), 7);
+  EXPECT_EQ(p.recv.pool.used_pages(), 9);
   // A reservation meanwhile cannot have them.
-  EXPECT_EQ(p.receiver.Reserve(3, 3, Clock::now() + 1s).status().code(),
+  EXPECT_EQ(p.receiver.Reserve(4, 2, Clock::now() + 1s).status().code(),
             StatusCode::kResourceExhausted);
-  // The watchdog returns them once the hold has passed, with no other call.
-  while (p.receiver.held_pages() > 0 && Clock::now() - failed_at < 5s) {
-    std::this_thread::sleep_for(10ms);
-  }
+  // The watchdog returns them once their hold has passed, with no other call.
+  auto wait_for_held = [&](int pages) {
+    while (p.receiver.held_pages() > pages && Clock::now() - failed_at < 5s) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return p.receiver.held_pages();
+  };
+  EXPECT_EQ(wait_for_held(3), 3);
   EXPECT_GE(Clock::now() - failed_at, 300ms);
-  EXPECT_EQ(p.receiver.held_pages(), 0);
+  EXPECT_EQ(p.recv.pool.used_pages(), 5);
+  EXPECT_EQ(wait_for_held(0), 0);
+  EXPECT_GE(Clock::now() - reserved_3, 1800ms);  // its deadline, then the hold
   EXPECT_EQ(p.recv.pool.used_pages(), 2);
-  EXPECT_TRUE(p.receiver.Reserve(3, 3, Clock::now() + 1s).ok());
-  p.receiver.Cancel(3, "test over");
+  EXPECT_TRUE(p.receiver.Reserve(4, 3, Clock::now() + 1s).ok());
+  p.receiver.Cancel(4, "test over");
   p.transport.Cancel(1, "test over");
+  p.transport.Cancel(3, "test over");
 }
 
 TEST(KvReceiver, ReserveRefusals) {

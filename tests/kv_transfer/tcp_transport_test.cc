@@ -313,8 +313,17 @@ TEST(TcpTransport, DialGivesUpOnAPeerThatDoesNotAnswerWithinTheDialTimeout) {
   ASSERT_EQ(listen(listener, 0), 0);
   ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   std::vector<int> fillers;  // connections never accepted, until the queue drops new ones
+  struct Closer {
+    int listener;
+    std::vector<int>& fds;
+    ~Closer() {
+      for (int fd : fds) close(fd);
+      close(listener);
+    }
+  } closer{listener, fillers};
   auto dial_hangs = [&] {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) return false;
     fillers.push_back(fd);
     connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     pollfd pfd{fd, POLLOUT, 0};
@@ -322,11 +331,7 @@ TEST(TcpTransport, DialGivesUpOnAPeerThatDoesNotAnswerWithinTheDialTimeout) {
   };
   bool hangs = false;
   for (int i = 0; i < 8 && !hangs; ++i) hangs = dial_hangs();
-  if (!hangs) {
-    for (int fd : fillers) close(fd);
-    close(listener);
-    GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
-  }
+  if (!hangs) GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
   auto layout = SmallLayout(2);
   HostKvPool pool(layout, 4);
   TcpTransportOptions o;
@@ -338,11 +343,10 @@ TEST(TcpTransport, DialGivesUpOnAPeerThatDoesNotAnswerWithinTheDialTimeout) {
   const auto took = Clock::now() - t0;
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kDeadlineExceeded) << t.status().ToString();
-  EXPECT_NE(t.status().message().find("connect"), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("connect timed out"), std::string::npos)
+      << t.status().ToString();
   EXPECT_GE(took, 250ms);
   EXPECT_LT(took, 5s);
-  for (int fd : fillers) close(fd);
-  close(listener);
 }
 
 TEST(TcpTransport, HostBytesAreRefusedByAReceiverWhosePagesAreOnAGpu) {
