@@ -1,6 +1,8 @@
 // End to end: a gateway and colocated workers as real processes on loopback, driven over HTTP.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <filesystem>
 
 #include "tests/e2e/process.h"
@@ -55,6 +57,17 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
   auto too_long = Curl(http_, "/v1/completions",
                        nlohmann::json{{"model", "tiny"}, {"prompt", long_prompt}}.dump());
   EXPECT_EQ(too_long.status, 413) << too_long.body;
+  {  // a body past the gateway's 8 MiB limit, still streaming in as the 413 goes out
+    const auto big = dir_ / "big.json";
+    std::ofstream(big) << std::string(32 << 20, ' ');
+    for (int i = 0; i < 5; ++i) {
+      auto huge = testing::RunCurl(
+          "curl -s --max-time 30 -w '\\n%{http_code}' -H "
+          "'Content-Type: application/json' --data-binary @" +
+          big + " http://127.0.0.1:" + std::to_string(http_) + "/v1/completions");
+      EXPECT_EQ(huge.status, 413) << huge.body;
+    }
+  }
   auto path = Curl(http_, "/v2/nothing");
   EXPECT_EQ(path.status, 404);
   auto ok = Curl(http_, "/v1/chat/completions",
