@@ -3,8 +3,10 @@
 #include "model/detokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <string>
 
 #include "model/byte_level.h"
 #include "model/tokenizer_writer.h"
@@ -14,8 +16,10 @@ namespace {
 
 std::shared_ptr<const Tokenizer> WrittenTokenizer() {
   static const auto tokenizer = [] {
-    std::filesystem::path dir =
-        std::filesystem::path(PDSERVE_TEST_TMP) / "detokenizer_test" / "model";
+    // One folder per process: ctest runs this file's tests in parallel processes, which wrote
+    // the same files at once and failed now and then.
+    std::filesystem::path dir = std::filesystem::path(PDSERVE_TEST_TMP) / "detokenizer_test" /
+                                ("model-" + std::to_string(::getpid()));
     EXPECT_TRUE(WriteByteLevelTokenizer(dir.string()).ok());
     auto t = Tokenizer::Load(dir.string());
     EXPECT_TRUE(t.ok()) << t.status().ToString();
