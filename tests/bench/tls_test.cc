@@ -1,6 +1,7 @@
 // https endpoints: the client verifies the server's certificate and host name (or not, when
 // asked), and a failed handshake is a connect failure with its reason.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -56,7 +57,9 @@ class Tls : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
     std::filesystem::create_directories(PDSERVE_TEST_TMP);
-    ca_file_ = std::string(PDSERVE_TEST_TMP) + "/tls_test_ca.pem";
+    // One file per process: ctest runs this fixture's tests in parallel processes.
+    ca_file_ =
+        std::string(PDSERVE_TEST_TMP) + "/tls_test_ca." + std::to_string(::getpid()) + ".pem";
     std::ofstream(ca_file_) << kCert;
   }
 
