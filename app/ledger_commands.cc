@@ -204,16 +204,8 @@ void AddLedgerCommands(CLI::App& app) {
   forget->add_option("--ledger", *forget_ledger, "the ledger file (SQLite)")->required();
   forget->add_option("--tenant", *forget_tenant, "the tenant whose rows go")->required();
   forget->callback([forget_ledger, forget_tenant] {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(*forget_ledger, ec)) {
-      Fail("ledger forget", NotFound("ledger " + *forget_ledger + ": no such file"));
-    }
-    // Read-only first: opened for writing, an empty file or an empty SQLite database would get a
-    // ledger's tables written into it instead of an error.
-    if (auto check = gateway::Ledger::OpenReadOnly(*forget_ledger); !check.ok()) {
-      Fail("ledger forget", check.status());
-    }
-    auto ledger = gateway::Ledger::Open({*forget_ledger, false});
+    // Never Open: it would make a missing file, an empty one or an empty database a ledger.
+    auto ledger = gateway::Ledger::OpenExisting(*forget_ledger);
     if (!ledger.ok()) Fail("ledger forget", ledger.status());
     auto deleted = (*ledger)->ForgetTenant(*forget_tenant);
     if (!deleted.ok()) Fail("ledger forget", deleted.status());

@@ -176,15 +176,19 @@ Result<std::unique_ptr<Ledger>> Ledger::Open(const LedgerOptions& options) {
 }
 
 Result<std::unique_ptr<Ledger>> Ledger::OpenReadOnly(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return NotFound("ledger " + path + ": no such file");
-  }
   return OpenWith(path, SQLITE_OPEN_READONLY, false);
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::OpenExisting(const std::string& path) {
+  return OpenWith(path, SQLITE_OPEN_READWRITE, false);
 }
 
 Result<std::unique_ptr<Ledger>> Ledger::OpenWith(const std::string& path, int flags,
                                                  bool store_text) {
+  std::error_code ec;
+  if (!(flags & SQLITE_OPEN_CREATE) && !std::filesystem::is_regular_file(path, ec)) {
+    return NotFound("ledger " + path + ": no such file");
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
@@ -195,7 +199,7 @@ Result<std::unique_ptr<Ledger>> Ledger::OpenWith(const std::string& path, int fl
   }
   sqlite3_busy_timeout(db, 5000);  // a report may read while the gateway writes
   std::unique_ptr<Ledger> ledger(new Ledger(db, path, store_text));
-  Status s = ledger->CheckOrCreateSchema((flags & SQLITE_OPEN_READWRITE) != 0);
+  Status s = ledger->CheckOrCreateSchema(flags);
   if (!s.ok()) return s.WithContext("ledger " + path);
   return ledger;
 }
@@ -211,7 +215,8 @@ Status Ledger::Exec(const char* sql) const {
   return Unavailable(message);
 }
 
-Status Ledger::CheckOrCreateSchema(bool writable) {
+Status Ledger::CheckOrCreateSchema(int flags) {
+  const bool writable = (flags & SQLITE_OPEN_READWRITE) != 0;
   std::lock_guard lock(mu_);
   int64_t app_id = 0, version = 0, objects = 0;
   {
@@ -230,7 +235,9 @@ Status Ledger::CheckOrCreateSchema(bool writable) {
     objects = header.Int(2);
   }  // the statement ends its read before the schema changes
   if (app_id == 0 && objects == 0) {
-    if (!writable) return InvalidArgument("not a pdserve ledger (an empty database)");
+    if (!(flags & SQLITE_OPEN_CREATE)) {
+      return InvalidArgument("not a pdserve ledger (an empty database)");
+    }
     PDSERVE_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     PDSERVE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
     Status s = Exec(kSchema);

@@ -79,6 +79,9 @@ class Ledger {
   static Result<std::unique_ptr<Ledger>> Open(const LedgerOptions& options);
   // For report and export: NotFound if the file is missing; the same checks as Open.
   static Result<std::unique_ptr<Ledger>> OpenReadOnly(const std::string& path);
+  // For changing a ledger that exists (ledger forget): like OpenReadOnly, but writable. An empty
+  // file or database is refused, not made a ledger.
+  static Result<std::unique_ptr<Ledger>> OpenExisting(const std::string& path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
@@ -103,7 +106,7 @@ class Ledger {
   Ledger(sqlite3* db, std::string path, bool store_text);
   static Result<std::unique_ptr<Ledger>> OpenWith(const std::string& path, int flags,
                                                   bool store_text);
-  Status CheckOrCreateSchema(bool writable);
+  Status CheckOrCreateSchema(int flags);  // the SQLITE_OPEN_* flags the file was opened with
   Status Exec(const char* sql) const;
 
   mutable std::mutex mu_;

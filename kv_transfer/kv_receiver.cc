@@ -81,7 +81,6 @@ Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
     return InvalidArgument(fmt::format("KV reserve: request id {} is reserved", request_id));
   }
   std::lock_guard lock(mu_);
-  ReleaseHeldLocked(Clock::now());
   if (requests_.count(request_id)) {
     return Status(StatusCode::kAlreadyExists,
                   fmt::format("KV reserve: request {} exists", request_id));

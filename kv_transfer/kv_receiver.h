@@ -123,7 +123,8 @@ class KvReceiver {
   // waiters. Returns the peer to notify (0: none). Requires mu_.
   PeerId FailLocked(uint64_t id, Request& r, const Status& why);
   void FreeLocked(Request& r);
-  void ReleaseHeldLocked(Clock::time_point now);  // returns held pages whose hold has passed
+  // Returns held pages whose hold has passed; the watchdog's kHoldTimer calls it at the next.
+  void ReleaseHeldLocked(Clock::time_point now);
   void Retire(uint64_t id);  // requires mu_: remembers a final request for State/Wait, bounded
   void OnDeadline(uint64_t id);
   void NotifyPeer(PeerId peer, uint64_t id, const Status& why, bool abort);

@@ -309,13 +309,12 @@ cudaError_t Launch(const AttentionArgs& a, int n_items, int n_combine, cudaStrea
   return cudaGetLastError();
 }
 
-// The kernel for the fewest rows (4, 8 or RMAX) that holds `rows`.
+// The kernel for the fewest rows (4, 8 or RMAX) that holds `rows` (<= RMAX).
 template <int DL, int RMAX>
 cudaError_t LaunchForRows(const AttentionArgs& a, int rows, int n_items, int n_combine,
                           cudaStream_t stream) {
   if (rows <= 4) return Launch<DL, 4>(a, n_items, n_combine, stream);
-  if (rows <= 8 || RMAX == 8)
-    return Launch<DL, (RMAX < 8 ? RMAX : 8)>(a, n_items, n_combine, stream);
+  if (rows <= 8) return Launch<DL, 8>(a, n_items, n_combine, stream);
   return Launch<DL, RMAX>(a, n_items, n_combine, stream);
 }
 
