@@ -1,14 +1,21 @@
 // The CUDA-IPC payload path (a prefill and a decode worker on one GPU): the receiver exports
 // its pools' memory handles in the hello reply; the sender maps them once and copies a layer's
 // chunks device-to-device straight into the reserved pages, waits for the copies, then sends the
-// headers, so the receiver acknowledges bytes that are already in place. Also device memory helpers
-// and version probes. Compiles to stubs without PDSERVE_HAVE_CUDA.
+// headers, so the receiver acknowledges bytes that are already in place. The copies are one
+// launch of the CUDA backend's copy kernel a layer (model/cuda/copy_tiles.h says why), or
+// cudaMemcpyAsync where that backend is not built. Also device memory helpers and version
+// probes. Compiles to stubs without PDSERVE_HAVE_CUDA.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <thread>
 
 #include "kv_transfer/gpu_payloads.h"
+#include "model/cuda/copy_tiles.h"
+#if PDSERVE_HAVE_CUDA_BACKEND
+#include "model/cuda/kernels.h"
+#endif
 
 namespace pdserve::kv_transfer {
 
@@ -72,7 +79,10 @@ class CudaIpcSender final : public DevicePayloadSender {
   CudaIpcSender(const KvLayout& layout, int device) : layout_(layout), device_(device) {}
   ~CudaIpcSender() override {
     cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);  // no copy still reads the staging buffers
     for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
+    if (tiles_host_) cudaFreeHost(tiles_host_);
+    if (tiles_device_) cudaFree(tiles_device_);
     if (event_) cudaEventDestroy(event_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -110,27 +120,69 @@ class CudaIpcSender final : public DevicePayloadSender {
     const size_t page_bytes = layout_.page_bytes();
     if (layer < 0 || layer >= static_cast<int>(remote_bases_.size()) || dst_first < 0 ||
         dst_first * page_bytes + bytes > remote_pages_ * page_bytes) {
+      pending_.clear();  // the layer's push fails: none of its copies may start
       return OutOfRange("CUDA IPC: chunk outside the receiver's pool");
     }
-    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
-    PDSERVE_CUDA_CHECK(cudaMemcpyAsync(remote_bases_[layer] + dst_first * page_bytes, src, bytes,
-                                       cudaMemcpyDeviceToDevice, stream_));
+    pending_.push_back({reinterpret_cast<uint64_t>(src),
+                        reinterpret_cast<uint64_t>(remote_bases_[layer] + dst_first * page_bytes),
+                        bytes});
     return Status::Ok();
   }
 
   // One wait for a layer's copies: a wait per 2 MiB chunk held a 256 MiB layer to 24 GB/s on an
   // H200, each wait costing more than its copy.
   Status Flush(Clock::time_point deadline) override {
+    if (pending_.empty()) return Status::Ok();
     PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    Status started = StartCopies();
+    pending_.clear();
+    PDSERVE_RETURN_IF_ERROR(started);
     PDSERVE_CUDA_CHECK(cudaEventRecord(event_, stream_));
     return WaitEvent(event_, deadline, "CUDA IPC copy");
   }
 
  private:
+  // Enqueues pending_'s copies on stream_.
+  Status StartCopies() {
+#if PDSERVE_HAVE_CUDA_BACKEND
+    tiles_.clear();
+    model::cuda::AppendCopyTiles(pending_, model::cuda::kCopyTileBytes, &tiles_);
+    if (tiles_.size() > tiles_capacity_) {  // Flush waited for the last copy: nothing uses them
+      if (tiles_host_) cudaFreeHost(tiles_host_);
+      if (tiles_device_) cudaFree(tiles_device_);
+      tiles_host_ = nullptr;
+      tiles_device_ = nullptr;
+      tiles_capacity_ = 0;
+      const size_t capacity = std::max<size_t>(tiles_.size(), 1024);
+      PDSERVE_CUDA_CHECK(cudaMallocHost(&tiles_host_, capacity * sizeof(model::cuda::CopyTile)));
+      PDSERVE_CUDA_CHECK(cudaMalloc(&tiles_device_, capacity * sizeof(model::cuda::CopyTile)));
+      tiles_capacity_ = capacity;
+    }
+    const size_t bytes = tiles_.size() * sizeof(model::cuda::CopyTile);
+    std::memcpy(tiles_host_, tiles_.data(), bytes);
+    PDSERVE_CUDA_CHECK(
+        cudaMemcpyAsync(tiles_device_, tiles_host_, bytes, cudaMemcpyHostToDevice, stream_));
+    PDSERVE_CUDA_CHECK(
+        model::cuda::LaunchCopyTiles(tiles_device_, static_cast<int>(tiles_.size()), stream_));
+#else
+    for (const model::cuda::CopyRange& r : pending_) {
+      PDSERVE_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(r.dst),
+                                         reinterpret_cast<const void*>(r.src), r.bytes,
+                                         cudaMemcpyDeviceToDevice, stream_));
+    }
+#endif
+    return Status::Ok();
+  }
+
   const KvLayout layout_;
   const int device_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t event_ = nullptr;
+  std::vector<model::cuda::CopyRange> pending_;  // Send()s since the last Flush
+  std::vector<model::cuda::CopyTile> tiles_;
+  model::cuda::CopyTile* tiles_host_ = nullptr;  // pinned staging of tiles_
+  model::cuda::CopyTile* tiles_device_ = nullptr;
+  size_t tiles_capacity_ = 0;
   std::map<std::string, void*> opened_;  // handle bytes -> mapped base
   std::vector<unsigned char*> remote_bases_;
   uint64_t remote_pages_ = 0;

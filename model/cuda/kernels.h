@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "model/cuda/attention_layout.h"
+#include "model/cuda/copy_tiles.h"
 
 namespace pdserve::model::cuda {
 
@@ -93,5 +94,9 @@ struct AttentionArgs {
 // then the merge of split tiles. Needs head_dim even and <= 256.
 cudaError_t LaunchPagedAttention(const AttentionArgs& args, int n_items, int n_combine,
                                  cudaStream_t stream);
+
+// Copies every tile (copy_tiles.h; `tiles` in device memory), a block each, by the SMs. The
+// addresses may be another process's memory mapped by CUDA IPC on this device.
+cudaError_t LaunchCopyTiles(const CopyTile* tiles, int n_tiles, cudaStream_t stream);
 
 }  // namespace pdserve::model::cuda
