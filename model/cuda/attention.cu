@@ -11,6 +11,7 @@
 // (K and V are read from bf16 pages).
 #include <math_constants.h>
 
+#include "model/cuda/attention_device.cuh"
 #include "model/cuda/device_math.cuh"
 #include "model/cuda/kernels.h"
 
@@ -25,7 +26,6 @@ constexpr int kScoreLoads = 4;  // 16-byte pieces of a key row
 // Value rows: 32 / DL, so that the loaded values take 32 registers whatever DL is.
 template <int DL>
 constexpr int kValueLoads = 32 / DL;
-constexpr float kNegInf = -__builtin_inff();
 
 // s[r] = q_s[r] · k for r < rows, k a bf16 row of head_dim elements in global memory.
 template <int RMAX>
@@ -103,24 +103,6 @@ __device__ __forceinline__ void LoadDims(const bf16* row, int lane, int hd, floa
   }
 #pragma unroll
   for (int i = 0; i < DL; ++i) v[i] = d0 + i < hd ? __bfloat162float(row[d0 + i]) : 0.0f;
-}
-
-// Where block (item, blockIdx.y)'s rows are: row r is token r / n_heads_here of the tile and
-// query head first_head + r % n_heads_here.
-struct HeadTile {
-  int kv_head;
-  int first_head;
-  int n_heads_here;
-};
-
-__device__ __forceinline__ HeadTile HeadTileOf(const AttentionArgs& a) {
-  const int group = a.n_heads / a.n_kv_heads;
-  const int g = blockIdx.y / a.head_tiles, t = blockIdx.y % a.head_tiles;
-  return {g, g * group + t * a.heads_per_tile, min(a.heads_per_tile, group - t * a.heads_per_tile)};
-}
-
-__device__ __forceinline__ size_t PartialSlot(int partial, int r, int max_rows) {
-  return (static_cast<size_t>(partial) * gridDim.y + blockIdx.y) * max_rows + r;
 }
 
 template <int DL, int RMAX>
@@ -332,6 +314,7 @@ cudaError_t LaunchPagedAttention(const AttentionArgs& a, int n_items, int n_comb
   const int rows = a.tile_rows > 0 ? a.tile_rows : max_rows;
   // Fewer rows than a head tile holds would overrun the kernel's per-row arrays.
   if (rows > max_rows || rows < a.heads_per_tile) return cudaErrorInvalidValue;
+  if (DecodeAttentionApplies(a)) return LaunchDecodeAttention(a, n_items, stream);
   if (a.head_dim <= 32) return LaunchForRows<1, 16>(a, rows, n_items, n_combine, stream);
   if (a.head_dim <= 64) return LaunchForRows<2, 16>(a, rows, n_items, n_combine, stream);
   if (a.head_dim <= 128) return LaunchForRows<4, 16>(a, rows, n_items, n_combine, stream);

@@ -21,8 +21,8 @@ struct AttentionItem {
   int32_t table;      // offset of the sequence's block table in the step's tables
   int32_t key_begin;  // keys of this split; causal masking still applies per row
   int32_t key_end;
-  int32_t partial;  // -1: the tile has one split and writes its output; else its partial slot
-  int32_t unused = 0;
+  int32_t partial;       // -1: the tile has one split and writes its output; else its partial slot
+  int32_t combine = -1;  // with partial >= 0: the index of the tile's AttentionCombine
 };
 
 // A query tile whose keys were split over several items: the combine kernel merges the partial

@@ -172,6 +172,7 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer act_;                  // bf16 [rows][hidden_dim]
   DeviceBuffer rope_cos_, rope_sin_;  // f32 [rows][head_dim / 2]
   DeviceBuffer partial_o_, partial_ml_;  // split attention tiles (kernels.h)
+  DeviceBuffer split_counters_;          // i32, zero between steps (AttentionArgs)
   DeviceBuffer logits_;                  // f32 [logit rows][vocab]
   DeviceBuffer argmax_;                  // i32 [logit rows]
   PinnedBuffer tokens_host_;             // i32 [logit rows]
@@ -294,6 +295,13 @@ Status CudaBackendImpl::ReserveRunBuffers() {
       static_cast<size_t>(plan_.num_partials) * tiling_.grid_y() * tiling_.max_rows;
   PDSERVE_RETURN_IF_ERROR(partial_o_.Reserve(partial_rows * c.head_dim * 4));
   PDSERVE_RETURN_IF_ERROR(partial_ml_.Reserve(partial_rows * 2 * 4));
+  void* const counters_before = split_counters_.get<void>();
+  const size_t counters = std::max<size_t>(1, plan_.combine.size() * tiling_.grid_y());
+  PDSERVE_RETURN_IF_ERROR(split_counters_.Reserve(counters * 4));
+  if (split_counters_.get<void>() != counters_before) {  // new memory: zero it once
+    PDSERVE_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(split_counters_.get<void>(), 0, split_counters_.bytes(), stream_));
+  }
   PDSERVE_RETURN_IF_ERROR(logits_.Reserve(m * c.vocab_size * 4));
   PDSERVE_RETURN_IF_ERROR(argmax_.Reserve(m * 4));
   PDSERVE_RETURN_IF_ERROR(tokens_host_.Reserve(m * 4));
@@ -380,6 +388,7 @@ Status CudaBackendImpl::Run(const ForwardBatch& batch) {
   attention.out = att_.get<bf16>();
   attention.partial_o = partial_o_.get<float>();
   attention.partial_ml = partial_ml_.get<float>();
+  if (options_.decode_attention_kernel) attention.split_counters = split_counters_.get<int>();
   attention.n_heads = c.n_heads;
   attention.n_kv_heads = c.n_kv_heads;
   attention.head_dim = c.head_dim;

@@ -42,6 +42,9 @@ struct CudaBackendOptions {
   // Steps of at most this many rows use the GEMV kernel instead of cuBLAS (0..8; 0: cuBLAS
   // always). Default 4: beyond that the rows' re-reads of x cost more than cuBLAS loses.
   int gemv_max_rows = 4;
+  // Decode-only steps run the decode attention kernel where it applies (kernels.h,
+  // DecodeAttentionApplies); false: the general kernel, as prompt steps. Tests run both.
+  bool decode_attention_kernel = true;
   // Benchmarks only: with no weights, random bf16 weights of the config's shape are made on the
   // device from this seed (no file, no host memory).
   std::optional<uint64_t> random_weights_seed;

@@ -77,6 +77,10 @@ struct AttentionArgs {
   bf16* out = nullptr;          // [rows][n_heads * head_dim]
   float* partial_o = nullptr;   // [partials][grid_y][max_rows][head_dim]
   float* partial_ml = nullptr;  // [partials][grid_y][max_rows][2]: running max and sum
+  // [combine entries][grid_y], all zero between launches: the decode kernel counts the splits
+  // of a tile that are done, and the last merges them (and sets its count back to zero). Null:
+  // the decode kernel is not used.
+  int* split_counters = nullptr;
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
@@ -91,9 +95,19 @@ struct AttentionArgs {
 };
 
 // Causal attention of every item's rows over the paged KV (prompt chunks and decode rows alike),
-// then the merge of split tiles. Needs head_dim even and <= 256.
+// then the merge of split tiles. Needs head_dim even and <= 256. A step whose items are one
+// token each (tile_rows == heads_per_tile) runs the decode kernel where it applies
+// (DecodeAttentionApplies).
 cudaError_t LaunchPagedAttention(const AttentionArgs& args, int n_items, int n_combine,
                                  cudaStream_t stream);
+
+// Whether LaunchPagedAttention takes the decode kernel: one-token items, head_dim a multiple of
+// 8 up to 256, at most 8 query heads a tile, and split counters given.
+bool DecodeAttentionApplies(const AttentionArgs& args);
+
+// The decode kernel alone (decode_attention.cu), splits merged in the kernel; only where
+// DecodeAttentionApplies.
+cudaError_t LaunchDecodeAttention(const AttentionArgs& args, int n_items, cudaStream_t stream);
 
 // Copies every tile (copy_tiles.h; `tiles` in device memory), a block each, by the SMs. The
 // addresses may be another process's memory mapped by CUDA IPC on this device.

@@ -106,10 +106,11 @@ Status BuildStepPlan(const ForwardBatch& batch, const ModelConfig& config,
       plan->items.push_back({t.row0, t.n_rows, t.pos0, t.table, 0, keys, -1});
       continue;
     }
+    const auto combine = static_cast<int32_t>(plan->combine.size());
     plan->combine.push_back({t.row0, t.n_rows, plan->num_partials, splits});
     for (int s = 0; s < splits; ++s) {
       plan->items.push_back({t.row0, t.n_rows, t.pos0, t.table, s * per_split,
-                             std::min(keys, (s + 1) * per_split), plan->num_partials++});
+                             std::min(keys, (s + 1) * per_split), plan->num_partials++, combine});
     }
   }
   return Status::Ok();

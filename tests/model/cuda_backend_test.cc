@@ -6,6 +6,7 @@
 // CUDA or cudaGetDeviceCount finds none. The step planner's tests need no GPU and always run.
 #include "model/cuda/cuda_backend.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -70,7 +71,7 @@ struct Pair {
 };
 
 Pair MakePair(const ModelConfig& c, const std::string& dir, int pages = 64, int page_size = 4,
-              int gemv_max_rows = 4) {
+              int gemv_max_rows = 4, bool decode_attention_kernel = true) {
   auto weights = Weights::Load(dir, c);
   EXPECT_TRUE(weights.ok()) << weights.status().ToString();
   Pair p;
@@ -81,6 +82,7 @@ Pair MakePair(const ModelConfig& c, const std::string& dir, int pages = 64, int 
   o.num_pages = pages;
   o.page_size = page_size;
   o.gemv_max_rows = gemv_max_rows;
+  o.decode_attention_kernel = decode_attention_kernel;
   auto gpu = CreateCudaBackend(*weights, c, o);
   EXPECT_TRUE(gpu.ok()) << gpu.status().ToString();
   if (gpu.ok()) p.gpu = std::move(gpu).value();
@@ -204,6 +206,15 @@ void ExpectPlanCovers(const ModelConfig& c, const ForwardBatch& batch, int targe
     }
     if (item.partial >= 0) {
       EXPECT_TRUE(partials.insert(item.partial).second);
+      // The split names the combine entry that merges it (the decode kernel's last block).
+      ASSERT_GE(item.combine, 0);
+      ASSERT_LT(item.combine, static_cast<int>(plan.combine.size()));
+      const cuda::AttentionCombine& merge = plan.combine[item.combine];
+      EXPECT_GE(item.partial, merge.first_partial);
+      EXPECT_LT(item.partial, merge.first_partial + merge.n_splits);
+      EXPECT_EQ(merge.row0, item.row0);
+    } else {
+      EXPECT_EQ(item.combine, -1);
     }
   }
   for (int r = 0; r < plan.num_rows; ++r) EXPECT_EQ(seen[r], plan.positions[r] + 1) << "row " << r;
@@ -448,6 +459,70 @@ TEST(CudaBackendTest, MixedBatchOfPromptsAndDecodesMatchesCpu) {
                                 seqs[i].pages, true});
     }
     ExpectSameLogits(p, decodes, "decode rows");
+  }
+}
+
+// Decode steps of several sequences at once over scattered pages, long enough that their keys
+// are split (and, with the decode kernel, merged by the splits' last block), with the decode
+// attention kernel and without it.
+void ExpectDecodeBatchesMatch(const ModelConfig& c, bool decode_kernel) {
+  SCOPED_TRACE(fmt::format("head_dim {}, {} query heads over {} KV heads, decode kernel {}",
+                           c.head_dim, c.n_heads, c.n_kv_heads, decode_kernel));
+  testing::TempDir dir;
+  WriteModel(c, dir.path(), 21, DType::kBF16);
+  Pair p = MakePair(c, dir.path(), 96, 16, 4, decode_kernel);
+  ASSERT_TRUE(p.cpu && p.gpu);
+  struct Seq {
+    std::vector<int32_t> tokens, pages;
+    int pos;
+  };
+  std::vector<Seq> seqs;
+  std::mt19937 rng(5);
+  std::vector<int32_t> free_pages = Iota(96);
+  std::shuffle(free_pages.begin(), free_pages.end(), rng);
+  for (int i = 0; i < 3; ++i) {  // prompts of 9, 40 and 71 tokens, then 25 decode steps
+    Seq s{RandomTokens(34 + 31 * i, c.vocab_size, 60 + i), {}, 9 + 31 * i};
+    s.pages.assign(free_pages.begin() + 8 * i, free_pages.begin() + 8 * i + 8);
+    ForwardBatch b;
+    b.chunks.push_back({std::span(s.tokens).first(s.pos), 0, s.pages, true});
+    ExpectSameLogits(p, b, "prompt " + std::to_string(i));
+    seqs.push_back(std::move(s));
+  }
+  for (int step = 0; step < 24; ++step) {
+    ForwardBatch b;
+    for (int i : {2, 0, 1}) {
+      Seq& s = seqs[i];
+      b.chunks.push_back({std::span(s.tokens).subspan(s.pos, 1), s.pos, s.pages, true});
+    }
+    ExpectSameLogits(p, b, "decode step " + std::to_string(step));
+    for (Seq& s : seqs) ++s.pos;
+  }
+  // One sequence alone: batch 1, where the keys split finest.
+  ForwardBatch alone;
+  alone.chunks.push_back(
+      {std::span(seqs[2].tokens).subspan(seqs[2].pos, 1), seqs[2].pos, seqs[2].pages, true});
+  ExpectSameLogits(p, alone, "batch-1 decode");
+}
+
+TEST(CudaBackendTest, DecodeBatchesMatchCpuWithEitherAttentionKernel) {
+  REQUIRE_GPU();
+  struct Shape {
+    int head_dim, n_heads, n_kv_heads;
+  };
+  // 16, 64, 128, 256 dims (8, 8, 16 and 32 lanes a key; 96: lanes past head_dim idle); tiles
+  // of 1, 2, 3 (rounded up to 4), 4 and 8 query heads; 10 falls back to the general kernel.
+  for (const Shape& shape : std::vector<Shape>{{128, 4, 1},
+                                               {64, 16, 2},
+                                               {256, 4, 2},
+                                               {96, 2, 2},
+                                               {16, 6, 2},
+                                               {128, 8, 1},
+                                               {16, 20, 2}}) {
+    ModelConfig c = WideConfig();
+    c.head_dim = shape.head_dim;
+    c.n_heads = shape.n_heads;
+    c.n_kv_heads = shape.n_kv_heads;
+    for (bool decode_kernel : {true, false}) ExpectDecodeBatchesMatch(c, decode_kernel);
   }
 }
 
