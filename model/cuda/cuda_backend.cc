@@ -295,10 +295,12 @@ Status CudaBackendImpl::ReserveRunBuffers() {
       static_cast<size_t>(plan_.num_partials) * tiling_.grid_y() * tiling_.max_rows;
   PDSERVE_RETURN_IF_ERROR(partial_o_.Reserve(partial_rows * c.head_dim * 4));
   PDSERVE_RETURN_IF_ERROR(partial_ml_.Reserve(partial_rows * 2 * 4));
-  void* const counters_before = split_counters_.get<void>();
+  // New memory is zeroed once; a grown buffer is new memory even where cudaMalloc hands back
+  // the freed address (counts left there made merges come early in a test on an H200).
+  const size_t counters_before = split_counters_.bytes();
   const size_t counters = std::max<size_t>(1, plan_.combine.size() * tiling_.grid_y());
   PDSERVE_RETURN_IF_ERROR(split_counters_.Reserve(counters * 4));
-  if (split_counters_.get<void>() != counters_before) {  // new memory: zero it once
+  if (split_counters_.bytes() != counters_before) {
     PDSERVE_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(split_counters_.get<void>(), 0, split_counters_.bytes(), stream_));
   }
