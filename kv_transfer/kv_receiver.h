@@ -108,15 +108,14 @@ class KvReceiver {
  private:
   struct Request {
     TransferState state = TransferState::kReserved;
-    Status status;                               // why it Failed
-    std::vector<int32_t> pages;                  // ascending
-    int filled_pages = 0;                        // the first ones, which the transfer fills
-    std::unordered_map<int32_t, int32_t> index;  // page id -> position in `pages`
-    std::vector<uint8_t> claimed;                // [n_layers][pages]: a chunk covered it
-    int64_t applied_pages = 0;                   // over all layers
-    int pins = 0;                                // chunks being written
-    PeerId peer = 0;                             // 0 until the first chunk
-    Clock::time_point deadline;                  // as reserved
+    Status status;                 // why it Failed
+    std::vector<int32_t> pages;    // ascending
+    int filled_pages = 0;          // the first ones, which the transfer fills
+    std::vector<uint8_t> claimed;  // [n_layers][pages]: a chunk covered it
+    int64_t applied_pages = 0;     // over all layers
+    int pins = 0;                  // chunks being written
+    PeerId peer = 0;               // 0 until the first chunk
+    Clock::time_point deadline;    // as reserved
   };
 
   // Moves the request to Failed (if it is not final yet), frees its pages unless pinned, wakes

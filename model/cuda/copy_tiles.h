@@ -1,9 +1,8 @@
 // How a batch of device-to-device byte copies is cut into tiles, one per block of the copy
-// kernel (kernels.h, LaunchCopyTiles). KV transfer's CUDA-IPC sender copies a layer's runs of
-// pages with one launch of that kernel: on an H200, cudaMemcpyAsync into another process's
-// mapped pool moved 1 GiB at 0.43 of the rate of a local device-to-device copy, and each run
-// cost a call. Plain C++17 (nvcc reads it too) with no CUDA types (addresses are integers), so
-// the tiling is tested on any machine. Pure function.
+// kernel (kernels.h, LaunchCopyTiles). KV transfer's CUDA-IPC sender copies a layer of many runs
+// of pages with one launch of that kernel instead of a cudaMemcpyAsync call a run. Plain C++17
+// (nvcc reads it too) with no CUDA types (addresses are integers), so the tiling is tested on any
+// machine. Pure function.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // KvReceiver's state machine and validation, driven through FakeTransport and raw headers.
 #include "kv_transfer/kv_receiver.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -97,6 +98,52 @@ TEST(KvReceiver, DoneWhenTheFilledPagesArriveAndRefusesChunksPastThem) {
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange) << refused.status().ToString();
   EXPECT_FALSE(p.receiver.Reserve(11, 2, Clock::now() + 10s, 3).ok());
   p.receiver.Cancel(10, "test over");
+}
+
+// A chunk is a run of pages: every page must be in the reservation, once a layer. The pool is
+// fragmented first so that the reservation has a gap for a run to fall into.
+TEST(KvReceiver, RefusesRunsOverUnreservedPagesAndPagesSentTwice) {
+  Pair p;
+  ASSERT_TRUE(p.receiver.Reserve(20, 2, Clock::now() + 10s).ok());
+  ASSERT_TRUE(p.receiver.Reserve(21, 1, Clock::now() + 10s).ok());
+  ASSERT_TRUE(p.receiver.Reserve(22, 2, Clock::now() + 10s).ok());
+  p.receiver.Cancel(21, "make a hole");
+  auto r = p.receiver.Reserve(23, 3, Clock::now() + 10s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<int32_t>& pages = r->pages;
+  size_t gap = 0;  // pages[gap] + 1 is not reserved
+  while (gap + 1 < pages.size() && pages[gap + 1] == pages[gap] + 1) ++gap;
+  ASSERT_LT(gap + 1, pages.size()) << "the reservation has no gap to test";
+  const KvReceiver::PeerId peer = p.receiver.AddPeer({});
+  auto chunk = [&](int32_t first, uint32_t count) {
+    FrameHeader h;
+    h.layout_hash = p.layout.hash;
+    h.request_id = 23;
+    h.layer = 1;
+    h.first_page = first;
+    h.page_count = count;
+    h.byte_count = count * p.layout.page_bytes();
+    return h;
+  };
+  auto across = p.receiver.BeginChunk(peer, chunk(pages[gap], 2));
+  EXPECT_EQ(across.status().code(), StatusCode::kOutOfRange) << across.status().ToString();
+  EXPECT_NE(across.status().message().find(fmt::format("page {} is not", pages[gap] + 1)),
+            std::string::npos)
+      << across.status().ToString();
+  // A reserved page alone is taken; the same page again, alone or in a run, is refused.
+  const FrameHeader first = chunk(pages[gap + 1], 1);
+  ASSERT_TRUE(p.receiver.BeginChunk(peer, first).ok());
+  ASSERT_TRUE(p.receiver.EndChunk(peer, first, Status::Ok()).ok());
+  if (gap + 2 < pages.size() && pages[gap + 2] == pages[gap + 1] + 1) {
+    auto twice = p.receiver.BeginChunk(peer, chunk(pages[gap + 1], 2));
+    EXPECT_EQ(twice.status().code(), StatusCode::kAlreadyExists) << twice.status().ToString();
+  }
+  auto again = p.receiver.BeginChunk(peer, first);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().ToString();
+  EXPECT_NE(again.status().message().find(fmt::format("page {} of request 23", pages[gap + 1])),
+            std::string::npos)
+      << again.status().ToString();
+  for (uint64_t id : {20, 22, 23}) p.receiver.Cancel(id, "test over");
 }
 
 TEST(KvReceiver, DeadlineFailsAndFreesPages) {
