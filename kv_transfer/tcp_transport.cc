@@ -196,7 +196,7 @@ class TcpTransport::Impl {
     PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages, lead_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
-    std::vector<OutFrame> batch;          // TCP: queued together, written from this thread
+    std::vector<OutFrame> batch;          // TCP, CUDA IPC: queued together, written from here
     size_t layer_bytes = 0;
     for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
     const bool splice = layer_bytes >= options_.splice_min_layer_bytes;
@@ -240,11 +240,15 @@ class TcpTransport::Impl {
         continue;
       }
       f.header = EncodeHeader(h);
-      asio::post(io_, [this, f = std::move(f)]() mutable { Enqueue(std::move(f)); });
-      if (!copies_first) {  // NCCL: the receiver posts its receive on the header
-        Status s = device_->Send(src, layer, c.dst_first, bytes, device_deadline);
-        if (!s.ok()) return FailAndTell(id, s);
+      if (copies_first) {  // the bytes are in place: the headers go from this thread, as TCP's
+        batch.push_back(std::move(f));
+        continue;
       }
+      // NCCL: the receiver posts its receive on the header, which the I/O thread sends while
+      // this one blocks in the send.
+      asio::post(io_, [this, f = std::move(f)]() mutable { Enqueue(std::move(f)); });
+      Status s = device_->Send(src, layer, c.dst_first, bytes, device_deadline);
+      if (!s.ok()) return FailAndTell(id, s);
     }
     if (batch.empty()) return Status::Ok();
     std::lock_guard lock(write_mu_);
