@@ -369,19 +369,45 @@ double Median(std::vector<double> v) {
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
+  double open_s = 0, push_s = 0, wait_s = 0;              // medians of the phases (KvTiming)
+  int runs = 0;                                           // chunks of the last push
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
 };
 
+// Where one KV message's time went, in seconds: Open (the page lists checked and coalesced),
+// PushLayer (until the last chunk is handed to the socket: for CUDA IPC, the copies too), and
+// Wait (until every chunk's ack is in).
+struct KvTiming {
+  double open = 0, push = 0, wait = 0;
+  double total() const { return open + push + wait; }
+};
+
 // One KV message: open, push the layer, wait for every chunk's ack.
-Result<double> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
-                      const std::vector<int32_t>& dst) {
+Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
+                        const std::vector<int32_t>& dst) {
   std::vector<int32_t> src(n);
   for (int i = 0; i < n; ++i) src[i] = i;
-  const auto t0 = Clock::now();
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  KvTiming t;
+  auto t0 = Clock::now();
   PDSERVE_RETURN_IF_ERROR(transport.Open({id, src, dst, Clock::now() + std::chrono::seconds(100)}));
+  t.open = since(t0);
+  t0 = Clock::now();
   PDSERVE_RETURN_IF_ERROR(transport.PushLayer(id, 0));
+  t.push = since(t0);
+  t0 = Clock::now();
   PDSERVE_RETURN_IF_ERROR(transport.Wait(id));
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  t.wait = since(t0);
+  return t;
+}
+
+// Runs of consecutive pages in an ascending page list: the chunks of a one-layer push.
+int CountRuns(const std::vector<int32_t>& pages) {
+  int runs = 0;
+  for (size_t i = 0; i < pages.size(); ++i) runs += i == 0 || pages[i] != pages[i - 1] + 1;
+  return runs;
 }
 
 // The baseline: the same bytes by blocking send, received by blocking recv, one-byte ack.
@@ -450,6 +476,8 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     int pages = 0;
     uint64_t bytes = 0;
     std::vector<double> kv, base, paired, checksummed, paired_checksummed;
+    std::vector<double> open, push, wait;
+    int runs = 0;
   };
   std::vector<Samples> sizes;
   for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
@@ -481,13 +509,18 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       };
       const bool baseline_first = it % 2 != 0;
       PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
-      PDSERVE_ASSIGN_OR_RETURN(const double kv_s, TimeKv(*transport, id, s.pages, dst));
+      PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst));
+      const double kv_s = kv.total();
+      s.runs = CountRuns(dst);
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
       PDSERVE_RETURN_IF_ERROR(time_baseline(!baseline_first));
       if (it >= 0) {
         s.kv.push_back(kv_s);
+        s.open.push_back(kv.open);
+        s.push.push_back(kv.push);
+        s.wait.push_back(kv.wait);
         s.base.push_back(*base_s);
         s.paired.push_back(*base_s / kv_s);
         if (checksummed) {
@@ -509,6 +542,10 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.gbps = s.bytes / r.seconds / 1e9;
     r.baseline_gbps = s.bytes / Median(s.base) / 1e9;
     r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(s.paired);
+    r.open_s = Median(s.open);
+    r.push_s = Median(s.push);
+    r.wait_s = Median(s.wait);
+    r.runs = s.runs;
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}", r.bytes,
                              r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio);
     if (!s.checksummed.empty()) {
@@ -516,7 +553,9 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       r.ratio_vs_checksummed = Median(s.paired_checksummed);
       std::cout << fmt::format(" {:>14.2f} {:>8.2f}", r.checksummed_gbps, r.ratio_vs_checksummed);
     }
-    std::cout << "\n" << std::flush;
+    std::cout << fmt::format(" {:>9.1f} {:>9.1f} {:>9.1f} {:>6}\n", r.open_s * 1e6, r.push_s * 1e6,
+                             r.wait_s * 1e6, r.runs)
+              << std::flush;
     rows.push_back(r);
   }
   (void)SendJson(fd, {{"op", "quit"}});
@@ -622,7 +661,7 @@ void RunBenchKv(const BenchKvOptions& o) {
                            "baseline_GB/s", "ratio")
             << (o.checksummed_baseline ? fmt::format(" {:>14} {:>8}", "crc_base_GB/s", "vs_crc")
                                        : std::string())
-            << "\n";
+            << fmt::format(" {:>9} {:>9} {:>9} {:>6}\n", "open_us", "push_us", "wait_us", "runs");
   auto rows = Drive(o, host, port, &doc);
   if (child > 0) {
     int status = 0;
@@ -636,7 +675,11 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"time_us", r.seconds * 1e6},
                               {"gbps", r.gbps},
                               {"baseline_gbps", r.baseline_gbps},
-                              {"ratio", r.ratio}});
+                              {"ratio", r.ratio},
+                              {"open_us", r.open_s * 1e6},
+                              {"push_us", r.push_s * 1e6},
+                              {"wait_us", r.wait_s * 1e6},
+                              {"runs", r.runs}});
     if (o.checksummed_baseline) {
       doc["results"].back()["checksummed_baseline_gbps"] = r.checksummed_gbps;
       doc["results"].back()["ratio_vs_checksummed"] = r.ratio_vs_checksummed;
