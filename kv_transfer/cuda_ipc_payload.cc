@@ -51,7 +51,9 @@ struct ExportedLayer {
 
 // Waits for `event`, never past `deadline`.
 Status WaitEvent(cudaEvent_t event, Clock::time_point deadline, const char* what) {
-  const auto spin_until = Clock::now() + std::chrono::microseconds(500);
+  // A GiB copies in about 0.5 ms on an H200; past the spin, a sleep's overshoot on a virtual
+  // machine added tens of microseconds to each wait.
+  const auto spin_until = Clock::now() + std::chrono::milliseconds(2);
   for (;;) {
     const cudaError_t e = cudaEventQuery(event);
     if (e == cudaSuccess) return Status::Ok();
