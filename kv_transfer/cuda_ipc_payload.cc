@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -85,7 +86,7 @@ class CudaIpcSender final : public DevicePayloadSender {
     for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
     if (tiles_host_) cudaFreeHost(tiles_host_);
     if (tiles_device_) cudaFree(tiles_device_);
-    if (event_) cudaEventDestroy(event_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -99,7 +100,6 @@ class CudaIpcSender final : public DevicePayloadSender {
     std::memcpy(&remote_pages_, payload.data() + n * sizeof(ExportedLayer), sizeof(uint64_t));
     PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
     PDSERVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    PDSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     for (size_t l = 0; l < n; ++l) {
       ExportedLayer e;
       std::memcpy(&e, payload.data() + l * sizeof e, sizeof e);
@@ -131,32 +131,68 @@ class CudaIpcSender final : public DevicePayloadSender {
     return Status::Ok();
   }
 
-  // One wait for a layer's copies: a wait per 2 MiB chunk held a 256 MiB layer to 24 GB/s on an
-  // H200, each wait costing more than its copy.
   Status Flush(Clock::time_point deadline) override {
-    if (pending_.empty()) return Status::Ok();
-    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
-    Status started = StartCopies();
-    pending_.clear();
-    PDSERVE_RETURN_IF_ERROR(started);
-    PDSERVE_CUDA_CHECK(cudaEventRecord(event_, stream_));
-    return WaitEvent(event_, deadline, "CUDA IPC copy");
+    return FlushInOrder(deadline, pending_.size(), [](size_t) {});
   }
 
- private:
-  // Enqueues pending_'s copies on stream_: a few runs by cudaMemcpyAsync each (its copy ran at
-  // 2,106 GB/s a GiB on an H200, the kernel's at 1,955), more by one launch of the kernel.
-  Status StartCopies() {
-#if PDSERVE_HAVE_CUDA_BACKEND
-    if (pending_.size() > kMemcpyMaxRuns) return StartCopyKernel();
-#endif
-    for (const model::cuda::CopyRange& r : pending_) {
-      PDSERVE_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(r.dst),
-                                         reinterpret_cast<const void*>(r.src), r.bytes,
-                                         cudaMemcpyDeviceToDevice, stream_));
+  // Waits for the copies in the order they were sent, an event after each copy of a MiB or
+  // more: the transport sends each chunk's header while the later chunks still copy. (One wait a
+  // 2 MiB chunk, each wait for its own copy, once held a 256 MiB layer to 24 GB/s on an H200.)
+  Status FlushInOrder(Clock::time_point deadline, size_t n_sends,
+                      const std::function<void(size_t)>& ready) override {
+    if (pending_.empty()) {
+      ready(n_sends);
+      return Status::Ok();
+    }
+    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    std::vector<size_t> marks;  // after the copies of the first marks[i] sends, events_[i]
+    Status started = StartCopies(&marks);
+    pending_.clear();
+    PDSERVE_RETURN_IF_ERROR(started);
+    for (size_t i = 0; i < marks.size(); ++i) {
+      PDSERVE_RETURN_IF_ERROR(WaitEvent(events_[i], deadline, "CUDA IPC copy"));
+      ready(marks[i]);
     }
     return Status::Ok();
   }
+
+  // Enqueues pending_'s copies on stream_ and records events after them (EventAt): an event a
+  // copy where copies are a MiB or more on average, or there are few (cudaMemcpyAsync each: its
+  // copy ran at 2,106 GB/s a GiB on an H200, the kernel's at 1,955); else one event after a
+  // launch of the copy kernel for them all, as a call a run would cost more than their copies.
+  Status StartCopies(std::vector<size_t>* marks) {
+    uint64_t total = 0;
+    for (const model::cuda::CopyRange& r : pending_) total += r.bytes;
+    const bool large = total >= kLargeCopyBytes * pending_.size();
+#if PDSERVE_HAVE_CUDA_BACKEND
+    if (!large && pending_.size() > kMemcpyMaxRuns) {
+      PDSERVE_RETURN_IF_ERROR(StartCopyKernel());
+      return EventAt(pending_.size(), marks);
+    }
+#endif
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      const model::cuda::CopyRange& r = pending_[i];
+      PDSERVE_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(r.dst),
+                                         reinterpret_cast<const void*>(r.src), r.bytes,
+                                         cudaMemcpyDeviceToDevice, stream_));
+      if (large || i + 1 == pending_.size()) PDSERVE_RETURN_IF_ERROR(EventAt(i + 1, marks));
+    }
+    return Status::Ok();
+  }
+
+  // Records the next event of events_ on stream_, marking `sends` copies done when it fires.
+  Status EventAt(size_t sends, std::vector<size_t>* marks) {
+    if (events_.size() == marks->size()) {
+      cudaEvent_t e = nullptr;
+      PDSERVE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    PDSERVE_CUDA_CHECK(cudaEventRecord(events_[marks->size()], stream_));
+    marks->push_back(sends);
+    return Status::Ok();
+  }
+
+  static constexpr size_t kLargeCopyBytes = 1u << 20;
 
 #if PDSERVE_HAVE_CUDA_BACKEND
   // A call costs this thread a few microseconds: past a few runs, one launch is cheaper.
@@ -189,7 +225,7 @@ class CudaIpcSender final : public DevicePayloadSender {
   const KvLayout layout_;
   const int device_;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t event_ = nullptr;
+  std::vector<cudaEvent_t> events_;  // recorded in order by StartCopies, reused each Flush
   std::vector<model::cuda::CopyRange> pending_;  // Send()s since the last Flush
   std::vector<model::cuda::CopyTile> tiles_;
   model::cuda::CopyTile* tiles_host_ = nullptr;  // pinned staging of tiles_

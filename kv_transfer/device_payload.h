@@ -6,6 +6,7 @@
 // push lock; a DevicePayloadReceiver by one connection's ordered worker. Neither is thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,15 @@ class DevicePayloadSender {
   virtual Status Send(const void* src, int layer, int32_t dst_first, size_t bytes,
                       Clock::time_point deadline) = 0;
   virtual Status Flush(Clock::time_point) { return Status::Ok(); }
+  // Flush, telling as it goes: calls ready(k) once the moves of the first k Send()s since the
+  // last Flush (k ascending, n_sends of them in all) have completed, from this thread, so that
+  // their headers can go while later moves still run. Stops at the first error.
+  virtual Status FlushInOrder(Clock::time_point deadline, size_t n_sends,
+                              const std::function<void(size_t)>& ready) {
+    PDSERVE_RETURN_IF_ERROR(Flush(deadline));
+    ready(n_sends);
+    return Status::Ok();
+  }
 };
 
 class DevicePayloadReceiver {

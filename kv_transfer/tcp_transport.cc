@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -183,12 +184,13 @@ class TcpTransport::Impl {
 
   Status PushLayer(uint64_t id, int layer) {
     const size_t page_bytes = layout_.page_bytes();
-    // CUDA IPC moves no bytes over the socket: a chunk is a whole run of pages, one header.
+    // CUDA IPC moves no bytes over the socket: its chunks are runs of pages cut only so that
+    // their headers can leave while the rest of the layer copies (device_piece_bytes).
     const bool copies_first = options_.path != PayloadPath::kTcp && device_->SendsBeforeHeader();
-    const auto max_pages =
-        copies_first
-            ? std::numeric_limits<int32_t>::max()
-            : static_cast<int32_t>(std::max<size_t>(1, options_.max_chunk_bytes / page_bytes));
+    const size_t chunk_bytes =
+        copies_first ? options_.device_piece_bytes : options_.max_chunk_bytes;
+    const auto max_pages = static_cast<int32_t>(
+        std::clamp<size_t>(chunk_bytes / page_bytes, 1, std::numeric_limits<int32_t>::max()));
     const auto lead_pages =
         options_.path == PayloadPath::kTcp && options_.lead_chunk_bytes > 0
             ? static_cast<int32_t>(std::max<size_t>(1, options_.lead_chunk_bytes / page_bytes))
@@ -196,31 +198,14 @@ class TcpTransport::Impl {
     PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages, lead_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
-    std::vector<OutFrame> batch;          // TCP, CUDA IPC: queued together, written from here
     size_t layer_bytes = 0;
     for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
     const bool splice = layer_bytes >= options_.splice_min_layer_bytes;
     const auto device_deadline = Clock::now() + std::chrono::seconds(60);
-    if (copies_first) {  // every copy of the layer, one wait, then the headers
-      for (const PageRun& c : chunks) {
-        Status s =
-            device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
-                          static_cast<size_t>(c.count) * page_bytes, device_deadline);
-        if (!s.ok()) return FailAndTell(id, s);
-      }
-      if (Status s = device_->Flush(device_deadline); !s.ok()) {
-        // Copies may still be queued on a stuck GPU, and would land whenever it moves: this
-        // connection copies no more (the receiver fails its requests when it closes).
-        asio::post(io_, [this, s] { Lost(s); });
-        return FailAndTell(id, s);
-      }
-    }
-    for (const PageRun& c : chunks) {
+    auto frame_of = [&](const PageRun& c) {
       OutFrame f;
       f.chunk = true;
       f.request_id = id;
-      const unsigned char* src = base + static_cast<size_t>(c.src_first) * page_bytes;
-      const size_t bytes = static_cast<size_t>(c.count) * page_bytes;
       FrameHeader h;
       h.type = FrameType::kChunk;
       h.path = options_.path;
@@ -230,42 +215,75 @@ class TcpTransport::Impl {
       h.first_page = c.dst_first;
       h.page_count = static_cast<uint32_t>(c.count);
       if (options_.path == PayloadPath::kTcp) {
+        const size_t bytes = static_cast<size_t>(c.count) * page_bytes;
         h.byte_count = bytes;
-        f.payload = src;
+        f.payload = base + static_cast<size_t>(c.src_first) * page_bytes;
         f.bytes = bytes;
         f.splice = splice;
         f.needs_crc = true;
         f.pending = h;
-        batch.push_back(std::move(f));
-        continue;
+      } else {
+        f.header = EncodeHeader(h);
       }
-      f.header = EncodeHeader(h);
-      if (copies_first) {  // the bytes are in place: the headers go from this thread, as TCP's
-        batch.push_back(std::move(f));
-        continue;
+      return f;
+    };
+    if (copies_first) {  // every copy of the layer, then each header as its copy is done
+      for (const PageRun& c : chunks) {
+        Status s =
+            device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
+                          static_cast<size_t>(c.count) * page_bytes, device_deadline);
+        if (!s.ok()) return FailAndTell(id, s);
       }
-      // NCCL: the receiver posts its receive on the header, which the I/O thread sends while
-      // this one blocks in the send.
-      asio::post(io_, [this, f = std::move(f)]() mutable { Enqueue(std::move(f)); });
-      Status s = device_->Send(src, layer, c.dst_first, bytes, device_deadline);
-      if (!s.ok()) return FailAndTell(id, s);
-    }
-    if (batch.empty()) return Status::Ok();
-    std::lock_guard lock(write_mu_);
-    if (lost_) return Status::Ok();  // the table has failed the request; Wait says why
-    for (OutFrame& f : batch) write_queue_.push_back(std::move(f));
-    if (writing_) {
-      SealNext();  // the socket is full and the I/O thread will carry on
+      size_t headed = 0;
+      Status s = device_->FlushInOrder(device_deadline, chunks.size(), [&](size_t done) {
+        std::vector<OutFrame> ready;
+        for (; headed < done; ++headed) ready.push_back(frame_of(chunks[headed]));
+        WriteFrames(ready);
+      });
+      if (!s.ok()) {
+        // Copies may still be queued on a stuck GPU, and would land whenever it moves: this
+        // connection copies no more (the receiver fails its requests when it closes).
+        asio::post(io_, [this, s] { Lost(s); });
+        return FailAndTell(id, s);
+      }
       return Status::Ok();
     }
-    writing_ = true;
-    if (Status s = WriteQueued(); !s.ok()) {
-      asio::post(io_, [this, s] { Lost(s); });
+    if (options_.path == PayloadPath::kTcp) {  // queued together, written from this thread
+      std::vector<OutFrame> batch;
+      for (const PageRun& c : chunks) batch.push_back(frame_of(c));
+      WriteFrames(batch);
+      return Status::Ok();
+    }
+    for (const PageRun& c : chunks) {
+      // NCCL: the receiver posts its receive on the header, which the I/O thread sends while
+      // this one blocks in the send.
+      asio::post(io_, [this, f = frame_of(c)]() mutable { Enqueue(std::move(f)); });
+      Status s =
+          device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
+                        static_cast<size_t>(c.count) * page_bytes, device_deadline);
+      if (!s.ok()) return FailAndTell(id, s);
     }
     return Status::Ok();
   }
 
  private:
+  // Queues `frames` and writes what the socket takes from this thread; the I/O thread carries
+  // on when it is full. A write error loses the connection (the table fails its requests).
+  void WriteFrames(std::vector<OutFrame>& frames) {
+    if (frames.empty()) return;
+    std::lock_guard lock(write_mu_);
+    if (lost_) return;  // the table has failed the request; Wait says why
+    for (OutFrame& f : frames) write_queue_.push_back(std::move(f));
+    if (writing_) {
+      SealNext();  // the socket is full and the I/O thread will carry on
+      return;
+    }
+    writing_ = true;
+    if (Status s = WriteQueued(); !s.ok()) {
+      asio::post(io_, [this, s] { Lost(s); });
+    }
+  }
+
   Status FailAndTell(uint64_t id, const Status& why) {
     table_.Cancel(id, why);
     return why;

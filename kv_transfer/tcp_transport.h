@@ -51,6 +51,10 @@ struct TcpTransportOptions {
   // copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead from 8 MiB, where a copying sender starts
   // to find the socket full. 0: splice every push; kNeverSplice: copy every push (sendmsg).
   size_t splice_min_layer_bytes = 4u << 20;
+  // CUDA IPC: a layer's copies are cut into chunks of at most this many bytes, and each chunk's
+  // header leaves as soon as its copy is done while the later ones still copy, so the receiver
+  // acks the first chunks during the copy instead of all of them after it.
+  size_t device_piece_bytes = 32u << 20;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
   // connection) on the wire, after its CRC was computed. -1: never.

@@ -29,7 +29,7 @@ int ProbeDevices() {
 }
 
 #if PDSERVE_HAVE_CUDA
-constexpr int kPages = 512, kRequestPages = 300;
+constexpr int kPages = 512, kRequestPages = 320;  // 20 MiB a layer
 
 // Layers 0..n-1 of `pages` KV pages each, in one device allocation.
 struct DevicePool {
@@ -67,7 +67,11 @@ struct DevicePool {
   std::vector<void*> bases;
 };
 
-void RunPair(PayloadPath path, int send_device, int recv_device) {
+// Pushes a request's 4 layers from a process on send_device to one on recv_device and checks
+// every byte there. Scattered: its source pages are many one-page runs (the IPC copy kernel);
+// else one run a layer, cut into chunks of device_piece_bytes (IPC: a header as each copies).
+void RunPair(PayloadPath path, int send_device, int recv_device, bool scattered = true,
+             size_t device_piece_bytes = TcpTransportOptions{}.device_piece_bytes) {
   const KvLayout layout = *KvLayout::Make("gpu-test", model::DType::kBF16, 4, 8, 128, 16);
   WordPipe to_sender;
   const pid_t child = fork();
@@ -97,7 +101,7 @@ void RunPair(PayloadPath path, int send_device, int recv_device) {
     uint64_t w;
     ASSERT_TRUE(to_sender.Read(&w));
     dst[i] = static_cast<int32_t>(w);
-    src[i] = (i * 7) % kPages;  // scattered source pages: many one-page runs
+    src[i] = scattered ? (i * 7) % kPages : i;  // 7 is prime to kPages: distinct pages
   }
   DevicePool pool(layout, send_device, kPages);
   pool.Fill(5, src);
@@ -106,6 +110,7 @@ void RunPair(PayloadPath path, int send_device, int recv_device) {
   o.path = path;
   o.device = send_device;
   o.connect_timeout = 60s;
+  o.device_piece_bytes = device_piece_bytes;
   std::vector<const void*> bases(pool.bases.begin(), pool.bases.end());
   auto t = TcpTransport::Connect(layout, bases, kPages, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -122,6 +127,18 @@ TEST(GpuTransport, CudaIpcBetweenTwoProcessesOnOneGpu) {
   const int devices = ProbeDevices();
   if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
   RunPair(PayloadPath::kCudaIpc, 0, 0);
+#else
+  GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
+#endif
+}
+
+// A fresh receiver's reservation is one run of pages, as the source is: each layer's 20 MiB go
+// as 1 MiB chunks, a copy and an event each, their headers sent as their copies end.
+TEST(GpuTransport, CudaIpcLongRunsGoInPiecesHeadedAsTheirCopiesEnd) {
+#if PDSERVE_HAVE_CUDA
+  const int devices = ProbeDevices();
+  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
+  RunPair(PayloadPath::kCudaIpc, 0, 0, /*scattered=*/false, /*device_piece_bytes=*/1u << 20);
 #else
   GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
 #endif
