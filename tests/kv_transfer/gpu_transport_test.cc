@@ -120,13 +120,27 @@ void RunPair(PayloadPath path, int send_device, int recv_device, bool scattered 
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(WaitChild(child, 120s), 0) << "receiver: bytes wrong or pages not freed";
 }
+
+// RunPair in a child process: its sender side initializes CUDA, after which a process may not
+// fork a CUDA child, so this one never does and the next test can run. The child's failures
+// print with this test's output.
+void RunPairInChild(PayloadPath path, int send_device, int recv_device, bool scattered = true,
+                    size_t device_piece_bytes = TcpTransportOptions{}.device_piece_bytes) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    RunPair(path, send_device, recv_device, scattered, device_piece_bytes);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  EXPECT_EQ(WaitChild(child, 240s), 0) << "the pair failed: see the messages above";
+}
 #endif
 
 TEST(GpuTransport, CudaIpcBetweenTwoProcessesOnOneGpu) {
 #if PDSERVE_HAVE_CUDA
   const int devices = ProbeDevices();
   if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
-  RunPair(PayloadPath::kCudaIpc, 0, 0);
+  RunPairInChild(PayloadPath::kCudaIpc, 0, 0);
 #else
   GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
 #endif
@@ -138,7 +152,8 @@ TEST(GpuTransport, CudaIpcLongRunsGoInPiecesHeadedAsTheirCopiesEnd) {
 #if PDSERVE_HAVE_CUDA
   const int devices = ProbeDevices();
   if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
-  RunPair(PayloadPath::kCudaIpc, 0, 0, /*scattered=*/false, /*device_piece_bytes=*/1u << 20);
+  RunPairInChild(PayloadPath::kCudaIpc, 0, 0, /*scattered=*/false,
+                 /*device_piece_bytes=*/1u << 20);
 #else
   GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
 #endif
@@ -149,7 +164,7 @@ TEST(GpuTransport, NcclBetweenTwoGpus) {
   const int devices = ProbeDevices();
   if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
   if (devices < 2) GTEST_SKIP() << "NCCL test needs 2 CUDA devices; found " << devices;
-  RunPair(PayloadPath::kNccl, 0, 1);
+  RunPairInChild(PayloadPath::kNccl, 0, 1);
 #else
   GTEST_SKIP() << "no CUDA device: this build has no NCCL";
 #endif
