@@ -369,8 +369,8 @@ double Median(std::vector<double> v) {
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
-  double open_s = 0, push_s = 0, wait_s = 0;              // medians of the phases (KvTiming)
-  int runs = 0;                                           // chunks of the last push
+  double open_s = 0, push_s = 0, wait_s = 0;  // medians of the phases (KvTiming)
+  int runs = 0;  // runs of consecutive destination pages of the last push
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
 };
 
@@ -403,7 +403,9 @@ Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
   return t;
 }
 
-// Runs of consecutive pages in an ascending page list: the chunks of a one-layer push.
+// Runs of consecutive pages in an ascending page list. A push sends a run as one chunk or more
+// (TcpTransportOptions: max_chunk_bytes and lead_chunk_bytes for TCP, device_piece_bytes for
+// CUDA IPC).
 int CountRuns(const std::vector<int32_t>& pages) {
   int runs = 0;
   for (size_t i = 0; i < pages.size(); ++i) runs += i == 0 || pages[i] != pages[i - 1] + 1;
@@ -466,7 +468,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
   std::vector<unsigned char> host_copy;
   const unsigned char* baseline_src = memory.host();
-  if (memory.host() == nullptr) {
+  if (memory.host() == nullptr && o.transport != "ipc") {  // IPC runs no socket baseline
     host_copy.assign(o.max_bytes, 7);
     baseline_src = host_copy.data();
   }

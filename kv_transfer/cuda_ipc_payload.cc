@@ -1,9 +1,10 @@
 // The CUDA-IPC payload path (a prefill and a decode worker on one GPU): the receiver exports
 // its pools' memory handles in the hello reply; the sender maps them once and copies a layer's
 // chunks device-to-device straight into the reserved pages, waits for the copies, then sends the
-// headers, so the receiver acknowledges bytes that are already in place. A layer of many runs is
-// copied by one launch of the CUDA backend's copy kernel (model/cuda/copy_tiles.h), a layer of a
-// few runs (or any, where that backend is not built) by cudaMemcpyAsync a run. Also device memory
+// headers, so the receiver acknowledges bytes that are already in place. Chunks that average a
+// MiB or more (or a few smaller ones) go by cudaMemcpyAsync each, with an event after each when
+// they are large, so their headers leave as each copy ends; many small runs go by one launch of
+// the CUDA backend's copy kernel (model/cuda/copy_tiles.h) and one event. Also device memory
 // helpers and version probes. Compiles to stubs without PDSERVE_HAVE_CUDA.
 #include <algorithm>
 #include <cstring>
@@ -135,20 +136,33 @@ class CudaIpcSender final : public DevicePayloadSender {
     return FlushInOrder(deadline, pending_.size(), [](size_t) {});
   }
 
-  // Waits for the copies in the order they were sent, an event after each copy of a MiB or
-  // more: the transport sends each chunk's header while the later chunks still copy. (One wait a
-  // 2 MiB chunk, each wait for its own copy, once held a 256 MiB layer to 24 GB/s on an H200.)
+  // Waits for the copies' events in order (StartCopies says where they are): the transport
+  // sends each chunk's header while later chunks still copy. (One wait a 2 MiB chunk, each wait
+  // for its own copy, once held a 256 MiB layer to 24 GB/s on an H200.) After a failure the
+  // stream may still hold copies that read the staging buffers: this sender copies no more.
   Status FlushInOrder(Clock::time_point deadline, size_t n_sends,
                       const std::function<void(size_t)>& ready) override {
+    if (!broken_.ok()) {
+      pending_.clear();
+      return broken_;
+    }
     if (pending_.empty()) {
       ready(n_sends);
       return Status::Ok();
     }
-    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
-    std::vector<size_t> marks;  // after the copies of the first marks[i] sends, events_[i]
-    Status started = StartCopies(&marks);
+    Status status = RunCopies(deadline, ready);
     pending_.clear();
-    PDSERVE_RETURN_IF_ERROR(started);
+    if (!status.ok()) broken_ = status;
+    return status;
+  }
+
+  Status RunCopies(Clock::time_point deadline, const std::function<void(size_t)>& ready) {
+    PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
+    // The launches below report cudaGetLastError(): start from none, whatever this thread's
+    // earlier CUDA calls left there (a refused IPC open of another connection, say).
+    (void)cudaGetLastError();
+    std::vector<size_t> marks;  // after the copies of the first marks[i] sends, events_[i]
+    PDSERVE_RETURN_IF_ERROR(StartCopies(&marks));
     for (size_t i = 0; i < marks.size(); ++i) {
       PDSERVE_RETURN_IF_ERROR(WaitEvent(events_[i], deadline, "CUDA IPC copy"));
       ready(marks[i]);
@@ -156,10 +170,11 @@ class CudaIpcSender final : public DevicePayloadSender {
     return Status::Ok();
   }
 
-  // Enqueues pending_'s copies on stream_ and records events after them (EventAt): an event a
-  // copy where copies are a MiB or more on average, or there are few (cudaMemcpyAsync each: its
-  // copy ran at 2,106 GB/s a GiB on an H200, the kernel's at 1,955); else one event after a
-  // launch of the copy kernel for them all, as a call a run would cost more than their copies.
+  // Enqueues pending_'s copies on stream_ and records events after them (EventAt). Copies that
+  // average a MiB or more go by cudaMemcpyAsync each (its copy ran at 2,106 GB/s a GiB on an
+  // H200, the kernel's at 1,955), an event after each; up to kMemcpyMaxRuns smaller ones too,
+  // one event after the last; more small ones by one launch of the copy kernel and one event,
+  // as a call a run would cost more than their copies.
   Status StartCopies(std::vector<size_t>* marks) {
     uint64_t total = 0;
     for (const model::cuda::CopyRange& r : pending_) total += r.bytes;
@@ -201,7 +216,7 @@ class CudaIpcSender final : public DevicePayloadSender {
   Status StartCopyKernel() {
     tiles_.clear();
     model::cuda::AppendCopyTiles(pending_, model::cuda::kCopyTileBytes, &tiles_);
-    if (tiles_.size() > tiles_capacity_) {  // Flush waited for the last copy: nothing uses them
+    if (tiles_.size() > tiles_capacity_) {  // the last Flush waited for its copies (or broke)
       if (tiles_host_) cudaFreeHost(tiles_host_);
       if (tiles_device_) cudaFree(tiles_device_);
       tiles_host_ = nullptr;
@@ -227,6 +242,7 @@ class CudaIpcSender final : public DevicePayloadSender {
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_;  // recorded in order by StartCopies, reused each Flush
   std::vector<model::cuda::CopyRange> pending_;  // Send()s since the last Flush
+  Status broken_;  // why a Flush failed: copies may still be queued, so no more are started
   std::vector<model::cuda::CopyTile> tiles_;
   model::cuda::CopyTile* tiles_host_ = nullptr;  // pinned staging of tiles_
   model::cuda::CopyTile* tiles_device_ = nullptr;

@@ -528,6 +528,9 @@ Result<std::unique_ptr<TcpTransport>> TcpTransport::Connect(const KvLayout& layo
                                                             TcpTransportOptions options) {
   if (options.port == 0) return InvalidArgument("KV connect: no port");
   if (options.max_chunk_bytes == 0) return InvalidArgument("KV connect: max_chunk_bytes is 0");
+  if (options.device_piece_bytes == 0) {
+    return InvalidArgument("KV connect: device_piece_bytes is 0");
+  }
   auto impl = std::make_unique<Impl>(layout, std::move(layer_bases), num_pages, std::move(options));
   PDSERVE_RETURN_IF_ERROR(impl->Connect());
   return std::unique_ptr<TcpTransport>(new TcpTransport(std::move(impl)));

@@ -51,9 +51,10 @@ struct TcpTransportOptions {
   // copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead from 8 MiB, where a copying sender starts
   // to find the socket full. 0: splice every push; kNeverSplice: copy every push (sendmsg).
   size_t splice_min_layer_bytes = 4u << 20;
-  // CUDA IPC: a layer's copies are cut into chunks of at most this many bytes, and each chunk's
-  // header leaves as soon as its copy is done while the later ones still copy, so the receiver
-  // acks the first chunks during the copy instead of all of them after it. On an H200 a push of
+  // CUDA IPC: a layer's runs of pages are cut into chunks of at most this many bytes; where
+  // they average a MiB or more, each chunk's header leaves as soon as its copy is done while the
+  // later ones still copy, so the receiver acks the first chunks during the copy instead of all
+  // of them after it. Must be > 0. On an H200 a push of
   // 1 GiB in one piece waited 220-390 us for its ack (the receiver slept through the copy); in
   // 32 MiB pieces 30 us, but the pieces' copies took 140 us more than one copy.
   size_t device_piece_bytes = 128u << 20;

@@ -361,6 +361,20 @@ TEST(TcpTransport, HostBytesAreRefusedByAReceiverWhosePagesAreOnAGpu) {
   EXPECT_NE(p.connected.status().message().find("nccl or ipc"), std::string::npos);
 }
 
+TEST(TcpTransport, ZeroChunkSizesAreRefusedBeforeDialling) {
+  for (bool device_piece : {false, true}) {
+    TcpTransportOptions o;
+    (device_piece ? o.device_piece_bytes : o.max_chunk_bytes) = 0;
+    LoopbackPair p(SmallLayout(3), o);
+    ASSERT_FALSE(p.connected.ok());
+    EXPECT_EQ(p.connected.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(p.connected.status().message().find(device_piece ? "device_piece_bytes is 0"
+                                                               : "max_chunk_bytes is 0"),
+              std::string::npos)
+        << p.connected.status().ToString();
+  }
+}
+
 // Both ends set the congestion control they are given, and refuse one the kernel does not offer
 // with a message naming it.
 TEST(TcpTransport, CongestionControlIsSetOrClearlyRefused) {
