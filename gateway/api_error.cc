@@ -25,6 +25,9 @@ ApiError ApiError::NotFound(std::string message) {
 ApiError ApiError::TooLarge(std::string message, std::string param) {
   return {413, "invalid_request_error", std::move(message), std::move(param), "request_too_large"};
 }
+ApiError ApiError::HeadersTooLarge(std::string message) {
+  return {431, "invalid_request_error", std::move(message), "", "request_headers_too_large"};
+}
 ApiError ApiError::RateLimited(std::string message) {
   return {429, "rate_limit_error", std::move(message), "", "rate_limit_exceeded"};
 }

@@ -23,6 +23,8 @@ struct ApiError {
   static ApiError ModelNotFound(const std::string& model);
   static ApiError NotFound(std::string message);
   static ApiError TooLarge(std::string message, std::string param = "");
+  // 431: the request's header fields together are too long.
+  static ApiError HeadersTooLarge(std::string message);
   static ApiError RateLimited(std::string message);
   static ApiError Unavailable(std::string message);
   static ApiError Internal(std::string message);

@@ -16,6 +16,8 @@ namespace http = beast::http;
 
 namespace {
 constexpr auto kReadTimeout = std::chrono::seconds(60);
+// A request line and header fields past this get 431 (RFC 6585), which says what is too long.
+constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
 constexpr auto kWriteTimeout = std::chrono::seconds(30);
 constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
 
@@ -38,7 +40,7 @@ void HttpSession::Run() {
 void HttpSession::Read() {
   parser_.emplace();
   parser_->body_limit(shared_->max_body_bytes);
-  parser_->header_limit(64 * 1024);
+  parser_->header_limit(kMaxHeaderBytes);
   stream_.expires_after(kReadTimeout);
   http::async_read(
       stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -48,10 +50,16 @@ void HttpSession::Read() {
               ApiError::TooLarge("The request body exceeds " +
                                  std::to_string(self->shared_->max_body_bytes) + " bytes"));
         }
+        if (ec == http::error::header_limit) {  // the stream cannot be resynchronised: close
+          self->keep_alive_ = false;
+          self->version_ = 11;
+          return self->RespondError(ApiError::HeadersTooLarge(
+              "The request's header fields exceed " + std::to_string(kMaxHeaderBytes) + " bytes"));
+        }
         if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
             ec != http::error::end_of_stream && ec != http::error::partial_message) {
-          // Bytes that are not HTTP/1.1 (a bad request line, header or chunk size, headers past
-          // 64 KiB): say what was wrong, then close, since the stream cannot be resynchronised.
+          // Bytes that are not HTTP/1.1 (a bad request line, header or chunk size): say what was
+          // wrong, then close, since the stream cannot be resynchronised.
           self->keep_alive_ = false;
           self->version_ = 11;
           return self->RespondError(

@@ -124,6 +124,11 @@ TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsN
     EXPECT_EQ(bad.status, 400) << garbage;
     EXPECT_NE(bad.body.find("Malformed HTTP request"), std::string::npos) << bad.body;
   }
+  // Header fields past 64 KiB: 431, which says what is too large.
+  auto long_headers = ask(testing::HttpRequestText("POST", "/v1/completions", ok_body,
+                                                   {"x-long: " + std::string(70 * 1024, 'a')}));
+  EXPECT_EQ(long_headers.status, 431) << long_headers.body;
+  EXPECT_NE(long_headers.body.find("header fields exceed"), std::string::npos) << long_headers.body;
   auto still = Curl(http_, "/v1/completions", ok_body);
   EXPECT_EQ(still.status, 200) << still.body;
 }
