@@ -366,9 +366,17 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The q-quantile (0..1) of v, the nearest sample below it; 0 for none.
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
+  double ratio_p25 = 0, ratio_p75 = 0;        // the spread of the per-iteration ratios
   double open_s = 0, push_s = 0, wait_s = 0;  // medians of the phases (KvTiming)
   int runs = 0;  // runs of consecutive destination pages of the last push
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
@@ -541,6 +549,8 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     if (o.transport == "ipc") {  // the IPC target: a device-to-device copy of the same bytes
       PDSERVE_ASSIGN_OR_RETURN(double d2d, kvt::TimeDeviceCopy(o.device, s.bytes, o.iters));
       s.base.assign(1, d2d);
+      s.paired.clear();  // each iteration against the copy's median
+      for (double kv : s.kv) s.paired.push_back(d2d / kv);
     }
     Row r;
     r.bytes = s.bytes;
@@ -548,12 +558,15 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.gbps = s.bytes / r.seconds / 1e9;
     r.baseline_gbps = s.bytes / Median(s.base) / 1e9;
     r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(s.paired);
+    r.ratio_p25 = Quantile(s.paired, 0.25);
+    r.ratio_p75 = Quantile(s.paired, 0.75);
     r.open_s = Median(s.open);
     r.push_s = Median(s.push);
     r.wait_s = Median(s.wait);
     r.runs = s.runs;
-    std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f}", r.bytes,
-                             r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio);
+    std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f} {:>9.2f} {:>9.2f}",
+                             r.bytes, r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio,
+                             r.ratio_p25, r.ratio_p75);
     if (!s.checksummed.empty()) {
       r.checksummed_gbps = s.bytes / Median(s.checksummed) / 1e9;
       r.ratio_vs_checksummed = Median(s.paired_checksummed);
@@ -663,8 +676,8 @@ void RunBenchKv(const BenchKvOptions& o) {
                    "# pdserve bench kv: transport {}, {} iterations (median), TCP congestion "
                    "control {}\n",
                    o.transport, o.iters, congestion.empty() ? "of the host" : congestion)
-            << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8}", "bytes", "time_us", "GB/s",
-                           "baseline_GB/s", "ratio")
+            << fmt::format("{:>12} {:>12} {:>10} {:>12} {:>8} {:>9} {:>9}", "bytes", "time_us",
+                           "GB/s", "baseline_GB/s", "ratio", "ratio_p25", "ratio_p75")
             << (o.checksummed_baseline ? fmt::format(" {:>14} {:>8}", "crc_base_GB/s", "vs_crc")
                                        : std::string())
             << fmt::format(" {:>9} {:>9} {:>9} {:>6}\n", "open_us", "push_us", "wait_us", "runs");
@@ -682,6 +695,8 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"gbps", r.gbps},
                               {"baseline_gbps", r.baseline_gbps},
                               {"ratio", r.ratio},
+                              {"ratio_p25", r.ratio_p25},
+                              {"ratio_p75", r.ratio_p75},
                               {"open_us", r.open_s * 1e6},
                               {"push_us", r.push_s * 1e6},
                               {"wait_us", r.wait_s * 1e6},

@@ -33,6 +33,15 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
     EXPECT_GT(r["baseline_gbps"].get<double>(), 0.0);
     EXPECT_GT(r["ratio"].get<double>(), 0.0);
     EXPECT_GT(r["time_us"].get<double>(), 0.0);
+    // The spread of the per-iteration ratios brackets their median; each phase of a message
+    // is part of it, in the same unit.
+    EXPECT_LE(r["ratio_p25"].get<double>(), r["ratio"].get<double>());
+    EXPECT_GE(r["ratio_p75"].get<double>(), r["ratio"].get<double>());
+    for (const char* phase : {"open_us", "push_us", "wait_us"}) {
+      EXPECT_GT(r[phase].get<double>(), 0.0) << phase;
+      EXPECT_LE(r[phase].get<double>(), r["time_us"].get<double>() * 1.0001) << phase;
+    }
+    EXPECT_GE(r["runs"].get<int>(), 1);
     expected *= 2;
   }
 }
