@@ -63,6 +63,7 @@ struct BenchKvOptions {
   // TCP: messages of at least this many bytes go into the socket by reference, smaller ones by
   // copy (TcpTransportOptions::splice_min_layer_bytes; kvt::kNeverSplice: all by copy).
   size_t splice_min_bytes = kvt::TcpTransportOptions{}.splice_min_layer_bytes;
+  size_t splice_max_bytes = kvt::TcpTransportOptions{}.splice_max_layer_bytes;  // and at most
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -470,6 +471,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.max_chunk_bytes = o.chunk_bytes;
   to.lead_chunk_bytes = o.lead_chunk_bytes;
   to.splice_min_layer_bytes = o.splice_min_bytes;
+  to.splice_max_layer_bytes = o.splice_max_bytes;
   to.congestion_control = o.congestion;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
@@ -659,6 +661,7 @@ void RunBenchKv(const BenchKvOptions& o) {
   const bool splices = o.transport == "tcp" && o.splice_min_bytes != kvt::kNeverSplice;
   doc["splice_payloads"] = splices;
   doc["splice_min_bytes"] = splices ? json(o.splice_min_bytes) : json(nullptr);
+  doc["splice_max_bytes"] = splices ? json(o.splice_max_bytes) : json(nullptr);
   doc["pinned"] = pinned;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
@@ -747,6 +750,8 @@ void AddBenchKvCommand(CLI::App& bench) {
   auto* splice_min = cmd->add_option("--splice-min-bytes", o->splice_min_bytes,
                                      "TCP: splice messages of at least this many bytes from the "
                                      "pool into the socket, copy smaller ones (0: splice all)");
+  cmd->add_option("--splice-max-bytes", o->splice_max_bytes,
+                  "TCP: ... and of at most this many; copy larger ones");
   cmd->add_flag_callback(
          "--copy-payloads", [o] { o->splice_min_bytes = kvt::kNeverSplice; },
          "TCP: copy every KV payload into the socket (sendmsg), splice none")

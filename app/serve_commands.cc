@@ -308,6 +308,8 @@ void AddServeCommands(CLI::App& app) {
   pre->add_option("--kv-splice-min-bytes", pw->kv_splice_min_bytes,
                   "TCP: layer pushes of at least this many bytes go into the socket by reference "
                   "(vmsplice), smaller ones by copy; 0: all by reference");
+  pre->add_option("--kv-splice-max-bytes", pw->kv_splice_max_bytes,
+                  "TCP: ... and of at most this many; larger ones by copy");
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden

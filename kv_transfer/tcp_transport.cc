@@ -200,7 +200,8 @@ class TcpTransport::Impl {
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
     size_t layer_bytes = 0;
     for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
-    const bool splice = layer_bytes >= options_.splice_min_layer_bytes;
+    const bool splice = layer_bytes >= options_.splice_min_layer_bytes &&
+                        layer_bytes <= options_.splice_max_layer_bytes;
     const auto device_deadline = Clock::now() + std::chrono::seconds(60);
     auto frame_of = [&](const PageRun& c) {
       OutFrame f;

@@ -51,6 +51,10 @@ struct TcpTransportOptions {
   // copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead from 8 MiB, where a copying sender starts
   // to find the socket full. 0: splice every push; kNeverSplice: copy every push (sendmsg).
   size_t splice_min_layer_bytes = 4u << 20;
+  // TCP: ... and at most this many: larger pushes are copied. In paired `bench kv` runs, both on
+  // 2 and on 16 CPUs, splicing kept pace with copying up to 64 MiB, then fell behind: 0.69-0.71
+  // of a plain socket against 0.71-0.76 at 128 MiB, 0.59-0.61 against 0.71-0.76 at 256 MiB.
+  size_t splice_max_layer_bytes = 64u << 20;
   // CUDA IPC: a layer's runs of pages are cut into chunks of at most this many bytes; where
   // they average a MiB or more, each chunk's header leaves as soon as its copy is done while the
   // later ones still copy, so the receiver acks the first chunks during the copy instead of all

@@ -152,6 +152,7 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   o.device = kv_device_;
   o.congestion_control = options_.kv_tcp_congestion;
   o.splice_min_layer_bytes = options_.kv_splice_min_bytes;
+  o.splice_max_layer_bytes = options_.kv_splice_max_bytes;
   const auto now = std::chrono::steady_clock::now();
   if (auto failed = unreachable_.FailedRecently(endpoint, now)) {
     return Unavailable(

@@ -48,6 +48,8 @@ struct PrefillWorkerOptions {
   // TCP: layer pushes of at least this many bytes go into the socket by reference
   // (TcpTransportOptions::splice_min_layer_bytes); 0: all of them.
   size_t kv_splice_min_bytes = kv_transfer::TcpTransportOptions{}.splice_min_layer_bytes;
+  // ... and at most this many (TcpTransportOptions::splice_max_layer_bytes).
+  size_t kv_splice_max_bytes = kv_transfer::TcpTransportOptions{}.splice_max_layer_bytes;
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the
