@@ -4,10 +4,6 @@
 // By default it forks a receiver on loopback; `--listen PORT` / `--peer HOST:PORT` span two hosts.
 // The receiver side serves a small control protocol (4-byte length + JSON) on the control port:
 // reserve pages, wait for a request, receive baseline bytes; the KV itself goes to its listener.
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -23,17 +19,19 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "app/bench_kv_sockets.h"
 #include "app/commands.h"
+#include "app/loopback_cpus.h"
 #include "common/json_text.h"
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/kv_receiver.h"
+#include "kv_transfer/page_runs.h"
 #include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
 #include "model/huge_pages.h"
@@ -71,172 +69,8 @@ kvt::KvLayout BenchLayout() {
   return *kvt::KvLayout::Make("pdserve-bench-kv", model::DType::kBF16, 1, 8, 128, 16);
 }
 
-// --- Blocking sockets with a timeout on every wait ---
-
-constexpr int kSocketTimeoutSeconds = 120;
 // The checksummed baseline sends and checks its bytes in pieces of this size.
 constexpr uint64_t kChecksumPiece = 1 << 20;
-
-// The control and baseline sockets get the KV sockets' options: no Nagle, and the same congestion
-// control, which moves loopback bandwidth more than anything else.
-Status ConfigureSocket(int fd, const std::string& congestion) {
-  timeval tv{kSocketTimeoutSeconds, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return kvt::SetCongestionControl(fd, congestion);
-}
-
-// Closes a socket when the scope that opened it ends.
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
-Status SendAll(int fd, const void* data, size_t n) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return Unavailable(fmt::format("bench kv: send: {}", std::strerror(errno)));
-    p += k, n -= k;
-  }
-  return Status::Ok();
-}
-
-Status RecvAll(int fd, void* data, size_t n) {
-  auto* p = static_cast<char*>(data);
-  while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k == 0) return Unavailable("bench kv: the peer closed the connection");
-    if (k < 0) return Unavailable(fmt::format("bench kv: recv: {}", std::strerror(errno)));
-    p += k, n -= k;
-  }
-  return Status::Ok();
-}
-
-Status SendJson(int fd, const json& j) {
-  const std::string s = j.dump();
-  const uint32_t len = htonl(static_cast<uint32_t>(s.size()));
-  PDSERVE_RETURN_IF_ERROR(SendAll(fd, &len, 4));
-  return SendAll(fd, s.data(), s.size());
-}
-
-Result<json> RecvJson(int fd) {
-  uint32_t len = 0;
-  PDSERVE_RETURN_IF_ERROR(RecvAll(fd, &len, 4));
-  len = ntohl(len);
-  if (len > (16u << 20)) return InvalidArgument("bench kv: control message too long");
-  std::string s(len, '\0');
-  PDSERVE_RETURN_IF_ERROR(RecvAll(fd, s.data(), len));
-  json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument("bench kv: bad control message");
-  return j;
-}
-
-Result<int> ListenOn(int port, bool any_host, uint16_t* bound) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(any_host ? INADDR_ANY : INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0) {
-    ::close(fd);
-    return Unavailable(
-        fmt::format("bench kv: cannot listen on {}: {}", port, std::strerror(errno)));
-  }
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *bound = ntohs(a.sin_port);
-  return fd;
-}
-
-Result<int> Dial(const std::string& host, uint16_t port, const std::string& congestion) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) {
-    return Unavailable("bench kv: cannot resolve " + host);
-  }
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (Status s = ConfigureSocket(fd, congestion); !s.ok()) {
-    freeaddrinfo(res);
-    ::close(fd);
-    return s;
-  }
-  const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  if (rc != 0) {
-    ::close(fd);
-    return Unavailable(
-        fmt::format("bench kv: cannot connect to {}:{}: {}", host, port, std::strerror(errno)));
-  }
-  return fd;
-}
-
-// The CPUs sharing a core with `cpu` (itself included), from sysfs ("0,64" or "0-1"); empty if
-// the kernel does not say.
-std::vector<int> SmtSiblings(int cpu) {
-  std::ifstream in(fmt::format("/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list", cpu));
-  std::string list;
-  std::getline(in, list);
-  std::vector<int> out;
-  std::stringstream items(list);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    int first = 0, last = 0;
-    const char* p = item.c_str();
-    char* end = nullptr;
-    first = static_cast<int>(std::strtol(p, &end, 10));
-    last = *end == '-' ? static_cast<int>(std::strtol(end + 1, nullptr, 10)) : first;
-    for (int c = first; c <= last && c - first < 1024; ++c) out.push_back(c);
-  }
-  return out;
-}
-
-// Loopback runs put the driver and the receiver on CPUs of their own. Left to the scheduler, a
-// wake-up often stacks the receiver on the sender's CPU and the two then take turns, or not,
-// differently from run to run; pinned, the KV path and the baseline both run side by side.
-// The driver gets the first half of the allowed cores, the receiver the rest; hyper-threads stay
-// with their core. Empty with fewer than 2 CPUs.
-struct CpuSplit {
-  cpu_set_t driver, receiver;
-};
-
-std::optional<CpuSplit> SplitCpus() {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
-    return std::nullopt;
-  }
-  std::vector<std::vector<int>> cores;
-  std::vector<bool> placed(CPU_SETSIZE, false);
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (!CPU_ISSET(c, &allowed) || placed[c]) continue;
-    std::vector<int> core = {c};
-    placed[c] = true;
-    for (int s : SmtSiblings(c)) {
-      if (s >= 0 && s < CPU_SETSIZE && CPU_ISSET(s, &allowed) && !placed[s]) {
-        core.push_back(s);
-        placed[s] = true;
-      }
-    }
-    cores.push_back(core);
-  }
-  if (cores.size() < 2) {  // one core's hyper-threads: one each
-    std::vector<std::vector<int>> threads;
-    for (int c : cores[0]) threads.push_back({c});
-    cores = threads;
-  }
-  CpuSplit split;
-  CPU_ZERO(&split.driver);
-  CPU_ZERO(&split.receiver);
-  for (size_t i = 0; i < cores.size(); ++i) {
-    for (int c : cores[i]) CPU_SET(c, i < cores.size() / 2 ? &split.driver : &split.receiver);
-  }
-  return split;
-}
 
 std::string HostName() {
   char buf[256] = {};
@@ -379,7 +213,7 @@ struct Row {
   double seconds, gbps, baseline_gbps, ratio;
   double ratio_p25 = 0, ratio_p75 = 0;        // the spread of the per-iteration ratios
   double open_s = 0, push_s = 0, wait_s = 0;  // medians of the phases (KvTiming)
-  int runs = 0;  // runs of consecutive destination pages of the last push
+  int runs = 0;                               // runs of pages of the last push (KvTiming::runs)
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
 };
 
@@ -388,6 +222,9 @@ struct Row {
 // Wait (until every chunk's ack is in).
 struct KvTiming {
   double open = 0, push = 0, wait = 0;
+  // Runs of pages contiguous at both ends (CoalesceRuns): a push sends each as one chunk or
+  // more (max_chunk_bytes and lead_chunk_bytes for TCP, device_piece_bytes for CUDA IPC).
+  size_t runs = 0;
   double total() const { return open + push + wait; }
 };
 
@@ -400,6 +237,8 @@ Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   KvTiming t;
+  PDSERVE_ASSIGN_OR_RETURN(const std::vector<kvt::PageRun> runs, kvt::CoalesceRuns(src, dst));
+  t.runs = runs.size();
   auto t0 = Clock::now();
   PDSERVE_RETURN_IF_ERROR(transport.Open({id, src, dst, Clock::now() + std::chrono::seconds(100)}));
   t.open = since(t0);
@@ -410,15 +249,6 @@ Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
   PDSERVE_RETURN_IF_ERROR(transport.Wait(id));
   t.wait = since(t0);
   return t;
-}
-
-// Runs of consecutive pages in an ascending page list. A push sends a run as one chunk or more
-// (TcpTransportOptions: max_chunk_bytes and lead_chunk_bytes for TCP, device_piece_bytes for
-// CUDA IPC).
-int CountRuns(const std::vector<int32_t>& pages) {
-  int runs = 0;
-  for (size_t i = 0; i < pages.size(); ++i) runs += i == 0 || pages[i] != pages[i - 1] + 1;
-  return runs;
 }
 
 // The baseline: the same bytes by blocking send, received by blocking recv, one-byte ack.
@@ -527,7 +357,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       if (socket_baseline) PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
       PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst));
       const double kv_s = kv.total();
-      s.runs = CountRuns(dst);
+      s.runs = static_cast<int>(kv.runs);
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());

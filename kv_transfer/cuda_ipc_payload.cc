@@ -16,6 +16,7 @@
 #include "kv_transfer/gpu_payloads.h"
 #include "model/cuda/copy_tiles.h"
 #if PDSERVE_HAVE_CUDA_BACKEND
+#include "model/cuda/device_memory.h"
 #include "model/cuda/kernels.h"
 #endif
 
@@ -85,8 +86,6 @@ class CudaIpcSender final : public DevicePayloadSender {
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);  // no copy still reads the staging buffers
     for (auto& [key, ptr] : opened_) cudaIpcCloseMemHandle(ptr);
-    if (tiles_host_) cudaFreeHost(tiles_host_);
-    if (tiles_device_) cudaFree(tiles_device_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -132,10 +131,6 @@ class CudaIpcSender final : public DevicePayloadSender {
     return Status::Ok();
   }
 
-  Status Flush(Clock::time_point deadline) override {
-    return FlushInOrder(deadline, pending_.size(), [](size_t) {});
-  }
-
   // Waits for the copies' events in order (StartCopies says where they are): the transport
   // sends each chunk's header while later chunks still copy. (One wait a 2 MiB chunk, each wait
   // for its own copy, once held a 256 MiB layer to 24 GB/s on an H200.) After a failure the
@@ -156,6 +151,7 @@ class CudaIpcSender final : public DevicePayloadSender {
     return status;
   }
 
+ private:
   Status RunCopies(Clock::time_point deadline, const std::function<void(size_t)>& ready) {
     PDSERVE_CUDA_CHECK(cudaSetDevice(device_));
     // The launches below report cudaGetLastError(): start from none, whatever this thread's
@@ -216,23 +212,16 @@ class CudaIpcSender final : public DevicePayloadSender {
   Status StartCopyKernel() {
     tiles_.clear();
     model::cuda::AppendCopyTiles(pending_, model::cuda::kCopyTileBytes, &tiles_);
-    if (tiles_.size() > tiles_capacity_) {  // the last Flush waited for its copies (or broke)
-      if (tiles_host_) cudaFreeHost(tiles_host_);
-      if (tiles_device_) cudaFree(tiles_device_);
-      tiles_host_ = nullptr;
-      tiles_device_ = nullptr;
-      tiles_capacity_ = 0;
-      const size_t capacity = std::max<size_t>(tiles_.size(), 1024);
-      PDSERVE_CUDA_CHECK(cudaMallocHost(&tiles_host_, capacity * sizeof(model::cuda::CopyTile)));
-      PDSERVE_CUDA_CHECK(cudaMalloc(&tiles_device_, capacity * sizeof(model::cuda::CopyTile)));
-      tiles_capacity_ = capacity;
-    }
+    // Growing drops the old staging: the last flush waited for its copies (or broke, and then
+    // none start again).
     const size_t bytes = tiles_.size() * sizeof(model::cuda::CopyTile);
-    std::memcpy(tiles_host_, tiles_.data(), bytes);
-    PDSERVE_CUDA_CHECK(
-        cudaMemcpyAsync(tiles_device_, tiles_host_, bytes, cudaMemcpyHostToDevice, stream_));
-    PDSERVE_CUDA_CHECK(
-        model::cuda::LaunchCopyTiles(tiles_device_, static_cast<int>(tiles_.size()), stream_));
+    PDSERVE_RETURN_IF_ERROR(tiles_host_.Reserve(bytes));
+    PDSERVE_RETURN_IF_ERROR(tiles_device_.Reserve(bytes));
+    std::memcpy(tiles_host_.get<void>(), tiles_.data(), bytes);
+    PDSERVE_CUDA_CHECK(cudaMemcpyAsync(tiles_device_.get<void>(), tiles_host_.get<void>(), bytes,
+                                       cudaMemcpyHostToDevice, stream_));
+    PDSERVE_CUDA_CHECK(model::cuda::LaunchCopyTiles(tiles_device_.get<model::cuda::CopyTile>(),
+                                                    static_cast<int>(tiles_.size()), stream_));
     return Status::Ok();
   }
 #endif
@@ -240,13 +229,14 @@ class CudaIpcSender final : public DevicePayloadSender {
   const KvLayout layout_;
   const int device_;
   cudaStream_t stream_ = nullptr;
-  std::vector<cudaEvent_t> events_;  // recorded in order by StartCopies, reused each Flush
-  std::vector<model::cuda::CopyRange> pending_;  // Send()s since the last Flush
-  Status broken_;  // why a Flush failed: copies may still be queued, so no more are started
+  std::vector<cudaEvent_t> events_;  // recorded in order by StartCopies, reused each flush
+  std::vector<model::cuda::CopyRange> pending_;  // Send()s since the last flush
+  Status broken_;  // why a flush failed: copies may still be queued, so no more are started
+#if PDSERVE_HAVE_CUDA_BACKEND
   std::vector<model::cuda::CopyTile> tiles_;
-  model::cuda::CopyTile* tiles_host_ = nullptr;  // pinned staging of tiles_
-  model::cuda::CopyTile* tiles_device_ = nullptr;
-  size_t tiles_capacity_ = 0;
+  model::cuda::PinnedBuffer tiles_host_;  // staging of tiles_ for the copy kernel
+  model::cuda::DeviceBuffer tiles_device_;
+#endif
   std::map<std::string, void*> opened_;  // handle bytes -> mapped base
   std::vector<unsigned char*> remote_bases_;
   uint64_t remote_pages_ = 0;

@@ -42,17 +42,16 @@ class DevicePayloadSender {
   virtual bool SendsBeforeHeader() const = 0;
   // Moves `bytes` from `src` (this process's device memory) to the receiver's pages starting
   // at `dst_first` of `layer`. Bounded by `deadline`. Where SendsBeforeHeader(), it may only
-  // start the move: Flush completes every move started since the last Flush, and the chunks'
-  // headers go out after it.
+  // start the move: FlushInOrder completes the moves, and each chunk's header goes out after its
+  // move is done.
   virtual Status Send(const void* src, int layer, int32_t dst_first, size_t bytes,
                       Clock::time_point deadline) = 0;
-  virtual Status Flush(Clock::time_point) { return Status::Ok(); }
-  // Flush, telling as it goes: calls ready(k) once the moves of the first k Send()s since the
-  // last Flush (k ascending, n_sends of them in all) have completed, from this thread, so that
-  // their headers can go while later moves still run. Stops at the first error.
-  virtual Status FlushInOrder(Clock::time_point deadline, size_t n_sends,
+  // Completes every move started since the last flush, telling as it goes: calls ready(k) once
+  // the moves of the first k Send()s (k ascending, n_sends of them in all) are done, from this
+  // thread, so that their headers can go while later moves still run. Stops at the first error.
+  // The default, for senders whose Send completes its move: ready(n_sends).
+  virtual Status FlushInOrder(Clock::time_point /*deadline*/, size_t n_sends,
                               const std::function<void(size_t)>& ready) {
-    PDSERVE_RETURN_IF_ERROR(Flush(deadline));
     ready(n_sends);
     return Status::Ok();
   }

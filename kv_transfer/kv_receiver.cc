@@ -213,10 +213,9 @@ Result<KvReceiver::ChunkTarget> KvReceiver::BeginChunk(PeerId peer, const FrameH
   const auto pos = static_cast<size_t>(at - r.pages.begin());
   if (at == filled_end || *at != first || pos + count > static_cast<size_t>(r.filled_pages) ||
       r.pages[pos + count - 1] != first + count - 1) {
-    // Name the first page that is not reserved.
-    int64_t missing = first;
-    for (int64_t p = first; p < first + count; ++p, missing = p) {
-      if (!std::binary_search(r.pages.begin(), filled_end, static_cast<int32_t>(p))) break;
+    int64_t missing = first;  // the first page of the run that is not reserved
+    while (std::binary_search(r.pages.begin(), filled_end, static_cast<int32_t>(missing))) {
+      ++missing;
     }
     return OutOfRange(
         fmt::format("KV chunk: page {} is not reserved for request {}", missing, h.request_id));

@@ -198,8 +198,12 @@ class TcpTransport::Impl {
     PDSERVE_ASSIGN_OR_RETURN(auto chunks, table_.BeginLayer(id, layer, max_pages, lead_pages));
     const auto* base = static_cast<const unsigned char*>(bases_[layer]);
     std::lock_guard push_lock(push_mu_);  // GPU paths: headers and device sends in one order
+    auto src_of = [&](const PageRun& c) {
+      return base + static_cast<size_t>(c.src_first) * page_bytes;
+    };
+    auto bytes_of = [&](const PageRun& c) { return static_cast<size_t>(c.count) * page_bytes; };
     size_t layer_bytes = 0;
-    for (const PageRun& c : chunks) layer_bytes += static_cast<size_t>(c.count) * page_bytes;
+    for (const PageRun& c : chunks) layer_bytes += bytes_of(c);
     const bool splice = layer_bytes >= options_.splice_min_layer_bytes &&
                         layer_bytes <= options_.splice_max_layer_bytes;
     const auto device_deadline = Clock::now() + std::chrono::seconds(60);
@@ -216,10 +220,9 @@ class TcpTransport::Impl {
       h.first_page = c.dst_first;
       h.page_count = static_cast<uint32_t>(c.count);
       if (options_.path == PayloadPath::kTcp) {
-        const size_t bytes = static_cast<size_t>(c.count) * page_bytes;
-        h.byte_count = bytes;
-        f.payload = base + static_cast<size_t>(c.src_first) * page_bytes;
-        f.bytes = bytes;
+        h.byte_count = bytes_of(c);
+        f.payload = src_of(c);
+        f.bytes = bytes_of(c);
         f.splice = splice;
         f.needs_crc = true;
         f.pending = h;
@@ -230,9 +233,7 @@ class TcpTransport::Impl {
     };
     if (copies_first) {  // every copy of the layer, then each header as its copy is done
       for (const PageRun& c : chunks) {
-        Status s =
-            device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
-                          static_cast<size_t>(c.count) * page_bytes, device_deadline);
+        Status s = device_->Send(src_of(c), layer, c.dst_first, bytes_of(c), device_deadline);
         if (!s.ok()) return FailAndTell(id, s);
       }
       size_t headed = 0;
@@ -259,9 +260,7 @@ class TcpTransport::Impl {
       // NCCL: the receiver posts its receive on the header, which the I/O thread sends while
       // this one blocks in the send.
       asio::post(io_, [this, f = frame_of(c)]() mutable { Enqueue(std::move(f)); });
-      Status s =
-          device_->Send(base + static_cast<size_t>(c.src_first) * page_bytes, layer, c.dst_first,
-                        static_cast<size_t>(c.count) * page_bytes, device_deadline);
+      Status s = device_->Send(src_of(c), layer, c.dst_first, bytes_of(c), device_deadline);
       if (!s.ok()) return FailAndTell(id, s);
     }
     return Status::Ok();

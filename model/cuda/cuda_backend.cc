@@ -295,15 +295,10 @@ Status CudaBackendImpl::ReserveRunBuffers() {
       static_cast<size_t>(plan_.num_partials) * tiling_.grid_y() * tiling_.max_rows;
   PDSERVE_RETURN_IF_ERROR(partial_o_.Reserve(partial_rows * c.head_dim * 4));
   PDSERVE_RETURN_IF_ERROR(partial_ml_.Reserve(partial_rows * 2 * 4));
-  // New memory is zeroed once; a grown buffer is new memory even where cudaMalloc hands back
-  // the freed address (counts left there made merges come early in a test on an H200).
-  const size_t counters_before = split_counters_.bytes();
+  // Zeroed once, then kept at zero by the kernel (counts left in reused memory made merges come
+  // early in a test on an H200).
   const size_t counters = std::max<size_t>(1, plan_.combine.size() * tiling_.grid_y());
-  PDSERVE_RETURN_IF_ERROR(split_counters_.Reserve(counters * 4));
-  if (split_counters_.bytes() != counters_before) {
-    PDSERVE_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(split_counters_.get<void>(), 0, split_counters_.bytes(), stream_));
-  }
+  PDSERVE_RETURN_IF_ERROR(split_counters_.ReserveZeroed(counters * 4, stream_));
   PDSERVE_RETURN_IF_ERROR(logits_.Reserve(m * c.vocab_size * 4));
   PDSERVE_RETURN_IF_ERROR(argmax_.Reserve(m * 4));
   PDSERVE_RETURN_IF_ERROR(tokens_host_.Reserve(m * 4));

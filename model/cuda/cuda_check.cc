@@ -1,6 +1,7 @@
 #include "model/cuda/cuda_check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "model/cuda/cublas_library.h"
@@ -57,6 +58,18 @@ Status CudaAllocation<kPinned>::Reserve(size_t bytes) {
   }
   ptr_ = ptr;
   bytes_ = grown;
+  return Status::Ok();
+}
+
+template <bool kPinned>
+Status CudaAllocation<kPinned>::ReserveZeroed(size_t bytes, cudaStream_t stream) {
+  if (bytes <= bytes_) return Status::Ok();
+  PDSERVE_RETURN_IF_ERROR(Reserve(bytes));
+  if constexpr (kPinned) {
+    std::memset(ptr_, 0, bytes_);
+  } else {
+    PDSERVE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ptr_, 0, bytes_, stream));
+  }
   return Status::Ok();
 }
 

@@ -33,6 +33,10 @@ class CudaAllocation {
   // At least `bytes` (exactly that the first time; then by half again, so steps that grow a
   // little at a time do not reallocate every time). Contents are lost when it grows.
   Status Reserve(size_t bytes);
+  // Reserve, and memory it had to allocate is zeroed (on `stream`, for device memory): where
+  // contents must start at zero. (cudaMalloc may hand back the address just freed, so a caller
+  // cannot tell new memory by its address.)
+  Status ReserveZeroed(size_t bytes, cudaStream_t stream);
 
   template <typename T>
   T* get() const {
