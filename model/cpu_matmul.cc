@@ -172,7 +172,7 @@ void StreamRuns(const float* x, const Matrix& w, const RowRun* runs) {
 constexpr int kGroupPairs = 4;
 
 struct PackedPairs {
-  std::vector<float> data;
+  CacheLineFloats data;
   size_t pair_stride = 0;  // floats per pair: a group of m pairs takes m * pair_stride
 };
 
@@ -411,10 +411,13 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
   }
 }
 
-// Decode's streams a thread: f32 and f16 rows take one dependent FMA per 32 bytes, so two
-// sums keep up with memory; bf16 rows take two, so four. Paired runs: f32 with two streams beat
-// three and four.
-constexpr int kStreamsF32 = 2, kStreamsBf16 = 4;
+// Decode's streams a thread: four for every dtype. One core's reads reach the memory's rate
+// only with several sequential streams in flight (the bandwidth probe's best is 4-8), whatever
+// the arithmetic a byte: on the small preset, f32 rows over 2 streams a thread ran at 0.72-0.90
+// of a 4-stream read probe and over 4 streams at 0.97-1.0 (same run, matrices alone), and
+// batch-1 f32 decode went from 0.72-0.81 to 0.87-0.97 of the roofline. Eight streams were no
+// better for f32 and worse for bf16.
+constexpr int kStreamsF32 = 4, kStreamsBf16 = 4;
 constexpr int kStreamStep = 16;  // rows a piece takes from each stream
 
 // `count` runs of one decode (T = 1) product, walked side by side.

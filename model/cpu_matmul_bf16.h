@@ -16,10 +16,16 @@
 #include <cstdint>
 #include <vector>
 
+#include <boost/align/aligned_allocator.hpp>
+
 #include "model/row_split.h"
 #include "model/weights.h"
 
 namespace pdserve::model {
+
+// Packed X for the kernels, 64-byte aligned: a 16-lane load from a 16-byte-aligned vector
+// straddles two cache lines three times in four.
+using CacheLineFloats = std::vector<float, boost::alignment::aligned_allocator<float, 64>>;
 
 // W rows per block that the T > 1 kernels (these and cpu_matmul.cc's) keep in L2 while every
 // group of X rows passes over it, and the rows of a thread's piece of a T > 1 product: about
@@ -67,7 +73,7 @@ namespace pdserve::model::bf16 {
 // X in the even/odd order: per row (AVX2 kernels), or per pair of rows side by side in 16-lane
 // registers (AVX-512 kernels, T > 1).
 struct PackedX {
-  std::vector<float> data;
+  CacheLineFloats data;
   size_t stride = 0;  // floats from one row (or pair) to the next
   bool pairs = false;
 };
