@@ -1,7 +1,10 @@
 #include "model/sampler.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pdserve::model {
 
@@ -22,6 +25,53 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
+int32_t ArgMax(std::span<const float> values) {
+  const int n = static_cast<int>(values.size());
+  const float* x = values.data();
+  constexpr int kLanes = 8, kChains = 4;  // independent maxima, so compares overlap
+  const float lowest = -std::numeric_limits<float>::infinity();
+  __m256 best[kChains];
+  __m256i best_at[kChains];
+  for (int c = 0; c < kChains; ++c) {
+    best[c] = _mm256_set1_ps(lowest);
+    best_at[c] = _mm256_setzero_si256();
+  }
+  __m256i at = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i step = _mm256_set1_epi32(kLanes);
+  int i = 0;
+  for (; i + kChains * kLanes <= n; i += kChains * kLanes) {
+    for (int c = 0; c < kChains; ++c) {
+      const __m256 v = _mm256_loadu_ps(x + i + c * kLanes);
+      // Strictly greater: a lane keeps its first maximum, and a NaN compares false.
+      const __m256 greater = _mm256_cmp_ps(v, best[c], _CMP_GT_OQ);
+      best[c] = _mm256_blendv_ps(best[c], v, greater);
+      best_at[c] = _mm256_blendv_epi8(best_at[c], at, _mm256_castps_si256(greater));
+      at = _mm256_add_epi32(at, step);
+    }
+  }
+  float top = lowest;
+  int32_t top_at = 0;
+  alignas(32) float lane_best[kLanes];
+  alignas(32) int32_t lane_at[kLanes];
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(lane_best, best[c]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane_at), best_at[c]);
+    for (int l = 0; l < kLanes; ++l) {
+      if (lane_best[l] > top || (lane_best[l] == top && lane_at[l] < top_at)) {
+        top = lane_best[l];
+        top_at = lane_at[l];
+      }
+    }
+  }
+  for (; i < n; ++i) {  // past every vector element: only a larger value wins
+    if (x[i] > top) {
+      top = x[i];
+      top_at = i;
+    }
+  }
+  return top_at;
+}
+
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
 
@@ -33,10 +83,10 @@ void Sampler::SkipSample() {
 int32_t Sampler::Sample(std::span<const float> logits) {
   const int vocab = static_cast<int>(logits.size());
   if (params_.greedy()) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return ArgMax(logits);
   }
   // Probabilities at this temperature, most likely first.
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const float max_logit = logits[ArgMax(logits)];
   candidates_.resize(vocab);
   for (int i = 0; i < vocab; ++i) {
     candidates_[i] = {std::exp((logits[i] - max_logit) / params_.temperature), i};

@@ -30,6 +30,11 @@ struct SamplingParams {
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
 };
 
+// The index of the largest value, the lowest among equal maxima, as std::max_element gives but
+// about ten times as fast (AVX2, four running maxima): greedy decoding takes one a sequence a
+// step, over the whole vocabulary. NaNs never win; with nothing but NaNs and -inf, 0.
+int32_t ArgMax(std::span<const float> values);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 
 namespace pdserve::model {
 namespace {
@@ -14,6 +17,35 @@ TEST(SamplerTest, GreedyPicksTheFirstMaximum) {
   Sampler s(p);
   std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f};
   EXPECT_EQ(s.Sample(logits), 1);
+}
+
+TEST(SamplerTest, ArgMaxAgreesWithMaxElementOnEveryLengthAndTie) {
+  std::mt19937 rng(7);
+  for (int n : {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000, 32000, 32003}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      // Few distinct values, so maxima repeat in several lanes and chains.
+      std::vector<float> v(n);
+      for (float& x : v) x = static_cast<float>(rng() % 5) - 2.0f;
+      if (trial % 4 == 1 && n > 0) v[rng() % n] = 3.0f;  // one clear maximum anywhere
+      const int32_t expected =
+          static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+      EXPECT_EQ(ArgMax(v), expected) << "n=" << n << " trial=" << trial;
+    }
+  }
+}
+
+TEST(SamplerTest, ArgMaxSkipsNaNsAndHandlesInfinities) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v(40, -1.0f);
+  v[0] = nan;
+  v[17] = 5.0f;
+  v[33] = nan;
+  EXPECT_EQ(ArgMax(v), 17);
+  v[38] = inf;
+  EXPECT_EQ(ArgMax(v), 38);
+  EXPECT_EQ(ArgMax(std::vector<float>(50, -inf)), 0);
+  EXPECT_EQ(ArgMax(std::vector<float>(50, nan)), 0);
 }
 
 TEST(SamplerTest, SeedMakesSamplingReproducible) {
