@@ -284,10 +284,6 @@ PDSERVE_AVX512 inline void Call512(const PackedPairs& xp, const float* x, int t,
 
 constexpr int kNR512 = 6;  // W rows a call: 24 accumulators, 4 X registers, 1 W register
 
-// X up to this size (T rows of K floats) is passed over each panel of kNR512 W rows before
-// the next panel (PanelOrder512); larger X over each L2 block of W rows (BlockOrder512).
-constexpr size_t kPanelOrderXBytes = 256 * 1024;
-
 // Every group of X rows over one panel of W rows, then the next panel: W streams from memory
 // once, evenly, each panel used by all of X while it is in L1, and the next panel goes to L2 a
 // slice per call meanwhile. X (at most kPanelOrderXBytes) stays in L2. A decode step's
@@ -297,28 +293,16 @@ template <DType D, bool kAdd>
 PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, int ldx,
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
   const size_t row_bytes = static_cast<size_t>(w.cols) * DTypeSize(D);
-  const auto* wbase = static_cast<const char*>(w.data);
-  const int pairs = (t + 1) / 2;
-  const int groups = (pairs + kGroupPairs - 1) / kGroupPairs;
-  for (int n = n0; n < n1;) {
-    const int nr = n1 - n >= kNR512 ? kNR512 : 1;
-    // The next panel (past n1 too: a thread's next piece of rows usually starts there).
-    const int next_rows = std::clamp(w.rows - (n + nr), 0, kNR512);
-    const char* next = wbase + (n + nr) * row_bytes;
-    const int next_lines = static_cast<int>(next_rows * row_bytes / 64);
-    const int lines_per_call = (next_lines + groups - 1) / groups;
-    for (int g = 0; g < groups; ++g) {
-      const int first = g * lines_per_call;
-      const char* pf = next + static_cast<size_t>(first) * 64;
-      const int pf_lines = std::clamp(next_lines - first, 0, lines_per_call);
-      if (nr == kNR512) {
-        Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, pf_lines);
-      } else {
-        Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, pf_lines);
-      }
-    }
-    n += nr;
-  }
+  const int groups = ((t + 1) / 2 + kGroupPairs - 1) / kGroupPairs;
+  ForEachPanel<kNR512>(
+      w, row_bytes, n0, n1, groups, [&](int n, int rows, int g, int first, int lines) {
+        const char* pf = static_cast<const char*>(w.data) + (n + rows) * row_bytes + first * 64;
+        if (rows == kNR512) {
+          Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, lines);
+        } else {
+          Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, lines);
+        }
+      });
 }
 
 // Each L2 block of W rows, with every group of X rows passing over it, then the next block.

@@ -159,42 +159,79 @@ PDSERVE_AVX512 void Kernel512(const float* xp, size_t ps, const float* x, int ld
   }
 }
 
+constexpr int kMP512 = 4, kNR512 = 4;  // 16 accumulators, 8 X registers, 2 W registers
+
+// One kernel call: X rows from pair p against W rows [n, n + NR), into y (at column n0).
+template <bool kAdd, int NR>
+PDSERVE_AVX512 inline void Call512(const PackedX& xp, const float* x, int t, int ldx,
+                                   const Matrix& w, int n0, int n, int p, float* y, int ldy) {
+  const size_t ldw = static_cast<size_t>(w.cols);
+  const uint16_t* wn = static_cast<const uint16_t*>(w.data) + n * ldw;
+  const int mp = std::min(kMP512, (t + 1) / 2 - p);
+  const int rows = std::min(2 * mp, t - 2 * p);
+  const float* xpp = xp.data.data() + p * xp.stride;
+  const float* xi = x + static_cast<size_t>(2 * p) * ldx;
+  float* yn = y + static_cast<size_t>(2 * p) * ldy + (n - n0);
+  const size_t s = xp.stride;
+  switch (mp) {
+    case 4:
+      return Kernel512<4, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, w.cols, yn, ldy);
+    case 3:
+      return Kernel512<3, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, w.cols, yn, ldy);
+    case 2:
+      return Kernel512<2, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, w.cols, yn, ldy);
+    default:
+      return Kernel512<1, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, w.cols, yn, ldy);
+  }
+}
+
+// Small X (decode batches): every group of X rows over one panel of kNR512 W rows, then the
+// next panel, which goes to L2 a slice per call meanwhile (cpu_matmul.cc's PanelOrder512, for
+// bf16 rows).
+template <bool kAdd>
+PDSERVE_AVX512 void PanelOrder512(const PackedX& xp, const float* x, int t, int ldx,
+                                  const Matrix& w, int n0, int n1, float* y, int ldy) {
+  const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
+  const int groups = ((t + 1) / 2 + kMP512 - 1) / kMP512;
+  ForEachPanel<kNR512>(
+      w, row_bytes, n0, n1, groups, [&](int n, int rows, int g, int first, int lines) {
+        // The call's slice of the next panel goes out before the call: a prefetch argument cost
+        // this kernel its registers (GCC then stored the sums every step; prompts 18% slower).
+        const char* next = static_cast<const char*>(w.data) + (n + rows) * row_bytes;
+        for (int line = first; line < first + lines; ++line)
+          _mm_prefetch(next + line * 64, _MM_HINT_T1);
+        if (rows == kNR512) {
+          Call512<kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
+        } else {
+          Call512<kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
+        }
+      });
+}
+
+// Large X (prompts): each L2 block of W rows, with every group of X rows passing over it.
+template <bool kAdd>
+PDSERVE_AVX512 void BlockOrder512(const PackedX& xp, const float* x, int t, int ldx,
+                                  const Matrix& w, int n0, int n1, float* y, int ldy) {
+  const int pairs = (t + 1) / 2;
+  const int block = L2BlockRows(static_cast<size_t>(w.cols) * 2);
+  for (int nb = n0; nb < n1; nb += block) {
+    const int ne = std::min(n1, nb + block);
+    for (int p = 0; p < pairs; p += kMP512) {
+      int n = nb;
+      for (; n + kNR512 <= ne; n += kNR512)
+        Call512<kAdd, kNR512>(xp, x, t, ldx, w, n0, n, p, y, ldy);
+      for (; n < ne; ++n) Call512<kAdd, 1>(xp, x, t, ldx, w, n0, n, p, y, ldy);
+    }
+  }
+}
+
 template <bool kAdd>
 PDSERVE_AVX512 void Rows512(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w,
                             int n0, int n1, float* y, int ldy) {
-  constexpr int kMP = 4, kNR = 4;  // 16 accumulators, 8 X registers, 2 W registers
-  const int k = w.cols;
-  const size_t ldw = static_cast<size_t>(k);
-  const auto* wb = static_cast<const uint16_t*>(w.data);
-  const int pairs = (t + 1) / 2;
-  const int block = L2BlockRows(static_cast<size_t>(k) * 2);
-  for (int nb = n0; nb < n1; nb += block) {
-    const int ne = std::min(n1, nb + block);
-    for (int p = 0; p < pairs; p += kMP) {
-      const int mp = std::min(kMP, pairs - p);
-      const int rows = std::min(2 * mp, t - 2 * p);
-      const float* xpp = xp.data.data() + p * xp.stride;
-      const float* xi = x + static_cast<size_t>(2 * p) * ldx;
-      float* yi = y + static_cast<size_t>(2 * p) * ldy;
-      int n = nb;
-      auto run = [&]<int NR>() {
-        const uint16_t* wn = wb + n * ldw;
-        float* yn = yi + (n - n0);
-        const size_t s = xp.stride;
-        switch (mp) {
-          case 4:
-            return Kernel512<4, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
-          case 3:
-            return Kernel512<3, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
-          case 2:
-            return Kernel512<2, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
-          default:
-            return Kernel512<1, NR, kAdd>(xpp, s, xi, ldx, rows, wn, ldw, k, yn, ldy);
-        }
-      };
-      for (; n + kNR <= ne; n += kNR) run.template operator()<kNR>();
-      for (; n < ne; ++n) run.template operator()<1>();
-    }
+  if (static_cast<size_t>(t) * w.cols * sizeof(float) <= kPanelOrderXBytes) {
+    PanelOrder512<kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);
+  } else {
+    BlockOrder512<kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);
   }
 }
 

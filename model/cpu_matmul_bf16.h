@@ -37,6 +37,33 @@ inline int L2BlockRows(size_t row_bytes) {
   return static_cast<int>(std::max<size_t>(24, (rows + 23) / 24 * 24));
 }
 
+// X up to this size (T rows of K floats, a decode batch) passes over each small panel of W rows
+// before the next panel; larger X (a prompt) over each L2 block of W rows (L2BlockRows). Panels:
+// W streams from memory once and evenly, each panel used by all of X while it is in L1, and the
+// next one goes to L2 meanwhile; X stays in L2.
+constexpr size_t kPanelOrderXBytes = 256 * 1024;
+
+// The panel walk of both files' T > 1 AVX-512 kernels: W rows [n0, n1) in panels of kRows (the
+// last rows one at a time), and for each panel every one of `groups` X row groups, through
+// call(n, rows, group, first_line, lines): [first_line, first_line + lines) is the group's slice
+// of the next panel's 64-byte lines (past n1 too: a thread's next piece usually starts there),
+// to be fetched to L2 during the call.
+template <int kRows, typename Call>
+inline void ForEachPanel(const Matrix& w, size_t row_bytes, int n0, int n1, int groups,
+                         const Call& call) {
+  for (int n = n0; n < n1;) {
+    const int rows = n1 - n >= kRows ? kRows : 1;
+    const int next_rows = std::clamp(w.rows - (n + rows), 0, kRows);
+    const int next_lines = static_cast<int>(next_rows * row_bytes / 64);
+    const int lines_per_call = (next_lines + groups - 1) / groups;
+    for (int g = 0; g < groups; ++g) {
+      const int first = g * lines_per_call;
+      call(n, rows, g, first, std::clamp(next_lines - first, 0, lines_per_call));
+    }
+    n += rows;
+  }
+}
+
 // f.template operator()<S>() with S = count (1 to kMaxStreams) as a compile-time constant: the
 // stream kernels of both files are instantiated per stream count.
 template <typename F>
