@@ -285,10 +285,10 @@ PDSERVE_AVX512 inline void Call512(const PackedPairs& xp, const float* x, int t,
 constexpr int kNR512 = 6;  // W rows a call: 24 accumulators, 4 X registers, 1 W register
 
 // Every group of X rows over one panel of W rows, then the next panel: W streams from memory
-// once, evenly, each panel used by all of X while it is in L1, and the next panel goes to L2 a
-// slice per call meanwhile. X (at most kPanelOrderXBytes) stays in L2. A decode step's
-// products at T = 32 on the small preset, two threads: 243 -> 250-257 GFLOP/s against block
-// order, and batch-32 decode 920-934 -> 981-989 tok/s (paired runs).
+// once, evenly, each panel used by all of X while it is in L1 (L2 at K = 2048), and the next
+// panel goes to L2 a slice per call meanwhile. X (at most kPanelOrderXBytes) stays in L2. A
+// decode step's products at T = 32 on the small preset, two threads: 243 -> 250-257 GFLOP/s
+// against block order, and batch-32 decode 920-934 -> 981-989 tok/s (paired runs).
 template <DType D, bool kAdd>
 PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, int ldx,
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
@@ -296,7 +296,16 @@ PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, 
   const int groups = ((t + 1) / 2 + kGroupPairs - 1) / kGroupPairs;
   ForEachPanel<kNR512>(
       w, row_bytes, n0, n1, groups, [&](int n, int rows, int g, int first, int lines) {
-        const char* pf = static_cast<const char*>(w.data) + (n + rows) * row_bytes + first * 64;
+        // The kernel prefetches one line a column block; a few rows' worth of the slice with
+        // one group (T <= 8) is more than that, and the rest goes out before the call.
+        const char* pf = nullptr;
+        if (lines > 0) {
+          pf = static_cast<const char*>(w.data) + (n + rows) * row_bytes + first * 64;
+          for (int line = w.cols / 8; line < lines; ++line) {
+            _mm_prefetch(pf + line * 64, _MM_HINT_T1);
+          }
+          lines = std::min(lines, w.cols / 8);
+        }
         if (rows == kNR512) {
           Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, lines);
         } else {
@@ -320,8 +329,8 @@ PDSERVE_AVX512 void BlockOrder512(const PackedPairs& xp, const float* x, int t, 
     // (past n1 too: a thread's next piece of rows usually starts there). Only over the passes
     // that find this block in L2, when there are such: during the first, this block's own rows
     // stream from memory, and fetching the next one beside them slowed both (a decode step's
-    // products at T = 32, one thread: 150 GFLOP/s without prefetch, 160 prefetching over every
-    // pass, 175 over all but the first).
+    // products at T = 32, one thread, measured before decode batches took the panel order:
+    // 150 GFLOP/s without prefetch, 160 prefetching over every pass, 175 over all but the first).
     const char* next = wbase + ne * row_bytes;
     const int next_lines = static_cast<int>((std::min(w.rows, ne + block) - ne) * row_bytes / 64);
     const int first_prefetching_group = groups > 1 ? 1 : 0;
@@ -452,12 +461,12 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
 }
 
 // Decode's streams a thread: four for every dtype. One core's reads reach the memory's rate
-// only with several sequential streams in flight (the bandwidth probe's best is 4-8), whatever
+// only with several sequential streams in flight (a read probe was best at 4 to 8), whatever
 // the arithmetic a byte: on the small preset, f32 rows over 2 streams a thread ran at 0.72-0.90
 // of a 4-stream read probe and over 4 streams at 0.97-1.0 (same run, matrices alone), and
 // batch-1 f32 decode went from 0.72-0.81 to 0.87-0.97 of the roofline. Eight streams were no
 // better for f32 and worse for bf16.
-constexpr int kStreamsF32 = 4, kStreamsBf16 = 4;
+constexpr int kDecodeStreams = 4;
 constexpr int kStreamStep = 16;  // rows a piece takes from each stream
 
 // `count` runs of one decode (T = 1) product, walked side by side.
@@ -495,17 +504,17 @@ void SiluTimes(const float* g, const float* u, int n, float* out) {
   std::copy(ot, ot + (n - i), out + i);
 }
 
-// How a product's rows are handed out. Decode: kStreamsF32 or kStreamsBf16 sub-ranges a
-// thread, kStreamStep rows of each at a time (a piece is a few microseconds of streaming, and
-// its end the only imbalance left). Otherwise one range a thread, in pieces of the block the
-// T > 1 kernels keep in L2 while the X rows pass over it, shrinking to kRowUnit rows toward the
-// range's end (a whole block is tens of microseconds at T = 32; paired batch-32 runs: +0-6%).
+// How a product's rows are handed out. Decode: kDecodeStreams sub-ranges a thread, kStreamStep
+// rows of each at a time (a piece is a few microseconds of streaming, and its end the only
+// imbalance left). Otherwise one range a thread, in pieces of L2BlockRows rows (the block a
+// prompt's X passes over), shrinking to kRowUnit rows toward the range's end (a whole block is
+// tens of microseconds at T = 32; paired batch-32 runs: +0-6%).
 struct Split {
   int streams, step, min_step;  // pieces of `step` rows, down to `min_step` near the end
 };
 
 Split SplitFor(int t, DType dtype, int cols) {
-  if (t == 1) return {dtype == DType::kBF16 ? kStreamsBf16 : kStreamsF32, kStreamStep, kStreamStep};
+  if (t == 1) return {kDecodeStreams, kStreamStep, kStreamStep};
   return {1, L2BlockRows(static_cast<size_t>(cols) * DTypeSize(dtype)), kRowUnit};
 }
 

@@ -1,4 +1,6 @@
-// The bf16-weight kernels behind cpu_matmul.h; only cpu_matmul.cc calls them.
+// The bf16-weight kernels behind cpu_matmul.h, and what both kernel files share (packed-X
+// storage, block and panel sizes, the panel walk, decode's stream dispatch); only cpu_matmul.cc
+// and cpu_matmul_bf16.cc include it.
 //
 // A bf16 row is read 16 values (32 bytes) at a time. Each 32-bit word holds columns 2i (low
 // half) and 2i+1 (high half), so a shift gives the even columns as f32 and a mask the odd ones,
@@ -28,7 +30,8 @@ namespace pdserve::model {
 using CacheLineFloats = std::vector<float, boost::alignment::aligned_allocator<float, 64>>;
 
 // W rows per block that the T > 1 kernels (these and cpu_matmul.cc's) keep in L2 while every
-// group of X rows passes over it, and the rows of a thread's piece of a T > 1 product: about
+// group of a prompt's X rows passes over it (decode batches walk panels instead, below), and the
+// rows of a thread's piece of any T > 1 product: about
 // 256 KB, rounded up to a multiple of 24 rows (every micro-kernel shape divides 24). Rounding
 // down made prefill 8-10% slower at 2,048 tokens a step: a K = 2048 block of 24 rows means a
 // pass over all of X (16 MB there) per 24 rows, against one per 48.
@@ -39,8 +42,8 @@ inline int L2BlockRows(size_t row_bytes) {
 
 // X up to this size (T rows of K floats, a decode batch) passes over each small panel of W rows
 // before the next panel; larger X (a prompt) over each L2 block of W rows (L2BlockRows). Panels:
-// W streams from memory once and evenly, each panel used by all of X while it is in L1, and the
-// next one goes to L2 meanwhile; X stays in L2.
+// W streams from memory once and evenly, each panel used by all of X while it is in L1 (L2 for
+// the longest rows), and the next one goes to L2 meanwhile; X stays in L2. AVX-512 kernels only.
 constexpr size_t kPanelOrderXBytes = 256 * 1024;
 
 // The panel walk of both files' T > 1 AVX-512 kernels: W rows [n0, n1) in panels of kRows (the

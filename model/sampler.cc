@@ -69,6 +69,14 @@ int32_t ArgMax(std::span<const float> values) {
       top_at = i;
     }
   }
+  if (top == lowest) {
+    // Nothing above -inf: a lane that never took a value still says 0, so the answer is the
+    // first value that is not a NaN (every such value is -inf), or 0.
+    for (int j = 0; j < n; ++j) {
+      if (!std::isnan(x[j])) return j;
+    }
+    return 0;
+  }
   return top_at;
 }
 

@@ -1,4 +1,5 @@
-// SamplingParams (what a request asks for) and Sampler (turns one row of logits into a token).
+// SamplingParams (what a request asks for), Sampler (turns one row of logits into a token) and
+// ArgMax (the greedy pick, also used for a row's largest logit).
 // Greedy when temperature is 0; otherwise temperature, top-k and top-p (nucleus) with a per-request
 // random stream, reproducible when a seed is given. A Sampler belongs to one sequence and is used
 // by the engine thread only.
@@ -30,9 +31,10 @@ struct SamplingParams {
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
 };
 
-// The index of the largest value, the lowest among equal maxima, as std::max_element gives but
-// about ten times as fast (AVX2, four running maxima): greedy decoding takes one a sequence a
-// step, over the whole vocabulary. NaNs never win; with nothing but NaNs and -inf, 0.
+// The index of the largest value, the lowest among equal maxima (std::max_element's answer
+// where there is no NaN), about ten times as fast (AVX2, four running maxima): greedy decoding
+// takes one a sequence a step, over the whole vocabulary. NaNs never win: the first largest of
+// the other values, or 0 when every value is NaN, as the CUDA backend's argmax gives.
 int32_t ArgMax(std::span<const float> values);
 
 class Sampler {

@@ -2,6 +2,7 @@
 // for bit (every row of every shape equals DotRow) on the AVX2 and the AVX-512 kernels alike,
 // for each weight dtype, with K not a multiple of 8 and T not a multiple of the kernels' blocks.
 #include "model/cpu_matmul.h"
+#include "model/cpu_matmul_bf16.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -194,6 +195,40 @@ TEST_P(CpuMatMulTest, PromptAndDecodeSizedXGiveTheSameBits) {
         ASSERT_EQ(some[i], all[first * n + i]) << "rows from " << first << ", value " << i;
         ASSERT_EQ(some_swiglu[i], all_swiglu[first * n + i])
             << "rows from " << first << ", value " << i;
+      }
+    }
+  });
+  omp_set_num_threads(initial_threads);
+}
+
+// Prompt-sized X (past kPanelOrderXBytes) takes the block order, decode-sized X the panel order:
+// with a k % 16 tail and a W row count that leaves single rows after the wide kernels, every
+// output equals DotRow and a few rows alone give the same bits, under any thread count.
+TEST_P(CpuMatMulTest, BlockAndPanelOrdersWithTailsGiveDotRowBits) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(29);
+  const int k = 77, n = 31, big = 900;  // 900 x 77 floats: 277 KB, past the panel order's bound
+  ASSERT_GT(static_cast<size_t>(big) * k * sizeof(float), kPanelOrderXBytes);
+  std::vector<float> v;
+  Weights w = MakeWeights(dtype, n, k, rng, &v);
+  const std::vector<float> x = RandomRows(big, k, rng);
+  const int initial_threads = omp_get_max_threads();
+  ForEachIsa([&] {
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      std::vector<float> all(static_cast<size_t>(big) * n);
+      MatMul(x.data(), big, k, w.m, all.data(), n);
+      for (int r = 0; r < big; ++r) {
+        for (int j = 0; j < n; ++j) {
+          ASSERT_EQ(all[r * n + j], DotRow(&x[static_cast<size_t>(r) * k], w.m, j))
+              << "row " << r << " column " << j << " threads " << threads;
+        }
+      }
+      const int first = 431, some = 7;
+      std::vector<float> part(static_cast<size_t>(some) * n);
+      MatMul(&x[static_cast<size_t>(first) * k], some, k, w.m, part.data(), n);
+      for (int i = 0; i < some * n; ++i) {
+        ASSERT_EQ(part[i], all[first * n + i]) << "value " << i << " threads " << threads;
       }
     }
   });

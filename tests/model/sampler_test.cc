@@ -46,6 +46,12 @@ TEST(SamplerTest, ArgMaxSkipsNaNsAndHandlesInfinities) {
   EXPECT_EQ(ArgMax(v), 38);
   EXPECT_EQ(ArgMax(std::vector<float>(50, -inf)), 0);
   EXPECT_EQ(ArgMax(std::vector<float>(50, nan)), 0);
+  // A NaN first and nothing above -inf: the first -inf, as the CUDA argmax picks.
+  for (int n : {3, 40}) {
+    std::vector<float> w(n, -inf);
+    w[0] = nan;
+    EXPECT_EQ(ArgMax(w), 1) << "n=" << n;
+  }
 }
 
 TEST(SamplerTest, SeedMakesSamplingReproducible) {
