@@ -1,6 +1,6 @@
-// The bf16-weight kernels behind cpu_matmul.h, and what both kernel files share (packed-X
-// storage, block and panel sizes, the panel walk, decode's stream dispatch); only cpu_matmul.cc
-// and cpu_matmul_bf16.cc include it.
+// The bf16-weight kernels behind cpu_matmul.h, and what they share with the f32/f16 kernels
+// (cpu_matmul_f32.h): packed-X storage, block and panel sizes, the panel walk, decode's stream
+// dispatch. Only the cpu_matmul*.cc files include it.
 //
 // A bf16 row is read 16 values (32 bytes) at a time. Each 32-bit word holds columns 2i (low
 // half) and 2i+1 (high half), so a shift gives the even columns as f32 and a mask the odd ones,
