@@ -193,19 +193,17 @@ PDSERVE_AVX512 void PanelOrder512(const PackedX& xp, const float* x, int t, int 
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
   const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
   const int groups = ((t + 1) / 2 + kMP512 - 1) / kMP512;
-  ForEachPanel<kNR512>(
-      w, row_bytes, n0, n1, groups, [&](int n, int rows, int g, int first, int lines) {
-        // The call's slice of the next panel goes out before the call: a prefetch argument cost
-        // this kernel its registers (GCC then stored the sums every step; prompts 18% slower).
-        const char* next = static_cast<const char*>(w.data) + (n + rows) * row_bytes;
-        for (int line = first; line < first + lines; ++line)
-          _mm_prefetch(next + line * 64, _MM_HINT_T1);
-        if (rows == kNR512) {
-          Call512<kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
-        } else {
-          Call512<kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
-        }
-      });
+  // The whole slice of the next panel goes out before each call (kernel_lines 0): a prefetch
+  // argument cost this kernel its registers (GCC then stored the sums every step; prompts 18%
+  // slower).
+  ForEachPanel<kNR512>(w, row_bytes, n0, n1, groups, 0,
+                       [&](int n, int rows, int g, const char*, int) {
+                         if (rows == kNR512) {
+                           Call512<kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
+                         } else {
+                           Call512<kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
+                         }
+                       });
 }
 
 // Large X (prompts): each L2 block of W rows, with every group of X rows passing over it.
@@ -228,7 +226,7 @@ PDSERVE_AVX512 void BlockOrder512(const PackedX& xp, const float* x, int t, int 
 template <bool kAdd>
 PDSERVE_AVX512 void Rows512(const PackedX& xp, const float* x, int t, int ldx, const Matrix& w,
                             int n0, int n1, float* y, int ldy) {
-  if (static_cast<size_t>(t) * w.cols * sizeof(float) <= kPanelOrderXBytes) {
+  if (PanelOrderFits(t, w.cols)) {
     PanelOrder512<kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);
   } else {
     BlockOrder512<kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);

@@ -13,6 +13,8 @@
 // the others (cpu_matmul.h), in an order of their own.
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,14 +48,22 @@ inline int L2BlockRows(size_t row_bytes) {
 // the longest rows), and the next one goes to L2 meanwhile; X stays in L2. AVX-512 kernels only.
 constexpr size_t kPanelOrderXBytes = 256 * 1024;
 
+// Whether T rows of X (K columns) take the panel order (ForEachPanel) in both files' AVX-512
+// kernels, rather than the block order.
+inline bool PanelOrderFits(int t, int k) {
+  return static_cast<size_t>(t) * k * sizeof(float) <= kPanelOrderXBytes;
+}
+
 // The panel walk of both files' T > 1 AVX-512 kernels: W rows [n0, n1) in panels of kRows (the
 // last rows one at a time), and for each panel every one of `groups` X row groups, through
-// call(n, rows, group, first_line, lines): [first_line, first_line + lines) is the group's slice
-// of the next panel's 64-byte lines (past n1 too: a thread's next piece usually starts there),
-// to be fetched to L2 during the call.
+// call(n, rows, group, slice, lines). Meanwhile the next panel (past n1 too: a thread's next
+// piece usually starts there) goes to L2, a slice of its 64-byte lines per call: the first
+// `kernel_lines` of a slice are left to the call (`slice`, `lines`; slice is null when there
+// are none), and the rest are prefetched here, before the call.
 template <int kRows, typename Call>
 inline void ForEachPanel(const Matrix& w, size_t row_bytes, int n0, int n1, int groups,
-                         const Call& call) {
+                         int kernel_lines, const Call& call) {
+  const auto* base = static_cast<const char*>(w.data);
   for (int n = n0; n < n1;) {
     const int rows = n1 - n >= kRows ? kRows : 1;
     const int next_rows = std::clamp(w.rows - (n + rows), 0, kRows);
@@ -61,7 +71,12 @@ inline void ForEachPanel(const Matrix& w, size_t row_bytes, int n0, int n1, int 
     const int lines_per_call = (next_lines + groups - 1) / groups;
     for (int g = 0; g < groups; ++g) {
       const int first = g * lines_per_call;
-      call(n, rows, g, first, std::clamp(next_lines - first, 0, lines_per_call));
+      const int lines = std::clamp(next_lines - first, 0, lines_per_call);
+      const char* slice = lines > 0 ? base + (n + rows) * row_bytes + first * 64 : nullptr;
+      for (int line = kernel_lines; line < lines; ++line) {
+        _mm_prefetch(slice + line * 64, _MM_HINT_T1);
+      }
+      call(n, rows, g, slice, std::min(lines, kernel_lines));
     }
     n += rows;
   }

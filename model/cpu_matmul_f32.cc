@@ -252,22 +252,15 @@ PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, 
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
   const size_t row_bytes = static_cast<size_t>(w.cols) * DTypeSize(D);
   const int groups = ((t + 1) / 2 + kGroupPairs - 1) / kGroupPairs;
+  // The kernel prefetches one line a column block; ForEachPanel sends the rest of a slice (one
+  // X group, T <= 8) before the call.
   ForEachPanel<kNR512>(
-      w, row_bytes, n0, n1, groups, [&](int n, int rows, int g, int first, int lines) {
-        // The kernel prefetches one line a column block; a few rows' worth of the slice with
-        // one group (T <= 8) is more than that, and the rest goes out before the call.
-        const char* pf = nullptr;
-        if (lines > 0) {
-          pf = static_cast<const char*>(w.data) + (n + rows) * row_bytes + first * 64;
-          for (int line = w.cols / 8; line < lines; ++line) {
-            _mm_prefetch(pf + line * 64, _MM_HINT_T1);
-          }
-          lines = std::min(lines, w.cols / 8);
-        }
+      w, row_bytes, n0, n1, groups, w.cols / 8,
+      [&](int n, int rows, int g, const char* slice, int lines) {
         if (rows == kNR512) {
-          Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, lines);
+          Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, slice, lines);
         } else {
-          Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, lines);
+          Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, slice, lines);
         }
       });
 }
@@ -313,7 +306,7 @@ PDSERVE_AVX512 void BlockOrder512(const PackedPairs& xp, const float* x, int t, 
 template <DType D, bool kAdd>
 PDSERVE_AVX512 void Rows512(const PackedPairs& xp, const float* x, int t, int ldx, const Matrix& w,
                             int n0, int n1, float* y, int ldy) {
-  if (static_cast<size_t>(t) * w.cols * sizeof(float) <= kPanelOrderXBytes) {
+  if (PanelOrderFits(t, w.cols)) {
     PanelOrder512<D, kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);
   } else {
     BlockOrder512<D, kAdd>(xp, x, t, ldx, w, n0, n1, y, ldy);
