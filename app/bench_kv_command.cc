@@ -27,6 +27,7 @@
 #include "app/bench_kv_sockets.h"
 #include "app/commands.h"
 #include "app/loopback_cpus.h"
+#include "bench/metrics.h"
 #include "common/json_text.h"
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
@@ -201,13 +202,6 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// The q-quantile (0..1) of v, the nearest sample below it; 0 for none.
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
-
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
@@ -308,7 +302,8 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
   std::vector<unsigned char> host_copy;
   const unsigned char* baseline_src = memory.host();
-  if (memory.host() == nullptr && o.transport != "ipc") {  // IPC runs no socket baseline
+  const bool ipc = o.transport == "ipc";  // no socket baseline: a device copy instead
+  if (memory.host() == nullptr && !ipc) {
     host_copy.assign(o.max_bytes, 7);
     baseline_src = host_copy.data();
   }
@@ -352,23 +347,24 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // CUDA IPC's baseline is a device copy, timed after the loop: a socket baseline here would
       // be thrown away, and its milliseconds of idling left the receiver's listener asleep on a
       // virtual machine, slow to wake for the next push (190-330 us of an ack's wait on an H200).
-      const bool socket_baseline = o.transport != "ipc";
       const bool baseline_first = it % 2 != 0;
-      if (socket_baseline) PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
+      if (!ipc) PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
       PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst));
       const double kv_s = kv.total();
       s.runs = static_cast<int>(kv.runs);
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
-      if (socket_baseline) PDSERVE_RETURN_IF_ERROR(time_baseline(!baseline_first));
+      if (!ipc) PDSERVE_RETURN_IF_ERROR(time_baseline(!baseline_first));
       if (it >= 0) {
         s.kv.push_back(kv_s);
         s.open.push_back(kv.open);
         s.push.push_back(kv.push);
         s.wait.push_back(kv.wait);
-        s.base.push_back(*base_s);
-        s.paired.push_back(*base_s / kv_s);
+        if (!ipc) {
+          s.base.push_back(*base_s);
+          s.paired.push_back(*base_s / kv_s);
+        }
         if (checksummed) {
           s.checksummed.push_back(*sum_s);
           s.paired_checksummed.push_back(*sum_s / kv_s);
@@ -378,20 +374,19 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   }
   std::vector<Row> rows;
   for (Samples& s : sizes) {
-    if (o.transport == "ipc") {  // the IPC target: a device-to-device copy of the same bytes
+    if (ipc) {  // the IPC target: a device-to-device copy of the same bytes
       PDSERVE_ASSIGN_OR_RETURN(double d2d, kvt::TimeDeviceCopy(o.device, s.bytes, o.iters));
       s.base.assign(1, d2d);
-      s.paired.clear();  // each iteration against the copy's median
-      for (double kv : s.kv) s.paired.push_back(d2d / kv);
+      for (double kv : s.kv) s.paired.push_back(d2d / kv);  // each iteration against the copy
     }
     Row r;
     r.bytes = s.bytes;
     r.seconds = Median(s.kv);
     r.gbps = s.bytes / r.seconds / 1e9;
     r.baseline_gbps = s.bytes / Median(s.base) / 1e9;
-    r.ratio = o.transport == "ipc" ? r.gbps / r.baseline_gbps : Median(s.paired);
-    r.ratio_p25 = Quantile(s.paired, 0.25);
-    r.ratio_p75 = Quantile(s.paired, 0.75);
+    r.ratio = ipc ? r.gbps / r.baseline_gbps : Median(s.paired);
+    r.ratio_p25 = bench::Percentile(s.paired, 25);
+    r.ratio_p75 = bench::Percentile(s.paired, 75);
     r.open_s = Median(s.open);
     r.push_s = Median(s.push);
     r.wait_s = Median(s.wait);

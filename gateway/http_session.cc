@@ -50,20 +50,18 @@ void HttpSession::Read() {
               ApiError::TooLarge("The request body exceeds " +
                                  std::to_string(self->shared_->max_body_bytes) + " bytes"));
         }
-        if (ec == http::error::header_limit) {  // the stream cannot be resynchronised: close
-          self->keep_alive_ = false;
-          self->version_ = 11;
-          return self->RespondError(ApiError::HeadersTooLarge(
-              "The request's header fields exceed " + std::to_string(kMaxHeaderBytes) + " bytes"));
-        }
         if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
             ec != http::error::end_of_stream && ec != http::error::partial_message) {
-          // Bytes that are not HTTP/1.1 (a bad request line, header or chunk size): say what was
-          // wrong, then close, since the stream cannot be resynchronised.
+          // Bytes that are not HTTP/1.1 (a bad request line, header or chunk size), or header
+          // fields past the limit: say what was wrong, then close, since the stream cannot be
+          // resynchronised.
           self->keep_alive_ = false;
           self->version_ = 11;
           return self->RespondError(
-              ApiError::BadRequest("Malformed HTTP request: " + ec.message()));
+              ec == http::error::header_limit
+                  ? ApiError::HeadersTooLarge("The request's header fields exceed " +
+                                              std::to_string(kMaxHeaderBytes) + " bytes")
+                  : ApiError::BadRequest("Malformed HTTP request: " + ec.message()));
         }
         if (ec) {  // closed or timed out: nothing more to say on this connection
           beast::error_code ignored;

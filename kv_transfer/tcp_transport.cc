@@ -237,8 +237,9 @@ class TcpTransport::Impl {
         if (!s.ok()) return FailAndTell(id, s);
       }
       size_t headed = 0;
+      std::vector<OutFrame> ready;  // the headers whose copies just finished
       Status s = device_->FlushInOrder(device_deadline, chunks.size(), [&](size_t done) {
-        std::vector<OutFrame> ready;
+        ready.clear();
         for (; headed < done; ++headed) ready.push_back(frame_of(chunks[headed]));
         WriteFrames(ready);
       });
