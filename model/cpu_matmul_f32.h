@@ -1,6 +1,6 @@
 // The f32- and f16-weight kernels behind cpu_matmul.h (f16 converted to f32 in registers, never
-// copied); only cpu_matmul.cc calls them. cpu_matmul_bf16.h has the bf16 kernels and what both
-// files share.
+// copied); only cpu_matmul.cc calls them. cpu_matmul_bf16.h has the bf16 kernels,
+// cpu_matmul_shared.h what both share.
 //
 // Summation order of every output element (all kernels, both instruction sets, any T): 8 lanes
 // over k, then the fixed tree of simd.h's HorizontalSum, then the k % 8 tail in order. The
@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "model/cpu_matmul_bf16.h"
+#include "model/cpu_matmul_shared.h"
 #include "model/weights.h"
 
 namespace pdserve::model::f32 {

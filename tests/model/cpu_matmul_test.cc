@@ -2,7 +2,7 @@
 // for bit (every row of every shape equals DotRow) on the AVX2 and the AVX-512 kernels alike,
 // for each weight dtype, with K not a multiple of 8 and T not a multiple of the kernels' blocks.
 #include "model/cpu_matmul.h"
-#include "model/cpu_matmul_bf16.h"
+#include "model/cpu_matmul_shared.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
