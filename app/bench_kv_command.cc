@@ -264,7 +264,7 @@ Result<double> TimeChecksummedBaseline(int fd, int data_fd, const unsigned char*
   uint32_t crc = 0;
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t piece = std::min<uint64_t>(kChecksumPiece, bytes - done);
-    crc = kvt::Crc32c(src + done, piece, crc);
+    crc = kvt::Crc32cFromMemory(src + done, piece, crc);
     PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, src + done, piece));
     done += piece;
   }

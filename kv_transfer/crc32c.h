@@ -12,6 +12,13 @@ namespace pdserve::kv_transfer {
 // CRC32C of n bytes; `crc` continues a previous value: Crc32c(b, Crc32c(a)) == CRC of a then b.
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 
+// The same value as Crc32c, for bytes that are likely not in cache (a KV chunk about to go out):
+// read block by block while the next block is prefetched as kPrefetchStreams interleaved
+// sequential streams. One core reading one stream from memory gets what its line fill buffers
+// allow; the L2 streamer runs ahead of each of several streams. 4 MiB buffers out of cache:
+// 13.3-13.6 GB/s against 9.7-11.2 GB/s for Crc32c (same run).
+uint32_t Crc32cFromMemory(const void* data, size_t n, uint32_t crc = 0);
+
 // A bit-at-a-time reference, slow and obviously right: for tests.
 uint32_t Crc32cReference(const void* data, size_t n, uint32_t crc = 0);
 

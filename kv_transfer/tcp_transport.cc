@@ -423,7 +423,7 @@ class TcpTransport::Impl {
   void Seal(OutFrame& f) {
     if (!f.needs_crc) return;
     f.needs_crc = false;
-    f.pending.payload_crc = Crc32c(f.payload, f.bytes);
+    f.pending.payload_crc = Crc32cFromMemory(f.payload, f.bytes);
     if (chunk_index_++ == options_.flip_bit_in_chunk) {  // tests: damage it on the wire
       const auto* src = static_cast<const unsigned char*>(f.payload);
       f.owned.assign(src, src + f.bytes);

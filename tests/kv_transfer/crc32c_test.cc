@@ -44,5 +44,23 @@ TEST(Crc32c, ContinuesAcrossPieces) {
   }
 }
 
+TEST(Crc32c, FromMemoryGivesTheSameValueAroundEveryBlockEdge) {
+  std::mt19937_64 rng(9);
+  const size_t block = 256 << 10;
+  std::vector<unsigned char> buf(4 * block + 4096);
+  for (auto& c : buf) c = static_cast<unsigned char>(rng());
+  for (size_t len : {0ul, 1ul, 64ul, block - 1, block, block + 1, 2 * block - 63, 2 * block,
+                     3 * block + 17, 4 * block}) {
+    for (size_t off : {0ul, 3ul}) {
+      ASSERT_EQ(Crc32cFromMemory(buf.data() + off, len), Crc32c(buf.data() + off, len))
+          << "len " << len << " offset " << off;
+    }
+  }
+  // It continues a previous value as Crc32c does.
+  const uint32_t head = Crc32c(buf.data(), 100);
+  EXPECT_EQ(Crc32cFromMemory(buf.data() + 100, 3 * block, head),
+            Crc32c(buf.data(), 100 + 3 * block));
+}
+
 }  // namespace
 }  // namespace pdserve::kv_transfer
