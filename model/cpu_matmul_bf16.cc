@@ -193,11 +193,11 @@ PDSERVE_AVX512 void PanelOrder512(const PackedX& xp, const float* x, int t, int 
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
   const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
   const int groups = ((t + 1) / 2 + kMP512 - 1) / kMP512;
-  // The whole slice of the next panel goes out before each call (kernel_lines 0): a prefetch
+  // A call's whole share of the next panels goes out before it (kernel_lines 0): a prefetch
   // argument cost this kernel its registers (GCC then stored the sums every step; prompts 18%
   // slower).
   ForEachPanel<kNR512>(w, row_bytes, n0, n1, groups, 0,
-                       [&](int n, int rows, int g, const char*, int) {
+                       [&](int n, int rows, int g, const PrefetchLines&) {
                          if (rows == kNR512) {
                            Call512<kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kMP512, y, ldy);
                          } else {

@@ -171,13 +171,13 @@ PDSERVE_AVX512 inline __m512 Broadcast8(const void* base, size_t index) {
 template <DType D, int MP, int NR, bool kAdd>
 PDSERVE_AVX512 void MicroKernel512(const float* xp, const float* x, int ldx, int rows,
                                    const void* w, size_t ldw, int k, float* y, int ldy,
-                                   const char* prefetch, int prefetch_lines) {
+                                   const PrefetchLines& prefetch) {
   __m512 acc[MP][NR];
   for (int p = 0; p < MP; ++p)
     for (int j = 0; j < NR; ++j) acc[p][j] = _mm512_setzero_ps();
   const int k8 = k / 8;
   for (int b = 0; b < k8; ++b) {
-    if (b < prefetch_lines) _mm_prefetch(prefetch + b * 64, _MM_HINT_T1);
+    if (b < prefetch.count) prefetch.Fetch(b);
     __m512 xv[MP];
     for (int p = 0; p < MP; ++p) xv[p] = _mm512_loadu_ps(xp + (b * MP + p) * 16);
     for (int j = 0; j < NR; ++j) {
@@ -212,11 +212,11 @@ PDSERVE_AVX512 void MicroKernel512(const float* xp, const float* x, int ldx, int
 }
 
 // One kernel call: rows [2p, 2p + 2 mp) of X (packed pairs from pair p) against W rows
-// [n, n + NR), into y (pointing at column n0); prefetches `pf_lines` lines from `pf` to L2.
+// [n, n + NR), into y (pointing at column n0); sends `pf`'s lines to L2, one a column block.
 template <DType D, bool kAdd, int NR>
 PDSERVE_AVX512 inline void Call512(const PackedPairs& xp, const float* x, int t, int ldx,
                                    const Matrix& w, int n0, int n, int p, float* y, int ldy,
-                                   const char* pf, int pf_lines) {
+                                   const PrefetchLines& pf) {
   const size_t ldw = static_cast<size_t>(w.cols);
   const void* wn = static_cast<const uint8_t*>(w.data) + n * ldw * DTypeSize(D);
   const int mp = std::min(kGroupPairs, (t + 1) / 2 - p);
@@ -226,17 +226,13 @@ PDSERVE_AVX512 inline void Call512(const PackedPairs& xp, const float* x, int t,
   float* yn = y + static_cast<size_t>(2 * p) * ldy + (n - n0);
   switch (mp) {
     case 4:
-      return MicroKernel512<D, 4, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf,
-                                            pf_lines);
+      return MicroKernel512<D, 4, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf);
     case 3:
-      return MicroKernel512<D, 3, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf,
-                                            pf_lines);
+      return MicroKernel512<D, 3, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf);
     case 2:
-      return MicroKernel512<D, 2, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf,
-                                            pf_lines);
+      return MicroKernel512<D, 2, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf);
     default:
-      return MicroKernel512<D, 1, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf,
-                                            pf_lines);
+      return MicroKernel512<D, 1, NR, kAdd>(xpp, xi, ldx, rows, wn, ldw, w.cols, yn, ldy, pf);
   }
 }
 
@@ -244,23 +240,23 @@ constexpr int kNR512 = 6;  // W rows a call: 24 accumulators, 4 X registers, 1 W
 
 // Every group of X rows over one panel of W rows, then the next panel: W streams from memory
 // once, evenly, each panel used by all of X while it is in L1 (L2 at K = 2048), and the next
-// panel goes to L2 a slice per call meanwhile. X (at most kPanelOrderXBytes) stays in L2. A
-// decode step's products at T = 32 on the small preset, two threads: 243 -> 250-257 GFLOP/s
+// panels go to L2 a slice per call meanwhile (ForEachPanel). X (at most kPanelOrderXBytes) stays in
+// L2. A decode step's products at T = 32 on the small preset, two threads: 243 -> 250-257 GFLOP/s
 // against block order, and batch-32 decode 920-934 -> 981-989 tok/s (paired runs).
 template <DType D, bool kAdd>
 PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, int ldx,
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
   const size_t row_bytes = static_cast<size_t>(w.cols) * DTypeSize(D);
   const int groups = ((t + 1) / 2 + kGroupPairs - 1) / kGroupPairs;
-  // The kernel prefetches one line a column block; ForEachPanel sends the rest of a slice (one
-  // X group, T <= 8) before the call.
+  // The kernel prefetches one line a column block; ForEachPanel sends the rest of a call's
+  // lines (one X group, T <= 8) before the call.
   ForEachPanel<kNR512>(
       w, row_bytes, n0, n1, groups, w.cols / 8,
-      [&](int n, int rows, int g, const char* slice, int lines) {
+      [&](int n, int rows, int g, const PrefetchLines& prefetch) {
         if (rows == kNR512) {
-          Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, slice, lines);
+          Call512<D, kAdd, kNR512>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, prefetch);
         } else {
-          Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, slice, lines);
+          Call512<D, kAdd, 1>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, prefetch);
         }
       });
 }
@@ -293,9 +289,10 @@ PDSERVE_AVX512 void BlockOrder512(const PackedPairs& xp, const float* x, int t, 
       int n = nb;
       auto run = [&]<int NR>() {
         const int first = prefetching ? call++ * lines_per_call : 0;
-        const char* pf = next + static_cast<size_t>(first) * 64;
         const int pf_lines = prefetching ? std::clamp(next_lines - first, 0, lines_per_call) : 0;
-        Call512<D, kAdd, NR>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf, pf_lines);
+        const PrefetchLines pf =
+            PrefetchLines::Run(next + static_cast<size_t>(first) * 64, pf_lines);
+        Call512<D, kAdd, NR>(xp, x, t, ldx, w, n0, n, g * kGroupPairs, y, ldy, pf);
       };
       for (; n + kNR512 <= ne; n += kNR512) run.template operator()<kNR512>();
       for (; n < ne; ++n) run.template operator()<1>();
