@@ -18,6 +18,8 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // allow; the L2 streamer runs ahead of each of several streams. 4 MiB buffers out of cache:
 // 13.3-13.6 GB/s against 9.7-11.2 GB/s for Crc32c (same run).
 uint32_t Crc32cFromMemory(const void* data, size_t n, uint32_t crc = 0);
+// Its block: buffers up to this size go straight to Crc32c.
+inline constexpr size_t kCrc32cFromMemoryBlock = 256 << 10;
 
 // A bit-at-a-time reference, slow and obviously right: for tests.
 uint32_t Crc32cReference(const void* data, size_t n, uint32_t crc = 0);

@@ -153,6 +153,7 @@ class LineFeed {
     for (const MemoryRegion& r : regions) lines += LinesOf(r);
     lines = std::min(lines, kMaxPrefetchBytes / 64);
     if (lines == 0) return;
+    left_ = lines;
     slots = std::max<size_t>(slots, 1);
     per_slot_ = (lines + slots - 1) / slots;
     idle_ = slots - std::min(slots, (lines + per_slot_ - 1) / per_slot_);
@@ -173,10 +174,12 @@ class LineFeed {
       --idle_;
       return;
     }
-    for (size_t n = 0; n < per_slot_; ++n) {
+    for (size_t n = 0; n < per_slot_ && left_ > 0;) {
       Stream& s = streams_[next_];
       next_ = next_ + 1 == kStreams ? 0 : next_ + 1;
-      if (s.left == 0) continue;
+      if (s.left == 0) continue;  // a finished stream's turn costs the slot nothing
+      ++n;
+      --left_;
       while (s.at >= s.end) {  // lines are left, so a later region holds them
         const MemoryRegion& r = regions_[++s.region];
         s.at = static_cast<const char*>(r.data);
@@ -201,6 +204,7 @@ class LineFeed {
   std::span<const MemoryRegion> regions_;
   Stream streams_[kStreams];
   int next_ = 0;
+  size_t left_ = 0;  // lines still to prefetch, all streams together
   size_t per_slot_ = 0, idle_ = 0;
 };
 

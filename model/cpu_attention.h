@@ -8,8 +8,7 @@
 // the same bits in a prompt chunk or a decode step, alone or batched, and on AVX2 and AVX-512
 // machines alike (the AVX-512 path scores three query heads of a KV head per pass over the keys
 // and sums values 16 columns to a register over all the keys, each element in the AVX2 path's
-// order). Stateless
-// and thread-safe; `scratch` is the caller's.
+// order). Stateless and thread-safe; `scratch` is the caller's.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +33,7 @@ struct AttentionRow {
   int head_dim;  //
   float scale;   // 1/sqrt(head_dim)
   // Read into cache a few lines at a time from inside this call's inner loops, so that the next
-  // call finds its rows there: their first 512 KB, over the call's last steps (sooner, a long
+  // call finds its rows there: their first 512 KB, over the call's last slots (sooner, a long
   // context's own rows would push them out again). A decode step's keys and values come from
   // memory, row after row: fetched this way, in step with the arithmetic, they stall it less.
   std::span<const MemoryRegion> prefetch = {};

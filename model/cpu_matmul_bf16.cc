@@ -186,8 +186,8 @@ PDSERVE_AVX512 inline void Call512(const PackedX& xp, const float* x, int t, int
 }
 
 // Small X (decode batches): every group of X rows over one panel of kNR512 W rows, then the
-// next panel, which goes to L2 a slice per call meanwhile (cpu_matmul.cc's PanelOrder512, for
-// bf16 rows).
+// next panel, while the next four go to L2 a slice per call (ForEachPanel; cpu_matmul_f32.cc's
+// PanelOrder512, for bf16 rows).
 template <bool kAdd>
 PDSERVE_AVX512 void PanelOrder512(const PackedX& xp, const float* x, int t, int ldx,
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {

@@ -46,11 +46,11 @@ TEST(Crc32c, ContinuesAcrossPieces) {
 
 TEST(Crc32c, FromMemoryGivesTheSameValueAroundEveryBlockEdge) {
   std::mt19937_64 rng(9);
-  const size_t block = 256 << 10;
+  const size_t block = kCrc32cFromMemoryBlock;
   std::vector<unsigned char> buf(4 * block + 4096);
   for (auto& c : buf) c = static_cast<unsigned char>(rng());
-  for (size_t len : {0ul, 1ul, 64ul, block - 1, block, block + 1, 2 * block - 63, 2 * block,
-                     3 * block + 17, 4 * block}) {
+  for (size_t len : {0ul, 1ul, 64ul, block - 1, block, block + 1, block + 5 * 64 + 1,
+                     2 * block - 63, 2 * block, 3 * block + 17, 4 * block}) {
     for (size_t off : {0ul, 3ul}) {
       ASSERT_EQ(Crc32cFromMemory(buf.data() + off, len), Crc32c(buf.data() + off, len))
           << "len " << len << " offset " << off;

@@ -136,8 +136,9 @@ TEST(CpuAttentionTest, Avx2AndAvx512GiveTheSameBits) {
   std::mt19937 rng(11);
   // Query heads per KV head from 1 to 5 (runs of 3, 2 and 1 at once), head sizes with and
   // without a tail past the last 64 or 16 columns, counts with and without a partial chunk.
-  for (const Case c : {Case{4, 3, 64, 61}, Case{8, 4, 128, 40}, Case{2, 5, 80, 17},
-                       Case{1, 1, 64, 9}, Case{2, 2, 24, 33}, Case{3, 2, 12, 19}}) {
+  for (const Case c :
+       {Case{4, 3, 64, 61}, Case{8, 4, 128, 40}, Case{2, 5, 80, 17}, Case{1, 1, 64, 9},
+        Case{2, 2, 24, 33}, Case{3, 2, 12, 19}, Case{2, 3, 100, 13}}) {
     SCOPED_TRACE(Describe(c));
     const Rows rows = MakeRows(c, rng);
     const std::vector<float> q = RandomQueries(c, rng);
@@ -150,52 +151,64 @@ TEST(CpuAttentionTest, Avx2AndAvx512GiveTheSameBits) {
 }
 
 TEST(CpuAttentionTest, PrefetchingTheNextRowsChangesNoBit) {
-  std::mt19937 rng(7);
-  const Case c{4, 3, 64, 45};
-  const Rows rows = MakeRows(c, rng);
-  const Rows next = MakeRows(Case{4, 3, 64, 80}, rng);
-  const std::vector<float> q = RandomQueries(c, rng);
-  // Regions of odd sizes, one shorter than a cache line, one empty; more lines than the call has
-  // steps to spread them over.
-  const std::vector<MemoryRegion> regions = {{next.storage.data(), next.storage.size() * 4},
-                                             {next.storage.data() + 3, 17},
-                                             {next.storage.data(), 0}};
-  const std::vector<float> plain = Attend(c, rows, q, 0, c.kv_heads);
-  AttentionRow a{q.data(),
-                 rows.keys.data(),
-                 rows.values.data(),
-                 c.count,
-                 0,
-                 c.kv_heads,
-                 c.group,
-                 c.head_dim,
-                 1.0f / std::sqrt(float(c.head_dim)),
-                 regions};
-  std::vector<float> scratch(AttentionScratchFloats(a)), out(q.size(), NAN);
-  AttendRow(a, scratch.data(), out.data());
-  EXPECT_EQ(std::memcmp(out.data(), plain.data(), sizeof(float) * out.size()), 0);
-  // A long row with more to prefetch than the cap: the prefetches wait for the last steps.
-  const Case long_case{4, 3, 64, 600};
-  const Rows long_rows = MakeRows(long_case, rng);
-  const std::vector<float> long_plain = Attend(long_case, long_rows, q, 0, c.kv_heads);
-  AttentionRow long_a = a;
-  long_a.keys = long_rows.keys.data();
-  long_a.values = long_rows.values.data();
-  long_a.count = long_case.count;
-  const std::vector<MemoryRegion> big = {{long_rows.storage.data(), long_rows.storage.size() * 4},
-                                         {next.storage.data(), next.storage.size() * 4}};
-  long_a.prefetch = big;
-  std::vector<float> long_scratch(AttentionScratchFloats(long_a)), long_out(q.size(), NAN);
-  AttendRow(long_a, long_scratch.data(), long_out.data());
-  EXPECT_EQ(std::memcmp(long_out.data(), long_plain.data(), sizeof(float) * long_out.size()), 0);
-  // A row of one position: two steps for everything.
-  a.count = 1;
-  std::vector<float> one(q.size(), NAN);
-  AttendRow(a, scratch.data(), one.data());
-  a.prefetch = {};
-  std::vector<float> one_plain(q.size(), NAN);
-  AttendRow(a, scratch.data(), one_plain.data());
-  EXPECT_EQ(std::memcmp(one.data(), one_plain.data(), sizeof(float) * one.size()), 0);
+  // On both instruction sets: their value passes take different slots.
+  struct Restore {
+    ~Restore() { SetMatMulIsa(MatMulIsa::kAvx512); }
+  } restore;
+  for (const MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
+    if (!SetMatMulIsa(isa)) continue;
+    SCOPED_TRACE(MatMulIsaName(isa));
+    std::mt19937 rng(7);
+    const Case c{4, 3, 64, 45};
+    const Rows rows = MakeRows(c, rng);
+    const Rows next = MakeRows(Case{4, 3, 64, 80}, rng);
+    const std::vector<float> q = RandomQueries(c, rng);
+    // Regions of odd sizes, one shorter than a cache line, empty ones first, between and last (a
+    // stream starts past one, and a stream walks through one); more lines than the call has slots
+    // to spread them over.
+    const std::vector<MemoryRegion> regions = {{next.storage.data(), 0},
+                                               {next.storage.data() + 3, 17},
+                                               {next.storage.data(), 0},
+                                               {next.storage.data() + 1, 100},
+                                               {next.storage.data(), next.storage.size() * 4},
+                                               {next.storage.data(), 0}};
+    const std::vector<float> plain = Attend(c, rows, q, 0, c.kv_heads);
+    AttentionRow a{q.data(),
+                   rows.keys.data(),
+                   rows.values.data(),
+                   c.count,
+                   0,
+                   c.kv_heads,
+                   c.group,
+                   c.head_dim,
+                   1.0f / std::sqrt(float(c.head_dim)),
+                   regions};
+    std::vector<float> scratch(AttentionScratchFloats(a)), out(q.size(), NAN);
+    AttendRow(a, scratch.data(), out.data());
+    EXPECT_EQ(std::memcmp(out.data(), plain.data(), sizeof(float) * out.size()), 0);
+    // A long row with more to prefetch than the cap: the prefetches wait for the last slots.
+    const Case long_case{4, 3, 64, 600};
+    const Rows long_rows = MakeRows(long_case, rng);
+    const std::vector<float> long_plain = Attend(long_case, long_rows, q, 0, c.kv_heads);
+    AttentionRow long_a = a;
+    long_a.keys = long_rows.keys.data();
+    long_a.values = long_rows.values.data();
+    long_a.count = long_case.count;
+    const std::vector<MemoryRegion> big = {{long_rows.storage.data(), long_rows.storage.size() * 4},
+                                           {next.storage.data(), next.storage.size() * 4}};
+    long_a.prefetch = big;
+    std::vector<float> long_scratch(AttentionScratchFloats(long_a)), long_out(q.size(), NAN);
+    AttendRow(long_a, long_scratch.data(), long_out.data());
+    EXPECT_EQ(std::memcmp(long_out.data(), long_plain.data(), sizeof(float) * long_out.size()), 0);
+    // A row of one position: a few value slots, and none for scores, for everything.
+    a.count = 1;
+    std::vector<float> one(q.size(), NAN);
+    AttendRow(a, scratch.data(), one.data());
+    a.prefetch = {};
+    std::vector<float> one_plain(q.size(), NAN);
+    AttendRow(a, scratch.data(), one_plain.data());
+    EXPECT_EQ(std::memcmp(one.data(), one_plain.data(), sizeof(float) * one.size()), 0);
+  }
 }
 
 TEST(CpuAttentionTest, WarmingRegionsReadsOnlyWhatTheySpan) {
