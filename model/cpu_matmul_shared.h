@@ -1,6 +1,7 @@
 // What the CPU matrix kernels of cpu_matmul_f32.cc and cpu_matmul_bf16.cc share: packed-X
 // storage, the L2 block and the panel order's bound, the panel walk, decode's stream dispatch
-// and unit of work. Only the cpu_matmul*.cc files include it (through their kernel headers).
+// and unit of work. Only the cpu_matmul*.cc files include it (through their kernel headers), and
+// its test.
 #pragma once
 
 #include <immintrin.h>
@@ -59,10 +60,15 @@ struct PrefetchLines {
     return p;
   }
 
+  // Line b's address, or null for none.
+  __attribute__((always_inline)) const char* Address(int b) const {
+    const char* start = starts[b & 3];
+    return start != nullptr ? start + static_cast<size_t>(b >> 2) * step : nullptr;
+  }
+
   // Sends line b.
   __attribute__((always_inline)) void Fetch(int b) const {
-    const char* start = starts[b & 3];
-    if (start != nullptr) _mm_prefetch(start + static_cast<size_t>(b >> 2) * step, _MM_HINT_T1);
+    if (const char* line = Address(b)) _mm_prefetch(line, _MM_HINT_T1);
   }
 };
 
