@@ -47,10 +47,14 @@ struct TcpTransportOptions {
   PayloadPath path = PayloadPath::kTcp;
   // TCP: the payloads of layer pushes of at least this many bytes go into the socket by
   // reference, not by copy (payload_splicer.h); where the host refuses, the transport logs why
-  // once and copies. On a 2-vCPU loopback, paired `bench kv` runs put splicing 8-10% behind
-  // copying at 1-2 MiB, even at 4 MiB, and 6-12% ahead from 8 MiB, where a copying sender starts
-  // to find the socket full. 0: splice every push; kNeverSplice: copy every push (sendmsg).
-  size_t splice_min_layer_bytes = 4u << 20;
+  // once and copies. 0: splice every push; kNeverSplice: copy every push (sendmsg). Splicing
+  // leaves the sender only the checksum, and since the sender checksums from memory in streams
+  // (Crc32cFromMemory) it is ahead of copying or level at every size on a 2-vCPU loopback
+  // (alternated sweeps, three each, against copying below 4 MiB): sweeps to 1 MiB gave 0.81-0.86
+  // of a plain socket at 256 KiB against 0.72-0.75 and 0.93-1.01 at 1 MiB against 0.86-0.91;
+  // sweeps to 64 MiB gave 0.72-0.77 at 128-256 KiB against 0.58-0.70, and level from 512 KiB.
+  // (Before that change, copying was 8-10% ahead at 1-2 MiB.)
+  size_t splice_min_layer_bytes = 0;
   // TCP: ... and at most this many: larger pushes are copied. In paired `bench kv` runs, both on
   // 2 and on 16 CPUs, splicing kept pace with copying up to 64 MiB, then fell behind: 0.69-0.71
   // of a plain socket against 0.71-0.76 at 128 MiB, 0.59-0.61 against 0.71-0.76 at 256 MiB.
