@@ -197,10 +197,8 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
 
 // --- Driver side ---
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+// The same percentile definition as the quartiles beside it (bench::Percentile, interpolated).
+double Median(std::vector<double> v) { return bench::Percentile(std::move(v), 50); }
 
 struct Row {
   uint64_t bytes;

@@ -208,15 +208,20 @@ class CudaIpcSender final : public DevicePayloadSender {
 #if PDSERVE_HAVE_CUDA_BACKEND
   // A call costs this thread a few microseconds: past a few runs, one launch is cheaper.
   static constexpr size_t kMemcpyMaxRuns = 4;
+  // Copy tiles the staging buffers hold at least (the first flushes' counts grow).
+  static constexpr size_t kMinStagedTiles = 1024;
 
   Status StartCopyKernel() {
     tiles_.clear();
     model::cuda::AppendCopyTiles(pending_, model::cuda::kCopyTileBytes, &tiles_);
     // Growing drops the old staging: the last flush waited for its copies (or broke, and then
-    // none start again).
+    // none start again). At least kMinStagedTiles the first time: each growth of the device
+    // buffer is a cudaFree, which waits for the whole device, on the layer-push path.
     const size_t bytes = tiles_.size() * sizeof(model::cuda::CopyTile);
-    PDSERVE_RETURN_IF_ERROR(tiles_host_.Reserve(bytes));
-    PDSERVE_RETURN_IF_ERROR(tiles_device_.Reserve(bytes));
+    const size_t capacity =
+        std::max(tiles_.size(), kMinStagedTiles) * sizeof(model::cuda::CopyTile);
+    PDSERVE_RETURN_IF_ERROR(tiles_host_.Reserve(capacity));
+    PDSERVE_RETURN_IF_ERROR(tiles_device_.Reserve(capacity));
     std::memcpy(tiles_host_.get<void>(), tiles_.data(), bytes);
     PDSERVE_CUDA_CHECK(cudaMemcpyAsync(tiles_device_.get<void>(), tiles_host_.get<void>(), bytes,
                                        cudaMemcpyHostToDevice, stream_));

@@ -324,7 +324,8 @@ __attribute__((always_inline)) inline void AttendRowImpl(const AttentionRow& a, 
           for (int e = 0; e < G; ++e) o[e] = out + (h + e) * hd + d;
           AddWeightedRows512<G>(p, a.values, a.count, g * hd + d, o, slot);
         }
-        for (int c = 0; c < a.count && wide < hd; c += kChunk) {
+        if (wide == hd) return;
+        for (int c = 0; c < a.count; c += kChunk) {
           const int keys = std::min(kChunk, a.count - c);
           const float* value[kChunk];
           for (int i = 0; i < keys; ++i) value[i] = a.values[c + i] + g * hd + wide;

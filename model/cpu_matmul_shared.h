@@ -44,26 +44,29 @@ inline bool PanelOrderFits(int t, int k) {
 }
 
 // The 64-byte lines of W that one kernel call sends to L2: line b (b < count) at
-// starts[b % 4] + (b / 4) * step, none where that start is null. Four starts a step apart make
-// four streams taken a line of each in turn (ForEachPanel); Run makes one sequential run.
+// starts[b % kStreams] + (b / kStreams) * step, none where that start is null. Starts a step
+// apart make kStreams streams taken a line of each in turn (ForEachPanel); Run makes one
+// sequential run.
 struct PrefetchLines {
-  const char* starts[4] = {};
+  static constexpr int kStreams = 4;
+
+  const char* starts[kStreams] = {};
   size_t step = 0;
   int count = 0;
 
   // `count` lines from `first` on, one after the other.
   static PrefetchLines Run(const char* first, int count) {
     PrefetchLines p;
-    for (int r = 0; r < 4 && first != nullptr; ++r) p.starts[r] = first + 64 * r;
-    p.step = 4 * 64;
+    for (int s = 0; s < kStreams && first != nullptr; ++s) p.starts[s] = first + 64 * s;
+    p.step = kStreams * 64;
     p.count = count;
     return p;
   }
 
   // Line b's address, or null for none.
   __attribute__((always_inline)) const char* Address(int b) const {
-    const char* start = starts[b & 3];
-    return start != nullptr ? start + static_cast<size_t>(b >> 2) * step : nullptr;
+    const char* start = starts[b % kStreams];
+    return start != nullptr ? start + static_cast<size_t>(b / kStreams) * step : nullptr;
   }
 
   // Sends line b.
@@ -74,31 +77,33 @@ struct PrefetchLines {
 
 // The panel walk of both files' T > 1 AVX-512 kernels: W rows [n0, n1) in panels of kRows (the
 // last rows one at a time), and for each panel every one of `groups` X row groups, through
-// call(n, rows, group, prefetch). Meanwhile the next four panels (past n1 too: a thread's next
-// piece usually starts there) go to L2 as four streams, a line of each in turn: the panel s
-// ahead (s = 1..4) gets its quarter 4 - s, so each panel is whole by the time it comes. The L2
-// streamer runs ahead of each stream it sees; with the next panel alone, one stream at a time,
-// fewer lines were in flight: batch-32 decode went from 939-951 to 1035-1050 tok/s, batch 8
-// from 399-405 to 472 (alternated runs). Of a call's lines, the first `kernel_lines` are left to
-// the call (prefetch.count says how many), and the rest are sent here before it.
+// call(n, rows, group, prefetch). Meanwhile the next S = PrefetchLines::kStreams (four) panels
+// (past n1 too: a thread's next piece usually starts there) go to L2 as S streams, a line of
+// each in turn: the panel s ahead (s = 1..S) gets its part S - s of S, so each panel is whole
+// by the time it comes. The L2 streamer runs ahead of each stream it sees; with the next panel
+// alone, one stream at a time, fewer lines were in flight: batch-32 decode went from 939-951 to
+// 1035-1050 tok/s, batch 8 from 399-405 to 472 (alternated runs). Of a call's lines, the first
+// `kernel_lines` are left to the call (prefetch.count says how many), and the rest are sent
+// here before it.
 template <int kRows, typename Call>
 inline void ForEachPanel(const Matrix& w, size_t row_bytes, int n0, int n1, int groups,
                          int kernel_lines, const Call& call) {
   const auto* base = static_cast<const char*>(w.data);
+  constexpr int kStreams = PrefetchLines::kStreams;
   const int panel_lines = static_cast<int>(kRows * row_bytes / 64);
-  const int quarter = (panel_lines + 3) / 4;
-  const int per_call = (quarter + groups - 1) / groups;
+  const int part = (panel_lines + kStreams - 1) / kStreams;  // of a panel, for one panel-time
+  const int per_call = (part + groups - 1) / groups;
   for (int n = n0; n < n1;) {
     const int rows = n1 - n >= kRows ? kRows : 1;
     for (int g = 0; g < groups; ++g) {
-      const int first = g * per_call;  // of each quarter
-      const int lines = std::clamp(quarter - first, 0, per_call);
+      const int first = g * per_call;  // of each part
+      const int lines = std::clamp(part - first, 0, per_call);
       PrefetchLines prefetch;
       prefetch.step = 64;
-      prefetch.count = 4 * lines;
-      for (int s = 1; s <= 4; ++s) {
+      prefetch.count = kStreams * lines;
+      for (int s = 1; s <= kStreams; ++s) {
         const int panel = n + rows + (s - 1) * kRows;
-        const int line = (4 - s) * quarter + first;
+        const int line = (kStreams - s) * part + first;
         // Only panels inside the matrix, and lines inside the panel.
         if (lines > 0 && panel + kRows <= w.rows && line + lines <= panel_lines) {
           prefetch.starts[s - 1] = base + panel * row_bytes + static_cast<size_t>(line) * 64;
