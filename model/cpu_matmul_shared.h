@@ -65,8 +65,9 @@ struct PrefetchLines {
 
   // Line b's address, or null for none.
   __attribute__((always_inline)) const char* Address(int b) const {
-    const char* start = starts[b % kStreams];
-    return start != nullptr ? start + static_cast<size_t>(b / kStreams) * step : nullptr;
+    const auto line = static_cast<unsigned>(b);  // unsigned: a mask and a shift, no sign fix
+    const char* start = starts[line % kStreams];
+    return start != nullptr ? start + static_cast<size_t>(line / kStreams) * step : nullptr;
   }
 
   // Sends line b.
