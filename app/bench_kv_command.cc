@@ -63,6 +63,9 @@ struct BenchKvOptions {
   // copy (TcpTransportOptions::splice_min_layer_bytes; kvt::kNeverSplice: all by copy).
   size_t splice_min_bytes = kvt::TcpTransportOptions{}.splice_min_layer_bytes;
   size_t splice_max_bytes = kvt::TcpTransportOptions{}.splice_max_layer_bytes;  // and at most
+  // TCP: the receiver checks CRCs on its worker pool, beside its I/O thread, where it may run on
+  // two CPUs or more (TcpKvListenerOptions::offload_tcp_checksums).
+  bool offload_checksums = false;
 };
 
 // 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
@@ -128,6 +131,7 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
   lo.device = o.device;
   lo.pools_on_device = o.transport != "tcp";  // MakePool put them on the GPU
   lo.congestion_control = o.congestion;
+  lo.offload_tcp_checksums = o.offload_checksums;
   PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
   const int fd = ::accept(listen_fd, nullptr, nullptr);
   if (fd < 0) return Unavailable("bench kv: accept failed");
@@ -579,6 +583,9 @@ void AddBenchKvCommand(CLI::App& bench) {
          "--copy-payloads", [o] { o->splice_min_bytes = kvt::kNeverSplice; },
          "TCP: copy every KV payload into the socket (sendmsg), splice none")
       ->excludes(splice_min);
+  cmd->add_flag("--offload-checksums", o->offload_checksums,
+                "TCP: the receiver checks payload CRCs on a worker pool beside its I/O thread "
+                "(where it may run on two CPUs or more) instead of on the I/O thread");
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

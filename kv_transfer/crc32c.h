@@ -21,6 +21,10 @@ uint32_t Crc32cFromMemory(const void* data, size_t n, uint32_t crc = 0);
 // Its block: buffers up to this size go straight to Crc32c.
 inline constexpr size_t kCrc32cFromMemoryBlock = 256 << 10;
 
+// The CRC32C of a then b from Crc32c(a), Crc32c(b) and b's length, in O(log len_b): pieces of a
+// buffer checked apart, on several threads, join into the buffer's CRC.
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // A bit-at-a-time reference, slow and obviously right: for tests.
 uint32_t Crc32cReference(const void* data, size_t n, uint32_t crc = 0);
 

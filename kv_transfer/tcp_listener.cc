@@ -1,6 +1,10 @@
 // TcpKvListener: the receiving side of the TCP side channel. One I/O thread accepts and reads;
-// payloads land straight in the reserved pages and their CRC is checked right after, while in
-// cache, before the ack is queued. GPU receives run on a worker pool, in order per connection.
+// payloads land straight in the reserved pages and their CRC is checked as they land
+// (ChunkChecksum: on the worker pool where the process has a second CPU, else on the I/O thread
+// while in cache), before the ack is queued. GPU receives run on the worker pool, in order per
+// connection.
+#include <sched.h>
+
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -12,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "kv_transfer/crc32c.h"
+#include "kv_transfer/chunk_checksum.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/large_transfers.h"
 #include "kv_transfer/tcp_congestion.h"
@@ -43,6 +47,14 @@ constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 // that is told stops within a round trip and a layer's copies, milliseconds; this leaves a wide
 // margin at the cost of a few seconds of those pages.
 constexpr auto kFailedPageHold = std::chrono::seconds(2);
+
+// CPUs this process may run on; 1 when that cannot be told.
+int AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
 
 }  // namespace
 
@@ -81,6 +93,7 @@ class TcpKvListener::Impl {
         SetCongestionControl(acceptor_.native_handle(), options_.congestion_control)
             .WithContext("KV listener"));
     port_ = acceptor_.local_endpoint().port();
+    checksum_pool_ = options_.offload_tcp_checksums && AllowedCpus() >= 2 ? &workers_ : nullptr;
     Accept();
     thread_ = std::thread([this] { io_.run(); });
     return Status::Ok();
@@ -96,6 +109,7 @@ class TcpKvListener::Impl {
 
   KvReceiver& receiver_;
   const TcpKvListenerOptions options_;
+  asio::thread_pool* checksum_pool_ = nullptr;  // &workers_ when TCP CRCs go there
   std::atomic<int> connections_{0};  // before io_: sessions destroyed with io_ count down
   asio::thread_pool workers_;        // before io_: sessions (destroyed with io_) hold strands on it
   asio::io_context io_;
@@ -299,45 +313,56 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       });
       return ReadHeader();
     }
-    ReadPayload(h, *target, 0, 0);
+    ReadPayload(h, *target, 0, ChunkChecksum::Start(listener_.checksum_pool_));
   }
 
-  // Reads a chunk's payload into its pages piece by piece, folding each piece into the CRC as it
-  // lands (still in cache, and while the next piece is on its way), then acks the chunk.
+  // Reads a chunk's payload into its pages piece by piece, the CRC following each piece as it
+  // lands (ChunkChecksum: on the worker pool, or here while the piece is in cache), then acks the
+  // chunk once the CRC is in.
   void ReadPayload(const FrameHeader& h, const KvReceiver::ChunkTarget& t, size_t done,
-                   uint32_t crc) {
+                   std::shared_ptr<ChunkChecksum> checksum) {
     while (done < t.bytes) {
       auto* at = static_cast<unsigned char*>(t.dst) + done;
       auto n = ReadNow(asio::buffer(at, std::min(t.bytes - done, kPayloadPiece)));
-      if (!n.ok()) {
-        (void)receiver_.EndChunk(peer_, h, Unavailable("KV peer lost mid-chunk"));
-        return Close(n.status());
-      }
+      if (!n.ok()) return LoseChunk(h, *checksum, n.status());
       if (*n == 0) {  // nothing there yet: wait for the socket, then carry on from here
         FlushDeferred();
         socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), h, t, done,
-                                                    crc](const boost::system::error_code& ec) {
+                                                    checksum = std::move(checksum)](
+                                                       const boost::system::error_code& ec) {
           if (ec) {
-            (void)self->receiver_.EndChunk(self->peer_, h, Unavailable("KV peer lost mid-chunk"));
-            return self->Close(Unavailable("KV peer lost: " + ec.message()));
+            return self->LoseChunk(h, *checksum, Unavailable("KV peer lost: " + ec.message()));
           }
           self->inline_frames_ = 0;
-          self->ReadPayload(h, t, done, crc);
+          self->ReadPayload(h, t, done, std::move(checksum));
         });
         return;
       }
-      crc = Crc32c(at, *n, crc);
+      checksum->Add(at, *n);
       done += *n;
     }
-    Status applied =
-        crc == h.payload_crc
-            ? Status::Ok()
-            : DataLoss(fmt::format("KV chunk CRC32C mismatch (request {} layer {} page {}: "
-                                   "header {:08x}, payload {:08x})",
-                                   h.request_id, h.layer, h.first_page, h.payload_crc, crc));
-    SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
-                receiver_.EndChunk(peer_, h, applied), {}, /*defer=*/true);
+    checksum->Finish([self = shared_from_this(), h](uint32_t crc, bool inline_call) {
+      Status applied =
+          crc == h.payload_crc
+              ? Status::Ok()
+              : DataLoss(fmt::format("KV chunk CRC32C mismatch (request {} layer {} page {}: "
+                                     "header {:08x}, payload {:08x})",
+                                     h.request_id, h.layer, h.first_page, h.payload_crc, crc));
+      const Status ack = self->receiver_.EndChunk(self->peer_, h, applied);
+      if (!inline_call) return self->PostAck(h, ack);
+      self->SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count, ack, {},
+                        /*defer=*/true);
+    });
     ReadHeader();
+  }
+
+  // The connection failed mid-chunk: the chunk's pages stay pinned until its checksum tasks
+  // (which read them) are through, then the chunk ends failed; the session closes now.
+  void LoseChunk(const FrameHeader& h, ChunkChecksum& checksum, const Status& why) {
+    checksum.Finish([self = shared_from_this(), h](uint32_t, bool) {
+      (void)self->receiver_.EndChunk(self->peer_, h, Unavailable("KV peer lost mid-chunk"));
+    });
+    Close(why);
   }
 
   // Reads and drops a refused chunk's payload, then nacks it; the connection carries on.

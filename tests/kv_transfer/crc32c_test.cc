@@ -44,6 +44,32 @@ TEST(Crc32c, ContinuesAcrossPieces) {
   }
 }
 
+TEST(Crc32c, CombinesPiecesCheckedApart) {
+  std::mt19937_64 rng(5);
+  std::vector<unsigned char> buf((3 << 20) + 777);
+  for (auto& c : buf) c = static_cast<unsigned char>(rng());
+  const uint32_t whole = Crc32c(buf.data(), buf.size());
+  for (size_t cut :
+       {0ul, 1ul, 63ul, 4096ul, 262144ul, buf.size() / 3, buf.size() - 1, buf.size()}) {
+    const uint32_t a = Crc32c(buf.data(), cut);
+    const uint32_t b = Crc32c(buf.data() + cut, buf.size() - cut);
+    EXPECT_EQ(Crc32cCombine(a, b, buf.size() - cut), whole) << "cut " << cut;
+  }
+  // Many unequal pieces, joined left to right, as a chunk's spans are.
+  uint32_t joined = 0;
+  for (size_t at = 0, n = 1; at < buf.size(); at += n, n = n * 3 + 5) {
+    n = std::min(n, buf.size() - at);
+    joined = Crc32cCombine(joined, Crc32c(buf.data() + at, n), n);
+  }
+  EXPECT_EQ(joined, whole);
+  // Against the bit-at-a-time reference, and a change anywhere shows.
+  EXPECT_EQ(Crc32cCombine(Crc32cReference("1234", 4), Crc32cReference("56789", 5), 5), 0xE3069283u);
+  buf[buf.size() / 2] ^= 1;
+  EXPECT_NE(Crc32cCombine(Crc32c(buf.data(), 10), Crc32c(buf.data() + 10, buf.size() - 10),
+                          buf.size() - 10),
+            whole);
+}
+
 TEST(Crc32c, FromMemoryGivesTheSameValueAroundEveryBlockEdge) {
   std::mt19937_64 rng(9);
   const size_t block = kCrc32cFromMemoryBlock;

@@ -100,7 +100,8 @@ struct Shape {
   int pool_pages;
   size_t max_chunk_bytes;
   model::DType dtype;
-  bool splice_payloads = true;  // false: payloads copied into the socket (sendmsg)
+  bool splice_payloads = true;     // false: payloads copied into the socket (sendmsg)
+  bool offload_checksums = false;  // the listener checks CRCs on its worker pool
 };
 
 class TcpBitExact : public ::testing::TestWithParam<Shape> {};
@@ -118,7 +119,9 @@ TEST_P(TcpBitExact, RandomPagesArriveBitExactFromAnotherProcess) {
   HostKvPool recv(layout, s.pool_pages);
   {
     KvReceiver receiver(layout, recv.pool, recv.bases());
-    auto listener = TcpKvListener::Start(receiver, {});
+    TcpKvListenerOptions lo;
+    lo.offload_tcp_checksums = s.offload_checksums;
+    auto listener = TcpKvListener::Start(receiver, lo);
     ASSERT_TRUE(listener.ok()) << listener.status().ToString();
     // Fragment the receiver's free list so reservations are not one run.
     std::mt19937_64 rng(s.layers * 7919 + s.requests);
@@ -162,7 +165,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcpBitExact,
                                            Shape{3, 10000, 1, 10000, 4096, model::DType::kF16},
                                            Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32},
                                            Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32,
-                                                 /*splice_payloads=*/false}));
+                                                 /*splice_payloads=*/false},
+                                           // 640 KB layers: CRCs checked span by span on the pool.
+                                           Shape{2, 10000, 1, 12000, 8 << 20, model::DType::kF32,
+                                                 true, /*offload_checksums=*/true},
+                                           Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32, true,
+                                                 /*offload_checksums=*/true}));
 
 TEST(TcpTransport, SenderKilledMidTransferFailsTheRequestAndFreesPages) {
   const KvLayout layout = SmallLayout(4);
@@ -284,6 +292,50 @@ TEST(TcpTransport, FlippedBitIsACrcErrorAndFailsTheRequest) {
   EXPECT_TRUE(t->Wait(2).ok());
   p.recv.pool.Free(*p.receiver.TakePages(2));
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
+TEST(TcpTransport, FlippedBitIsCaughtWhenTheWorkerPoolChecksTheCrc) {
+  // 64 KiB pages, 16 to a layer: each 1 MiB chunk is checked in spans on the listener's pool.
+  const KvLayout layout = SmallLayout(2, model::DType::kF32, /*page_size=*/2048);
+  ASSERT_EQ(layout.page_bytes(), 64u << 10);
+  HostKvPool send(layout, 32), recv(layout, 32);
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 32; ++i) FillPage(send.page(l, i), layout.page_bytes(), 7, l, i);
+  KvReceiver receiver(layout, recv.pool, recv.bases());
+  TcpKvListenerOptions lo;
+  lo.offload_tcp_checksums = true;
+  auto listener = TcpKvListener::Start(receiver, lo);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  TcpTransportOptions o;
+  o.port = (*listener)->port();
+  o.flip_bit_in_chunk = 0;
+  o.lead_chunk_bytes = 0;  // one chunk a layer
+  auto t = TcpTransport::Connect(layout, send.const_bases(), 32, o);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::vector<int32_t> src(16);
+  for (int i = 0; i < 16; ++i) src[i] = i;
+  auto bad = receiver.Reserve(1, 16, Clock::now() + 10s);
+  ASSERT_TRUE(bad.ok());
+  ASSERT_TRUE((*t)->Open({1, src, bad->pages, Clock::now() + 10s}).ok());
+  Status pushed = (*t)->PushLayer(1, 0);
+  ASSERT_TRUE(pushed.ok()) << pushed.ToString();
+  Status s = (*t)->Wait(1);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find("CRC"), std::string::npos) << s.message();
+  EXPECT_EQ(receiver.Wait(1).code(), StatusCode::kDataLoss);
+  // The next request's bytes, checked the same way, arrive intact.
+  auto good = receiver.Reserve(2, 16, Clock::now() + 10s);
+  ASSERT_TRUE(good.ok());
+  for (int i = 0; i < 16; ++i) src[i] = 16 + i;
+  ASSERT_TRUE((*t)->Open({2, src, good->pages, Clock::now() + 10s}).ok());
+  for (int l = 0; l < 2; ++l) ASSERT_TRUE((*t)->PushLayer(2, l).ok());
+  ASSERT_TRUE((*t)->Wait(2).ok());
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 16; ++i)
+      ASSERT_TRUE(PageMatches(recv.page(l, good->pages[i]), layout.page_bytes(), 7, l, 16 + i))
+          << "layer " << l << " page " << i;
+  recv.pool.Free(*receiver.TakePages(2));
+  EXPECT_EQ(recv.pool.used_pages(), 0);
 }
 
 TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
