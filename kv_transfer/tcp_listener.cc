@@ -93,7 +93,16 @@ class TcpKvListener::Impl {
         SetCongestionControl(acceptor_.native_handle(), options_.congestion_control)
             .WithContext("KV listener"));
     port_ = acceptor_.local_endpoint().port();
-    checksum_pool_ = options_.offload_tcp_checksums && AllowedCpus() >= 2 ? &workers_ : nullptr;
+    if (options_.offload_tcp_checksums) {
+      const int cpus = AllowedCpus();
+      if (cpus >= 2) {
+        checksum_pool_ = &workers_;
+        spdlog::info("KV listener: payload CRCs are checked on {} worker threads ({} CPUs)",
+                     std::max(1, options_.verify_threads), cpus);
+      } else {
+        spdlog::info("KV listener: payload CRCs are checked on the I/O thread: one CPU only");
+      }
+    }
     Accept();
     thread_ = std::thread([this] { io_.run(); });
     return Status::Ok();
