@@ -289,6 +289,9 @@ void AddServeCommands(CLI::App& app) {
   dec->add_option("--kv-host", w->kv_advertise_host, "Address prefill workers dial for KV");
   dec->add_option("--kv-port", w->kv_port, "KV listener port (0: any free port)");
   dec->add_option("--kv-tcp-congestion", w->kv_tcp_congestion, kKvCongestionHelp);
+  dec->add_flag("--kv-offload-checksums", w->kv_offload_checksums,
+                "TCP KV: check payload CRCs on worker threads beside the listener's I/O thread "
+                "(where this process may run on two CPUs or more)");
   dec->callback([w, decode_gateway] {
     ParseGatewayAddress("decode", *decode_gateway, &w->gateway.host, &w->gateway.port);
     RunWorker<decode_pool::Worker>("decode", *w);

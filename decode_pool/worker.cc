@@ -56,6 +56,7 @@ Status Worker::StartKvListener() {
   o.bind_address = options_.kv_bind_address;
   o.port = options_.kv_port;
   o.congestion_control = options_.kv_tcp_congestion;
+  o.offload_tcp_checksums = options_.kv_offload_checksums;
   if (options_.engine.device != "cpu") {
     o.pools_on_device = true;
     PDSERVE_ASSIGN_OR_RETURN(o.device, model::ParseCudaDevice(options_.engine.device));

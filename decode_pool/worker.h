@@ -41,6 +41,9 @@ struct WorkerOptions {
   uint16_t kv_port = 0;  // 0: chosen by the OS
   // TCP congestion control of accepted KV connections (kv_transfer/tcp_congestion.h).
   std::string kv_tcp_congestion = "auto";
+  // TCP KV: payload CRCs checked on a worker pool beside the listener's I/O thread
+  // (TcpKvListenerOptions::offload_tcp_checksums).
+  bool kv_offload_checksums = false;
   int metrics_port = -1;  // Prometheus /metrics: -1 off, 0 chosen by the OS
 };
 

@@ -128,10 +128,11 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
 }
 
 // The same through the spliced path: every layer push goes from the CPU engine's KV pages into
-// the socket by reference, and the decode worker must still continue token for token.
+// the socket by reference, and the decode worker, checking CRCs on its worker threads where it
+// has two CPUs, must still continue token for token.
 TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
   auto p = Start("prefill", {"--kv-splice-min-bytes", "0"});
-  auto d = Start("decode");
+  auto d = Start("decode", {"--kv-offload-checksums"});
   WaitForWorkers("prefill", 1);
   WaitForWorkers("decode", 1);
   for (int i = 0; i < 6; ++i) {
@@ -143,6 +144,8 @@ TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
   EXPECT_NE(log.find("payloads go into the socket by reference"), std::string::npos) << log;
   EXPECT_EQ(log.find("will be copied into the socket"), std::string::npos) << log;
   EXPECT_EQ(log.find("copying payloads into the socket"), std::string::npos) << log;
+  const std::string decode_log = LogOf(d);
+  EXPECT_NE(decode_log.find("payload CRCs are checked on"), std::string::npos) << decode_log;
   ExpectPagesReturnToZero(p);
   ExpectPagesReturnToZero(d);
 }
