@@ -490,6 +490,8 @@ void RunBenchKv(const BenchKvOptions& o) {
   doc["splice_min_bytes"] = splices ? json(o.splice_min_bytes) : json(nullptr);
   doc["splice_max_bytes"] = splices ? json(o.splice_max_bytes) : json(nullptr);
   doc["pinned"] = pinned;
+  // Asked for; the receiver's log says whether it had the CPUs to do it.
+  doc["offload_checksums"] = o.transport == "tcp" && o.offload_checksums;
   doc["gpu_model"] = kvt::CudaDeviceName(o.device);
   doc["driver_version"] = kvt::CudaDriverVersion();
   doc["cuda_version"] = kvt::CudaRuntimeVersion();

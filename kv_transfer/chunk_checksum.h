@@ -1,7 +1,8 @@
 // The CRC32C of one KV chunk's payload, taken while the payload is still being read. The reading
 // thread reports each read as it lands (Add); with a thread pool, spans of kChecksumSpan bytes
 // are checked there, in parallel with the next reads, and joined in order (Crc32cCombine), so
-// the reading core only copies out of the socket; without one, each read is folded in at once,
+// the reading core mostly copies out of the socket (it checks the last span itself, in Finish,
+// and with it any payload shorter than a span); without one, each read is folded in at once,
 // while it is in cache. Finish hands over the last bytes and a callback that gets the whole
 // payload's CRC once every span is checked: inline, when the pool is already through, or on the
 // pool thread that checks the last span.

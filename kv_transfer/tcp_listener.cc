@@ -1,8 +1,8 @@
 // TcpKvListener: the receiving side of the TCP side channel. One I/O thread accepts and reads;
-// payloads land straight in the reserved pages and their CRC is checked as they land
-// (ChunkChecksum: on the worker pool where the process has a second CPU, else on the I/O thread
-// while in cache), before the ack is queued. GPU receives run on the worker pool, in order per
-// connection.
+// payloads land straight in the reserved pages and their CRC is checked as they land, before the
+// ack is queued (ChunkChecksum): on the I/O thread while each piece is in cache, or, with
+// offload_tcp_checksums and a second CPU, span by span on the worker pool. GPU receives run on
+// the worker pool, in order per connection.
 #include <sched.h>
 
 #include <spdlog/spdlog.h>
@@ -30,7 +30,8 @@ using asio::ip::tcp;
 namespace {
 
 constexpr size_t kDrainBuffer = 1 << 20;
-// Largest socket read of a chunk payload; each piece is CRC'd while it is still in cache. A
+// Largest socket read of a chunk payload; each piece is CRC'd while it is still in cache (unless
+// the worker pool checks the CRCs). A
 // quarter of L2: alternated sweeps to 64 MiB (pinned loopback, pools out of cache) gave 0.74-0.78
 // of the plain socket at 4 MiB and 0.82-0.90 above, against 0.65-0.71 and 0.77-0.82 with 1 MiB
 // pieces; 128 and 512 KiB fell between.
@@ -48,11 +49,14 @@ constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 // margin at the cost of a few seconds of those pages.
 constexpr auto kFailedPageHold = std::chrono::seconds(2);
 
-// CPUs this process may run on; 1 when that cannot be told.
+// CPUs this process may run on (its affinity; a cgroup's CPU quota is not counted), or all the
+// host's where the affinity mask does not fit a cpu_set_t.
 int AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
   return CPU_COUNT(&set);
 }
 
@@ -93,7 +97,7 @@ class TcpKvListener::Impl {
         SetCongestionControl(acceptor_.native_handle(), options_.congestion_control)
             .WithContext("KV listener"));
     port_ = acceptor_.local_endpoint().port();
-    if (options_.offload_tcp_checksums) {
+    if (options_.offload_tcp_checksums && !options_.pools_on_device) {
       const int cpus = AllowedCpus();
       if (cpus >= 2) {
         checksum_pool_ = &workers_;
@@ -336,28 +340,30 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       if (!n.ok()) return LoseChunk(h, *checksum, n.status());
       if (*n == 0) {  // nothing there yet: wait for the socket, then carry on from here
         FlushDeferred();
-        socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), h, t, done,
-                                                    checksum = std::move(checksum)](
-                                                       const boost::system::error_code& ec) {
-          if (ec) {
-            return self->LoseChunk(h, *checksum, Unavailable("KV peer lost: " + ec.message()));
-          }
-          self->inline_frames_ = 0;
-          self->ReadPayload(h, t, done, std::move(checksum));
-        });
+        socket_.async_wait(
+            tcp::socket::wait_read,
+            [self = shared_from_this(), h, t, done,
+             checksum = std::move(checksum)](const boost::system::error_code& ec) mutable {
+              if (ec) {
+                return self->LoseChunk(h, *checksum, Unavailable("KV peer lost: " + ec.message()));
+              }
+              self->inline_frames_ = 0;
+              self->ReadPayload(h, t, done, std::move(checksum));
+            });
         return;
       }
       checksum->Add(at, *n);
       done += *n;
     }
-    checksum->Finish([self = shared_from_this(), h](uint32_t crc, bool inline_call) {
+    // The callback may run on a pool thread: it takes the peer id now, as Close clears peer_.
+    checksum->Finish([self = shared_from_this(), peer = peer_, h](uint32_t crc, bool inline_call) {
       Status applied =
           crc == h.payload_crc
               ? Status::Ok()
               : DataLoss(fmt::format("KV chunk CRC32C mismatch (request {} layer {} page {}: "
                                      "header {:08x}, payload {:08x})",
                                      h.request_id, h.layer, h.first_page, h.payload_crc, crc));
-      const Status ack = self->receiver_.EndChunk(self->peer_, h, applied);
+      const Status ack = self->receiver_.EndChunk(peer, h, applied);
       if (!inline_call) return self->PostAck(h, ack);
       self->SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count, ack, {},
                         /*defer=*/true);
@@ -368,8 +374,8 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
   // The connection failed mid-chunk: the chunk's pages stay pinned until its checksum tasks
   // (which read them) are through, then the chunk ends failed; the session closes now.
   void LoseChunk(const FrameHeader& h, ChunkChecksum& checksum, const Status& why) {
-    checksum.Finish([self = shared_from_this(), h](uint32_t, bool) {
-      (void)self->receiver_.EndChunk(self->peer_, h, Unavailable("KV peer lost mid-chunk"));
+    checksum.Finish([self = shared_from_this(), peer = peer_, h](uint32_t, bool) {
+      (void)self->receiver_.EndChunk(peer, h, Unavailable("KV peer lost mid-chunk"));
     });
     Close(why);
   }

@@ -3,11 +3,11 @@
 // many requests. Chunks go straight from the KV pool into the socket, with no staging copy: big
 // layer pushes by reference (vmsplice and splice, so not even a copy into the socket), small ones
 // by sendmsg's copy. The listener reads them straight into the reserved pages, verifies the
-// CRC32C as they land (on a second core where it has one) and only then acknowledges. With
-// PayloadPath kNccl or kCudaIpc the same connection carries only headers and acks, and the bytes
-// move on the GPU (device_payload.h). A lost connection fails every unfinished request on both
-// sides. TcpTransport: all methods safe from any thread (see transport.h); one I/O thread inside.
-// TcpKvListener: owns an I/O thread and a worker pool; its KvReceiver must outlive it.
+// CRC32C as they land (on worker threads with offload_tcp_checksums) and only then acknowledges.
+// With PayloadPath kNccl or kCudaIpc the same connection carries only headers and acks, and the
+// bytes move on the GPU (device_payload.h). A lost connection fails every unfinished request on
+// both sides. TcpTransport: all methods safe from any thread (see transport.h); one I/O thread
+// inside. TcpKvListener: owns an I/O thread and a worker pool; its KvReceiver must outlive it.
 #pragma once
 
 #include <chrono>
@@ -107,10 +107,13 @@ struct TcpKvListenerOptions {
   uint16_t port = 0;                       // 0: the OS picks; read it back with port()
   int verify_threads = 2;                  // the worker pool: GPU receives, TCP checksums
   // TCP: check payload CRCs on the worker pool beside the I/O thread, which then only copies out
-  // of the socket (ChunkChecksum), where this process may run on two CPUs or more; otherwise the
-  // I/O thread checks each piece right after reading it. Off until measured on a host with
-  // cores to spare: on a 2-vCPU loopback, where the pool shares the sender's core, it cut 4 MiB
-  // pushes from 0.74-0.94 of a plain socket to 0.58-0.62 (`bench kv --no-pin`).
+  // of the socket (ChunkChecksum; a chunk's last span, up to about 512 KiB, is still checked on
+  // the I/O thread), where this process may run on two CPUs or more; otherwise the I/O thread
+  // checks each piece right after reading it. A chunk stays pinned until its spans are checked,
+  // on a pool GPU receives share: a request whose deadline passes meanwhile closes the connection
+  // (KvReceiver's abort of a stuck write). Off until measured on a host with cores to spare: on a
+  // 2-vCPU loopback, where the pool shares the sender's core, it cut 4 MiB pushes from 0.74-0.94
+  // of a plain socket to 0.58-0.62 (`bench kv --no-pin`).
   bool offload_tcp_checksums = false;
   // A connection must send its hello within this.
   std::chrono::milliseconds handshake_timeout{5000};

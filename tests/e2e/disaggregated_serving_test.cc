@@ -128,8 +128,9 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
 }
 
 // The same through the spliced path: every layer push goes from the CPU engine's KV pages into
-// the socket by reference, and the decode worker, checking CRCs on its worker threads where it
-// has two CPUs, must still continue token for token.
+// the socket by reference, and the decode worker must still continue token for token. It runs
+// with --kv-offload-checksums, which must reach its listener (the tiny model's chunks are
+// shorter than a checksum span, so their CRCs are still taken on the I/O thread).
 TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
   auto p = Start("prefill", {"--kv-splice-min-bytes", "0"});
   auto d = Start("decode", {"--kv-offload-checksums"});

@@ -24,7 +24,9 @@ std::vector<unsigned char> RandomBytes(size_t n, uint64_t seed) {
   return b;
 }
 
-// Feeds `bytes` as reads of random sizes up to `max_read`; returns (crc, inline_call) once done.
+// Feeds `bytes` as reads of random sizes up to `max_read`; returns (crc, inline_call) once done
+// (the callback's state is shared, so a late or second call cannot touch freed memory; that it
+// runs once is checked after a pool's join in ManyChunksAtOnceEachGetTheirOwnCrcOnce).
 std::pair<uint32_t, bool> Checksum(boost::asio::thread_pool* pool,
                                    const std::vector<unsigned char>& bytes, size_t max_read,
                                    uint64_t seed) {
@@ -35,16 +37,22 @@ std::pair<uint32_t, bool> Checksum(boost::asio::thread_pool* pool,
     checksum->Add(bytes.data() + at, n);
     at += n;
   }
-  std::promise<std::pair<uint32_t, bool>> result;
-  std::atomic<int> calls{0};
-  checksum->Finish([&](uint32_t crc, bool inline_call) {
-    if (calls++ == 0) result.set_value({crc, inline_call});
+  struct Result {
+    std::promise<std::pair<uint32_t, bool>> promise;
+    std::atomic<int> calls{0};
+  };
+  auto result = std::make_shared<Result>();
+  auto got = result->promise.get_future();
+  checksum->Finish([result](uint32_t crc, bool inline_call) {
+    if (result->calls++ == 0) result->promise.set_value({crc, inline_call});
   });
-  auto f = result.get_future();
-  EXPECT_EQ(f.wait_for(10s), std::future_status::ready);
-  const auto got = f.get();
-  EXPECT_EQ(calls.load(), 1);
-  return got;
+  if (got.wait_for(10s) != std::future_status::ready) {
+    ADD_FAILURE() << "the checksum never finished";
+    return {0, false};
+  }
+  const auto value = got.get();
+  EXPECT_EQ(result->calls.load(), 1);
+  return value;
 }
 
 TEST(ChunkChecksum, InlineFoldsEveryReadAndAnswersInFinish) {
@@ -72,11 +80,11 @@ TEST(ChunkChecksum, PoolSpansJoinToThePayloadsCrcForAnyReadSizes) {
 }
 
 TEST(ChunkChecksum, ManyChunksAtOnceEachGetTheirOwnCrcOnce) {
-  boost::asio::thread_pool pool(2);
   std::vector<std::vector<unsigned char>> payloads;
   for (int i = 0; i < 24; ++i) payloads.push_back(RandomBytes((1 << 20) + i * 4099, 100 + i));
   std::vector<std::promise<uint32_t>> results(payloads.size());
   std::vector<std::atomic<int>> calls(payloads.size());
+  boost::asio::thread_pool pool(2);  // last: joined before what its tasks use goes
   for (size_t i = 0; i < payloads.size(); ++i) {
     auto checksum = ChunkChecksum::Start(&pool);
     for (size_t at = 0; at < payloads[i].size(); at += 65536) {
