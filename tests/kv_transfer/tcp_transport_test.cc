@@ -346,6 +346,61 @@ TEST(TcpTransport, FlippedBitIsCaughtWhenTheWorkerPoolChecksTheCrc) {
   EXPECT_EQ(recv.pool.used_pages(), 0);
 }
 
+TEST(TcpTransport, PeerLostMidPayloadWhileThePoolChecksSpansFreesThePages) {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
+    GTEST_SKIP() << "one CPU: the listener checks CRCs on its I/O thread, not its pool";
+  }
+  const KvLayout layout = SmallLayout(2, model::DType::kF32, /*page_size=*/2048);  // 64 KiB pages
+  HostKvPool recv(layout, 32);
+  KvReceiver receiver(layout, recv.pool, recv.bases());
+  TcpKvListenerOptions lo;
+  lo.offload_tcp_checksums = true;
+  auto listener = TcpKvListener::Start(receiver, lo);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  auto res = receiver.Reserve(5, 16, Clock::now() + 30s);
+  ASSERT_TRUE(res.ok());
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((*listener)->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  FrameHeader hello;
+  hello.type = FrameType::kHello;
+  hello.layout_hash = layout.hash;
+  const HeaderBytes hb = EncodeHeader(hello);
+  ASSERT_EQ(::send(fd, hb.data(), hb.size(), MSG_NOSIGNAL), 64);
+  // A 1 MiB chunk into the reserved pages, of which 600 KiB arrive: two spans go to the pool.
+  FrameHeader chunk;
+  chunk.type = FrameType::kChunk;
+  chunk.request_id = 5;
+  chunk.layout_hash = layout.hash;
+  chunk.first_page = res->pages[0];
+  chunk.page_count = 16;
+  chunk.byte_count = 16 * layout.page_bytes();
+  chunk.payload_crc = 0x12345678;
+  const HeaderBytes cb = EncodeHeader(chunk);
+  ASSERT_EQ(::send(fd, cb.data(), cb.size(), MSG_NOSIGNAL), 64);
+  const std::vector<unsigned char> part(600 << 10, 0xab);
+  for (size_t sent = 0; sent < part.size();) {
+    const ssize_t n = ::send(fd, part.data() + sent, part.size() - sent, MSG_NOSIGNAL);
+    ASSERT_GT(n, 0);
+    sent += static_cast<size_t>(n);
+  }
+  const auto give_up = Clock::now() + 10s;
+  while (receiver.State(5) != TransferState::kReceiving && Clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ::close(fd);
+  EXPECT_EQ(receiver.Wait(5).code(), StatusCode::kUnavailable);
+  // Pinned while the pool reads the spans, then freed.
+  while (recv.pool.used_pages() != 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(recv.pool.used_pages(), 0);
+}
+
 TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
   auto other = KvLayout::Make("another-model", model::DType::kF32, 3, 1, 4, 2);
   LoopbackPair p(*other);
