@@ -76,6 +76,14 @@ kvt::KvLayout BenchLayout() {
 // The checksummed baseline sends and checks its bytes in pieces of this size.
 constexpr uint64_t kChecksumPiece = 1 << 20;
 
+// CPU time of this process, all its threads, in seconds: a KV message's or a baseline's CPU cost
+// on each side is the difference around it (the transports' I/O threads included).
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -145,10 +153,15 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
   FdCloser close_data{data_fd};
   PDSERVE_RETURN_IF_ERROR(ConfigureSocket(data_fd, o.congestion));
   std::vector<unsigned char> baseline_buffer;
+  // This side's CPU for the driver's "cpu" op: the last KV message's, from its reserve to its
+  // wait, less the baselines received meanwhile, and the last baseline's.
+  double kv_mark = 0, baselines_meanwhile = 0, kv_cpu = 0, baseline_cpu = 0;
   for (;;) {
     PDSERVE_ASSIGN_OR_RETURN(json cmd, RecvJson(fd));
     const std::string op = cmd.value("op", "");
     if (op == "reserve") {
+      kv_mark = ProcessCpuSeconds();
+      baselines_meanwhile = 0;
       auto r = receiver.Reserve(cmd.value("id", 0ull), cmd.value("pages", 0),
                                 Clock::now() + std::chrono::seconds(120));
       if (!r.ok()) {
@@ -163,12 +176,14 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
         auto taken = receiver.TakePages(id);
         if (taken.ok()) pages.Free(*taken);
       }
+      kv_cpu = ProcessCpuSeconds() - kv_mark - baselines_meanwhile;
       PDSERVE_RETURN_IF_ERROR(SendJson(
           fd, {{"error", s.ok() ? "" : s.ToString()}, {"used_pages", pages.used_pages()}}));
     } else if (op == "baseline") {
       // Plain blocking recv of the same bytes into host memory, then a one-byte ack.
       const uint64_t n = cmd.value("bytes", 0ull);
       if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
+      const double cpu0 = ProcessCpuSeconds();
       if (memory.host() != nullptr) {
         PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host(), n));
       } else {
@@ -177,12 +192,15 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
       }
       const char ack = 1;
       PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &ack, 1));
+      baseline_cpu = ProcessCpuSeconds() - cpu0;
+      baselines_meanwhile += baseline_cpu;
     } else if (op == "checksummed_baseline") {
       // The same bytes, each piece CRC32C'd as it lands; the ack is the checksum.
       const uint64_t n = cmd.value("bytes", 0ull);
       if (n > o.max_bytes || memory.host() == nullptr) {
         return InvalidArgument("bench kv: bad checksummed baseline request");
       }
+      const double cpu0 = ProcessCpuSeconds();
       uint32_t crc = 0;
       for (uint64_t done = 0; done < n;) {
         const uint64_t piece = std::min<uint64_t>(kChecksumPiece, n - done);
@@ -191,6 +209,9 @@ Status Serve(const BenchKvOptions& o, int listen_fd) {
         done += piece;
       }
       PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &crc, sizeof crc));
+      baselines_meanwhile += ProcessCpuSeconds() - cpu0;
+    } else if (op == "cpu") {
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_s", kv_cpu}, {"baseline_s", baseline_cpu}}));
     } else if (op == "quit") {
       return Status::Ok();
     } else {
@@ -211,6 +232,9 @@ struct Row {
   double open_s = 0, push_s = 0, wait_s = 0;  // medians of the phases (KvTiming)
   int runs = 0;                               // runs of pages of the last push (KvTiming::runs)
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
+  // CPU per MiB (medians), of the KV message and of the plain baseline, on the sending side
+  // (driver) and the receiving side; 0 where there is no socket baseline (ipc).
+  double kv_tx_cpu_us = 0, kv_rx_cpu_us = 0, base_tx_cpu_us = 0, base_rx_cpu_us = 0;
 };
 
 // Where one KV message's time went, in seconds: Open (the page lists checked and coalesced),
@@ -316,6 +340,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     uint64_t bytes = 0;
     std::vector<double> kv, base, paired, checksummed, paired_checksummed;
     std::vector<double> open, push, wait;
+    std::vector<double> kv_tx_cpu, kv_rx_cpu, base_tx_cpu, base_rx_cpu;  // seconds
     int runs = 0;
   };
   std::vector<Samples> sizes;
@@ -338,9 +363,12 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // The checksummed baseline, when asked for, takes the other side of the KV timing.
       const bool checksummed = o.checksummed_baseline;
       Result<double> base_s = 0.0, sum_s = 0.0;
+      double base_tx_cpu = 0;
       auto time_baseline = [&](bool plain) {
         if (plain) {
+          const double cpu0 = ProcessCpuSeconds();
           base_s = TimeBaseline(fd, data_fd, baseline_src, s.bytes);
+          base_tx_cpu = ProcessCpuSeconds() - cpu0;
         } else if (checksummed) {
           sum_s = TimeChecksummedBaseline(fd, data_fd, baseline_src, s.bytes);
         }
@@ -351,14 +379,24 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       // virtual machine, slow to wake for the next push (190-330 us of an ack's wait on an H200).
       const bool baseline_first = it % 2 != 0;
       if (!ipc) PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
+      const double kv_cpu0 = ProcessCpuSeconds();
       PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst));
+      const double kv_tx_cpu = ProcessCpuSeconds() - kv_cpu0;
       const double kv_s = kv.total();
       s.runs = static_cast<int>(kv.runs);
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "wait"}, {"id", id}}));
       PDSERVE_ASSIGN_OR_RETURN(json waited, RecvJson(fd));
       if (!waited.value("error", "").empty()) return Internal(waited["error"].get<std::string>());
       if (!ipc) PDSERVE_RETURN_IF_ERROR(time_baseline(!baseline_first));
+      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "cpu"}}));
+      PDSERVE_ASSIGN_OR_RETURN(json cpu, RecvJson(fd));
       if (it >= 0) {
+        s.kv_tx_cpu.push_back(kv_tx_cpu);
+        s.kv_rx_cpu.push_back(cpu.value("kv_s", 0.0));
+        if (!ipc) {
+          s.base_tx_cpu.push_back(base_tx_cpu);
+          s.base_rx_cpu.push_back(cpu.value("baseline_s", 0.0));
+        }
         s.kv.push_back(kv_s);
         s.open.push_back(kv.open);
         s.push.push_back(kv.push);
@@ -393,6 +431,14 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.push_s = Median(s.push);
     r.wait_s = Median(s.wait);
     r.runs = s.runs;
+    const double mib = static_cast<double>(s.bytes) / (1 << 20);
+    auto per_mib_us = [&](const std::vector<double>& v) {
+      return v.empty() ? 0.0 : Median(v) / mib * 1e6;
+    };
+    r.kv_tx_cpu_us = per_mib_us(s.kv_tx_cpu);
+    r.kv_rx_cpu_us = per_mib_us(s.kv_rx_cpu);
+    r.base_tx_cpu_us = per_mib_us(s.base_tx_cpu);
+    r.base_rx_cpu_us = per_mib_us(s.base_rx_cpu);
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f} {:>9.2f} {:>9.2f}",
                              r.bytes, r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio,
                              r.ratio_p25, r.ratio_p75);
@@ -401,8 +447,14 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       r.ratio_vs_checksummed = Median(s.paired_checksummed);
       std::cout << fmt::format(" {:>14.2f} {:>8.2f}", r.checksummed_gbps, r.ratio_vs_checksummed);
     }
-    std::cout << fmt::format(" {:>9.1f} {:>9.1f} {:>9.1f} {:>6}\n", r.open_s * 1e6, r.push_s * 1e6,
-                             r.wait_s * 1e6, r.runs)
+    std::cout << fmt::format(" {:>9.1f} {:>9.1f} {:>9.1f} {:>6}", r.open_s * 1e6, r.push_s * 1e6,
+                             r.wait_s * 1e6, r.runs);
+    // CPU of the KV message against the baseline's, on each side (x; "-" without a baseline).
+    auto times = [](double kv, double base) {
+      return base > 0 ? fmt::format("{:.2f}", kv / base) : std::string("-");
+    };
+    std::cout << fmt::format(" {:>7} {:>7}\n", times(r.kv_tx_cpu_us, r.base_tx_cpu_us),
+                             times(r.kv_rx_cpu_us, r.base_rx_cpu_us))
               << std::flush;
     rows.push_back(r);
   }
@@ -512,7 +564,8 @@ void RunBenchKv(const BenchKvOptions& o) {
                            "GB/s", "baseline_GB/s", "ratio", "ratio_p25", "ratio_p75")
             << (o.checksummed_baseline ? fmt::format(" {:>14} {:>8}", "crc_base_GB/s", "vs_crc")
                                        : std::string())
-            << fmt::format(" {:>9} {:>9} {:>9} {:>6}\n", "open_us", "push_us", "wait_us", "runs");
+            << fmt::format(" {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}\n", "open_us", "push_us",
+                           "wait_us", "runs", "tx_cpu", "rx_cpu");
   auto rows = Drive(o, host, port, &doc);
   if (child > 0) {
     int status = 0;
@@ -532,7 +585,11 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"open_us", r.open_s * 1e6},
                               {"push_us", r.push_s * 1e6},
                               {"wait_us", r.wait_s * 1e6},
-                              {"runs", r.runs}});
+                              {"runs", r.runs},
+                              {"kv_tx_cpu_us_per_mib", r.kv_tx_cpu_us},
+                              {"kv_rx_cpu_us_per_mib", r.kv_rx_cpu_us},
+                              {"baseline_tx_cpu_us_per_mib", r.base_tx_cpu_us},
+                              {"baseline_rx_cpu_us_per_mib", r.base_rx_cpu_us}});
     if (o.checksummed_baseline) {
       doc["results"].back()["checksummed_baseline_gbps"] = r.checksummed_gbps;
       doc["results"].back()["ratio_vs_checksummed"] = r.ratio_vs_checksummed;

@@ -42,8 +42,17 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
       EXPECT_LE(r[phase].get<double>(), r["time_us"].get<double>() * 1.0001) << phase;
     }
     EXPECT_GE(r["runs"].get<int>(), 1);
+    // Each side's CPU per MiB, for the KV message and the baseline: every one does some work
+    // (a receiver copies every byte), and none exceeds a second per MiB.
+    for (const char* cpu : {"kv_tx_cpu_us_per_mib", "kv_rx_cpu_us_per_mib",
+                            "baseline_tx_cpu_us_per_mib", "baseline_rx_cpu_us_per_mib"}) {
+      EXPECT_GT(r[cpu].get<double>(), 0.0) << cpu;
+      EXPECT_LT(r[cpu].get<double>(), 1e6) << cpu;
+    }
     expected *= 2;
   }
+  EXPECT_NE(run.out.find("rx_cpu"), std::string::npos) << run.out;
+  EXPECT_FALSE(doc["offload_checksums"].get<bool>());
 }
 
 // The congestion control and the pinning a user asks for are what the run used and recorded; an
