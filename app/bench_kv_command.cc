@@ -2,8 +2,8 @@
 // Transport (each message is one request's KV chunks, acknowledged after apply), against a plain
 // blocking-socket send/recv of the same bytes between the same two processes, in the same run.
 // By default it forks a receiver on loopback; `--listen PORT` / `--peer HOST:PORT` span two hosts.
-// The receiver side serves a small control protocol (4-byte length + JSON) on the control port:
-// reserve pages, wait for a request, receive baseline bytes; the KV itself goes to its listener.
+// This file is the driver and the command; the receiving end is bench_kv_receiver.cc, and what
+// both share is bench_kv_setup.h.
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,12 +18,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "app/bench_kv_receiver.h"
+#include "app/bench_kv_setup.h"
 #include "app/bench_kv_sockets.h"
 #include "app/commands.h"
 #include "app/loopback_cpus.h"
@@ -31,11 +32,9 @@
 #include "common/json_text.h"
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
-#include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/page_runs.h"
 #include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
-#include "model/huge_pages.h"
 
 namespace pdserve::app {
 namespace {
@@ -44,180 +43,10 @@ namespace kvt = kv_transfer;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-struct BenchKvOptions {
-  std::string transport = "tcp";
-  uint64_t min_bytes = 64ull << 10;
-  uint64_t max_bytes = 1ull << 30;
-  int iters = 21;    // paired ratios are noisy on shared machines: 21 gives a steady median
-  std::string peer;  // HOST:PORT of a `--listen` process
-  int listen = -1;   // control port to serve on
-  std::string json_path;
-  int device = 0;
-  size_t chunk_bytes = kvt::TcpTransportOptions{}.max_chunk_bytes;
-  size_t lead_chunk_bytes = kvt::TcpTransportOptions{}.lead_chunk_bytes;
-  std::string congestion = "auto";  // KV and baseline sockets alike
-  bool pin = true;                  // loopback: the two processes on different CPUs
-  // TCP: also time a plain socket whose two ends checksum the bytes as the KV wire format does.
-  bool checksummed_baseline = false;
-  // TCP: messages of at least this many bytes go into the socket by reference, smaller ones by
-  // copy (TcpTransportOptions::splice_min_layer_bytes; kvt::kNeverSplice: all by copy).
-  size_t splice_min_bytes = kvt::TcpTransportOptions{}.splice_min_layer_bytes;
-  size_t splice_max_bytes = kvt::TcpTransportOptions{}.splice_max_layer_bytes;  // and at most
-  // TCP: the receiver checks CRCs on its worker pool, beside its I/O thread, where it may run on
-  // two CPUs or more (TcpKvListenerOptions::offload_tcp_checksums).
-  bool offload_checksums = false;
-};
-
-// 64 KiB pages: bf16, 16 tokens, 8 KV heads of 128 (a Llama-3-8B page), one layer.
-kvt::KvLayout BenchLayout() {
-  return *kvt::KvLayout::Make("pdserve-bench-kv", model::DType::kBF16, 1, 8, 128, 16);
-}
-
-// The checksummed baseline sends and checks its bytes in pieces of this size.
-constexpr uint64_t kChecksumPiece = 1 << 20;
-
-// CPU time of this process, all its threads, in seconds: a KV message's or a baseline's CPU cost
-// on each side is the difference around it (the transports' I/O threads included).
-double ProcessCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-std::string HostName() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// KV pool memory: host memory for TCP, device memory for the GPU paths.
-struct BenchPool {
-  // TCP: huge pages, as the CPU engine holds its KV cache (cpu_backend.cc). The kernel lends
-  // them to a socket (splice) a 2 MiB page at a time, where 4 KiB pages cost a lookup each.
-  std::shared_ptr<void> host_memory;
-  void* device = nullptr;
-  int device_id = 0;
-  unsigned char* host() const { return static_cast<unsigned char*>(host_memory.get()); }
-  void* base() const { return device ? device : host(); }
-  ~BenchPool() {
-    if (device) kvt::FreeDeviceMemory(device_id, device);
-  }
-};
-
-Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool) {
-  if (o.transport == "tcp") {
-    pool->host_memory = model::AllocateHugePageBuffer(bytes);
-    std::mt19937_64 rng(42);
-    for (size_t i = 0; i + 8 <= bytes; i += 8) {
-      const uint64_t v = rng();
-      std::memcpy(pool->host() + i, &v, 8);
-    }
-    return Status::Ok();
-  }
-  pool->device_id = o.device;
-  PDSERVE_ASSIGN_OR_RETURN(pool->device, kvt::AllocateDeviceMemory(o.device, bytes));
-  return Status::Ok();
-}
-
 kvt::PayloadPath PathOf(const std::string& t) {
   if (t == "nccl") return kvt::PayloadPath::kNccl;
   if (t == "ipc") return kvt::PayloadPath::kCudaIpc;
   return kvt::PayloadPath::kTcp;
-}
-
-// --- Receiver side: serves one driver on the control port, then returns ---
-
-Status Serve(const BenchKvOptions& o, int listen_fd) {
-  const kvt::KvLayout layout = BenchLayout();
-  const int num_pages = static_cast<int>(o.max_bytes / layout.page_bytes());
-  BenchPool memory;
-  PDSERVE_RETURN_IF_ERROR(MakePool(o, num_pages * layout.page_bytes(), &memory));
-  model::KvPagePool pages(num_pages);
-  kvt::KvReceiver receiver(layout, pages, {memory.base()});
-  kvt::TcpKvListenerOptions lo;
-  lo.bind_address = o.listen >= 0 ? "0.0.0.0" : "127.0.0.1";
-  lo.device = o.device;
-  lo.pools_on_device = o.transport != "tcp";  // MakePool put them on the GPU
-  lo.congestion_control = o.congestion;
-  lo.offload_tcp_checksums = o.offload_checksums;
-  PDSERVE_ASSIGN_OR_RETURN(auto listener, kvt::TcpKvListener::Start(receiver, lo));
-  const int fd = ::accept(listen_fd, nullptr, nullptr);
-  if (fd < 0) return Unavailable("bench kv: accept failed");
-  FdCloser close_control{fd};
-  PDSERVE_RETURN_IF_ERROR(ConfigureSocket(fd, o.congestion));
-  PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
-  // The baseline's bytes have a connection of their own, like the KV's: a socket that also
-  // carries the control messages tunes its buffers to them and runs at half speed in some runs.
-  const int data_fd = ::accept(listen_fd, nullptr, nullptr);
-  if (data_fd < 0) return Unavailable("bench kv: accept failed");
-  FdCloser close_data{data_fd};
-  PDSERVE_RETURN_IF_ERROR(ConfigureSocket(data_fd, o.congestion));
-  std::vector<unsigned char> baseline_buffer;
-  // This side's CPU for the driver's "cpu" op: the last KV message's, from its reserve to its
-  // wait, less the baselines received meanwhile, and the last baseline's.
-  double kv_mark = 0, baselines_meanwhile = 0, kv_cpu = 0, baseline_cpu = 0;
-  for (;;) {
-    PDSERVE_ASSIGN_OR_RETURN(json cmd, RecvJson(fd));
-    const std::string op = cmd.value("op", "");
-    if (op == "reserve") {
-      kv_mark = ProcessCpuSeconds();
-      baselines_meanwhile = 0;
-      auto r = receiver.Reserve(cmd.value("id", 0ull), cmd.value("pages", 0),
-                                Clock::now() + std::chrono::seconds(120));
-      if (!r.ok()) {
-        PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"error", r.status().ToString()}}));
-      } else {
-        PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"pages", r->pages}}));
-      }
-    } else if (op == "wait") {
-      const uint64_t id = cmd.value("id", 0ull);
-      Status s = receiver.Wait(id);
-      if (s.ok()) {
-        auto taken = receiver.TakePages(id);
-        if (taken.ok()) pages.Free(*taken);
-      }
-      kv_cpu = ProcessCpuSeconds() - kv_mark - baselines_meanwhile;
-      PDSERVE_RETURN_IF_ERROR(SendJson(
-          fd, {{"error", s.ok() ? "" : s.ToString()}, {"used_pages", pages.used_pages()}}));
-    } else if (op == "baseline") {
-      // Plain blocking recv of the same bytes into host memory, then a one-byte ack.
-      const uint64_t n = cmd.value("bytes", 0ull);
-      if (n > o.max_bytes) return InvalidArgument("bench kv: baseline larger than --max-bytes");
-      const double cpu0 = ProcessCpuSeconds();
-      if (memory.host() != nullptr) {
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host(), n));
-      } else {
-        baseline_buffer.resize(n);
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, baseline_buffer.data(), n));
-      }
-      const char ack = 1;
-      PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &ack, 1));
-      baseline_cpu = ProcessCpuSeconds() - cpu0;
-      baselines_meanwhile += baseline_cpu;
-    } else if (op == "checksummed_baseline") {
-      // The same bytes, each piece CRC32C'd as it lands; the ack is the checksum.
-      const uint64_t n = cmd.value("bytes", 0ull);
-      if (n > o.max_bytes || memory.host() == nullptr) {
-        return InvalidArgument("bench kv: bad checksummed baseline request");
-      }
-      const double cpu0 = ProcessCpuSeconds();
-      uint32_t crc = 0;
-      for (uint64_t done = 0; done < n;) {
-        const uint64_t piece = std::min<uint64_t>(kChecksumPiece, n - done);
-        PDSERVE_RETURN_IF_ERROR(RecvAll(data_fd, memory.host() + done, piece));
-        crc = kvt::Crc32c(memory.host() + done, piece, crc);
-        done += piece;
-      }
-      PDSERVE_RETURN_IF_ERROR(SendAll(data_fd, &crc, sizeof crc));
-      baselines_meanwhile += ProcessCpuSeconds() - cpu0;
-    } else if (op == "cpu") {
-      PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_s", kv_cpu}, {"baseline_s", baseline_cpu}}));
-    } else if (op == "quit") {
-      return Status::Ok();
-    } else {
-      return InvalidArgument("bench kv: unknown control op '" + op + "'");
-    }
-  }
 }
 
 // --- Driver side ---
@@ -500,7 +329,7 @@ void RunBenchKv(const BenchKvOptions& o) {
     auto fd = ListenOn(o.listen, true, &bound);
     if (!fd.ok()) Fail(fd.status());
     std::cout << "pdserve bench kv: listening on control port " << bound << "\n" << std::flush;
-    Status s = Serve(o, *fd);
+    Status s = ServeBenchKv(o, *fd);
     if (!s.ok()) Fail(s);
     return;
   }
@@ -525,7 +354,7 @@ void RunBenchKv(const BenchKvOptions& o) {
       if (pinned) (void)sched_setaffinity(0, sizeof cpus->receiver, &cpus->receiver);
       BenchKvOptions receiver_options = o;
       if (o.transport == "nccl") ++receiver_options.device;  // NCCL pairs two GPUs
-      Status s = Serve(receiver_options, *fd);
+      Status s = ServeBenchKv(receiver_options, *fd);
       if (!s.ok()) std::cerr << "pdserve bench kv (receiver): " << s.ToString() << "\n";
       _exit(s.ok() ? 0 : 1);
     }
