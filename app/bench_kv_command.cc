@@ -64,6 +64,9 @@ struct Row {
   // CPU per MiB (medians), of the KV message and of the plain baseline, on the sending side
   // (driver) and the receiving side; 0 where there is no socket baseline (ipc).
   double kv_tx_cpu_us = 0, kv_rx_cpu_us = 0, base_tx_cpu_us = 0, base_rx_cpu_us = 0;
+  // How busy each side was (CPU seconds per second of the message, medians): the side near 1
+  // (or above, with several threads) is the one that limits.
+  double kv_tx_busy = 0, kv_rx_busy = 0, base_tx_busy = 0, base_rx_busy = 0;
 };
 
 // Where one KV message's time went, in seconds: Open (the page lists checked and coalesced),
@@ -170,6 +173,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     std::vector<double> kv, base, paired, checksummed, paired_checksummed;
     std::vector<double> open, push, wait;
     std::vector<double> kv_tx_cpu, kv_rx_cpu, base_tx_cpu, base_rx_cpu;  // seconds
+    std::vector<double> kv_tx_busy, kv_rx_busy, base_tx_busy, base_rx_busy;
     int runs = 0;
   };
   std::vector<Samples> sizes;
@@ -222,9 +226,13 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       if (it >= 0) {
         s.kv_tx_cpu.push_back(kv_tx_cpu);
         s.kv_rx_cpu.push_back(cpu.value("kv_s", 0.0));
+        s.kv_tx_busy.push_back(s.kv_tx_cpu.back() / kv_s);
+        s.kv_rx_busy.push_back(s.kv_rx_cpu.back() / kv_s);
         if (!ipc) {
           s.base_tx_cpu.push_back(base_tx_cpu);
           s.base_rx_cpu.push_back(cpu.value("baseline_s", 0.0));
+          s.base_tx_busy.push_back(base_tx_cpu / *base_s);
+          s.base_rx_busy.push_back(s.base_rx_cpu.back() / *base_s);
         }
         s.kv.push_back(kv_s);
         s.open.push_back(kv.open);
@@ -268,6 +276,11 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.kv_rx_cpu_us = per_mib_us(s.kv_rx_cpu);
     r.base_tx_cpu_us = per_mib_us(s.base_tx_cpu);
     r.base_rx_cpu_us = per_mib_us(s.base_rx_cpu);
+    auto median_or_0 = [](const std::vector<double>& v) { return v.empty() ? 0.0 : Median(v); };
+    r.kv_tx_busy = median_or_0(s.kv_tx_busy);
+    r.kv_rx_busy = median_or_0(s.kv_rx_busy);
+    r.base_tx_busy = median_or_0(s.base_tx_busy);
+    r.base_rx_busy = median_or_0(s.base_rx_busy);
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f} {:>9.2f} {:>9.2f}",
                              r.bytes, r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio,
                              r.ratio_p25, r.ratio_p75);
@@ -418,7 +431,11 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"kv_tx_cpu_us_per_mib", r.kv_tx_cpu_us},
                               {"kv_rx_cpu_us_per_mib", r.kv_rx_cpu_us},
                               {"baseline_tx_cpu_us_per_mib", r.base_tx_cpu_us},
-                              {"baseline_rx_cpu_us_per_mib", r.base_rx_cpu_us}});
+                              {"baseline_rx_cpu_us_per_mib", r.base_rx_cpu_us},
+                              {"kv_tx_busy", r.kv_tx_busy},
+                              {"kv_rx_busy", r.kv_rx_busy},
+                              {"baseline_tx_busy", r.base_tx_busy},
+                              {"baseline_rx_busy", r.base_rx_busy}});
     if (o.checksummed_baseline) {
       doc["results"].back()["checksummed_baseline_gbps"] = r.checksummed_gbps;
       doc["results"].back()["ratio_vs_checksummed"] = r.ratio_vs_checksummed;

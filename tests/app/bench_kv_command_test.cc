@@ -49,6 +49,11 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
       EXPECT_GT(r[cpu].get<double>(), 0.0) << cpu;
       EXPECT_LT(r[cpu].get<double>(), 1e6) << cpu;
     }
+    // And how busy each side was while it ran: some, and not more than its threads allow.
+    for (const char* busy : {"kv_tx_busy", "kv_rx_busy", "baseline_tx_busy", "baseline_rx_busy"}) {
+      EXPECT_GT(r[busy].get<double>(), 0.0) << busy;
+      EXPECT_LT(r[busy].get<double>(), 16.0) << busy;
+    }
     expected *= 2;
   }
   EXPECT_NE(run.out.find("rx_cpu"), std::string::npos) << run.out;
