@@ -54,6 +54,27 @@ kvt::PayloadPath PathOf(const std::string& t) {
 // The same percentile definition as the quartiles beside it (bench::Percentile, interpolated).
 double Median(std::vector<double> v) { return bench::Percentile(std::move(v), 50); }
 
+// One side's CPU for one kind of message over the iterations of a size: seconds of CPU, and how
+// busy the side was (CPU seconds per second of the message; the side near 1, or above with
+// several threads, is the one that limits).
+struct CpuSamples {
+  std::vector<double> seconds, busy;
+  void Add(double cpu_s, double wall_s) {
+    seconds.push_back(cpu_s);
+    busy.push_back(cpu_s / wall_s);
+  }
+};
+
+// Their medians: CPU microseconds per MiB and busy share; 0 without samples (no socket baseline).
+struct CpuFigures {
+  double us_per_mib = 0, busy = 0;
+};
+
+CpuFigures Summarize(const CpuSamples& c, uint64_t bytes) {
+  if (c.seconds.empty()) return {};
+  return {Median(c.seconds) / (static_cast<double>(bytes) / (1 << 20)) * 1e6, Median(c.busy)};
+}
+
 struct Row {
   uint64_t bytes;
   double seconds, gbps, baseline_gbps, ratio;
@@ -61,12 +82,9 @@ struct Row {
   double open_s = 0, push_s = 0, wait_s = 0;  // medians of the phases (KvTiming)
   int runs = 0;                               // runs of pages of the last push (KvTiming::runs)
   double checksummed_gbps = 0, ratio_vs_checksummed = 0;  // with --checksummed-baseline
-  // CPU per MiB (medians), of the KV message and of the plain baseline, on the sending side
-  // (driver) and the receiving side; 0 where there is no socket baseline (ipc).
-  double kv_tx_cpu_us = 0, kv_rx_cpu_us = 0, base_tx_cpu_us = 0, base_rx_cpu_us = 0;
-  // How busy each side was (CPU seconds per second of the message, medians): the side near 1
-  // (or above, with several threads) is the one that limits.
-  double kv_tx_busy = 0, kv_rx_busy = 0, base_tx_busy = 0, base_rx_busy = 0;
+  // The KV message's and the plain baseline's CPU, on the sending side (driver) and the
+  // receiving side.
+  CpuFigures kv_tx, kv_rx, base_tx, base_rx;
 };
 
 // Where one KV message's time went, in seconds: Open (the page lists checked and coalesced),
@@ -172,8 +190,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     uint64_t bytes = 0;
     std::vector<double> kv, base, paired, checksummed, paired_checksummed;
     std::vector<double> open, push, wait;
-    std::vector<double> kv_tx_cpu, kv_rx_cpu, base_tx_cpu, base_rx_cpu;  // seconds
-    std::vector<double> kv_tx_busy, kv_rx_busy, base_tx_busy, base_rx_busy;
+    CpuSamples kv_tx, kv_rx, base_tx, base_rx;
     int runs = 0;
   };
   std::vector<Samples> sizes;
@@ -224,23 +241,17 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"op", "cpu"}}));
       PDSERVE_ASSIGN_OR_RETURN(json cpu, RecvJson(fd));
       if (it >= 0) {
-        s.kv_tx_cpu.push_back(kv_tx_cpu);
-        s.kv_rx_cpu.push_back(cpu.value("kv_s", 0.0));
-        s.kv_tx_busy.push_back(s.kv_tx_cpu.back() / kv_s);
-        s.kv_rx_busy.push_back(s.kv_rx_cpu.back() / kv_s);
-        if (!ipc) {
-          s.base_tx_cpu.push_back(base_tx_cpu);
-          s.base_rx_cpu.push_back(cpu.value("baseline_s", 0.0));
-          s.base_tx_busy.push_back(base_tx_cpu / *base_s);
-          s.base_rx_busy.push_back(s.base_rx_cpu.back() / *base_s);
-        }
         s.kv.push_back(kv_s);
         s.open.push_back(kv.open);
         s.push.push_back(kv.push);
         s.wait.push_back(kv.wait);
+        s.kv_tx.Add(kv_tx_cpu, kv_s);
+        s.kv_rx.Add(cpu.value("kv_s", 0.0), kv_s);
         if (!ipc) {
           s.base.push_back(*base_s);
           s.paired.push_back(*base_s / kv_s);
+          s.base_tx.Add(base_tx_cpu, *base_s);
+          s.base_rx.Add(cpu.value("baseline_s", 0.0), *base_s);
         }
         if (checksummed) {
           s.checksummed.push_back(*sum_s);
@@ -268,19 +279,10 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.push_s = Median(s.push);
     r.wait_s = Median(s.wait);
     r.runs = s.runs;
-    const double mib = static_cast<double>(s.bytes) / (1 << 20);
-    auto per_mib_us = [&](const std::vector<double>& v) {
-      return v.empty() ? 0.0 : Median(v) / mib * 1e6;
-    };
-    r.kv_tx_cpu_us = per_mib_us(s.kv_tx_cpu);
-    r.kv_rx_cpu_us = per_mib_us(s.kv_rx_cpu);
-    r.base_tx_cpu_us = per_mib_us(s.base_tx_cpu);
-    r.base_rx_cpu_us = per_mib_us(s.base_rx_cpu);
-    auto median_or_0 = [](const std::vector<double>& v) { return v.empty() ? 0.0 : Median(v); };
-    r.kv_tx_busy = median_or_0(s.kv_tx_busy);
-    r.kv_rx_busy = median_or_0(s.kv_rx_busy);
-    r.base_tx_busy = median_or_0(s.base_tx_busy);
-    r.base_rx_busy = median_or_0(s.base_rx_busy);
+    r.kv_tx = Summarize(s.kv_tx, s.bytes);
+    r.kv_rx = Summarize(s.kv_rx, s.bytes);
+    r.base_tx = Summarize(s.base_tx, s.bytes);
+    r.base_rx = Summarize(s.base_rx, s.bytes);
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f} {:>9.2f} {:>9.2f}",
                              r.bytes, r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio,
                              r.ratio_p25, r.ratio_p75);
@@ -292,11 +294,11 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     std::cout << fmt::format(" {:>9.1f} {:>9.1f} {:>9.1f} {:>6}", r.open_s * 1e6, r.push_s * 1e6,
                              r.wait_s * 1e6, r.runs);
     // CPU of the KV message against the baseline's, on each side (x; "-" without a baseline).
-    auto times = [](double kv, double base) {
-      return base > 0 ? fmt::format("{:.2f}", kv / base) : std::string("-");
+    auto times = [](const CpuFigures& kv, const CpuFigures& base) {
+      return base.us_per_mib > 0 ? fmt::format("{:.2f}", kv.us_per_mib / base.us_per_mib)
+                                 : std::string("-");
     };
-    std::cout << fmt::format(" {:>7} {:>7}\n", times(r.kv_tx_cpu_us, r.base_tx_cpu_us),
-                             times(r.kv_rx_cpu_us, r.base_rx_cpu_us))
+    std::cout << fmt::format(" {:>7} {:>7}\n", times(r.kv_tx, r.base_tx), times(r.kv_rx, r.base_rx))
               << std::flush;
     rows.push_back(r);
   }
@@ -427,18 +429,17 @@ void RunBenchKv(const BenchKvOptions& o) {
                               {"open_us", r.open_s * 1e6},
                               {"push_us", r.push_s * 1e6},
                               {"wait_us", r.wait_s * 1e6},
-                              {"runs", r.runs},
-                              {"kv_tx_cpu_us_per_mib", r.kv_tx_cpu_us},
-                              {"kv_rx_cpu_us_per_mib", r.kv_rx_cpu_us},
-                              {"baseline_tx_cpu_us_per_mib", r.base_tx_cpu_us},
-                              {"baseline_rx_cpu_us_per_mib", r.base_rx_cpu_us},
-                              {"kv_tx_busy", r.kv_tx_busy},
-                              {"kv_rx_busy", r.kv_rx_busy},
-                              {"baseline_tx_busy", r.base_tx_busy},
-                              {"baseline_rx_busy", r.base_rx_busy}});
+                              {"runs", r.runs}});
+    json& row = doc["results"].back();
+    for (const auto& [name, cpu] :
+         {std::pair{"kv_tx", r.kv_tx}, std::pair{"kv_rx", r.kv_rx},
+          std::pair{"baseline_tx", r.base_tx}, std::pair{"baseline_rx", r.base_rx}}) {
+      row[fmt::format("{}_cpu_us_per_mib", name)] = cpu.us_per_mib;
+      row[fmt::format("{}_busy", name)] = cpu.busy;
+    }
     if (o.checksummed_baseline) {
-      doc["results"].back()["checksummed_baseline_gbps"] = r.checksummed_gbps;
-      doc["results"].back()["ratio_vs_checksummed"] = r.ratio_vs_checksummed;
+      row["checksummed_baseline_gbps"] = r.checksummed_gbps;
+      row["ratio_vs_checksummed"] = r.ratio_vs_checksummed;
     }
   }
   if (!o.json_path.empty()) {

@@ -9,7 +9,7 @@
 namespace pdserve::kv_transfer {
 
 std::shared_ptr<ChunkChecksum> ChunkChecksum::Start(boost::asio::thread_pool* pool) {
-  return std::make_shared<ChunkChecksum>(pool);
+  return std::make_shared<ChunkChecksum>(StartKey{}, pool);
 }
 
 void ChunkChecksum::Add(const unsigned char* data, size_t n) {

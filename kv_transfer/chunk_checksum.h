@@ -38,7 +38,13 @@ class ChunkChecksum : public std::enable_shared_from_this<ChunkChecksum> {
   // No more bytes; `done` runs once, as described above.
   void Finish(Done done);
 
-  explicit ChunkChecksum(boost::asio::thread_pool* pool) : pool_(pool) {}
+  // For Start only (pool tasks hold the object through shared_from_this).
+  struct StartKey {
+   private:
+    StartKey() = default;
+    friend class ChunkChecksum;
+  };
+  ChunkChecksum(StartKey, boost::asio::thread_pool* pool) : pool_(pool) {}
 
  private:
   struct Span {

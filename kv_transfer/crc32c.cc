@@ -32,6 +32,28 @@ void PrefetchInStreams(const char* block, size_t lines, size_t first, size_t cou
     if (line < lines) _mm_prefetch(block + line * 64, _MM_HINT_T0);
   }
 }
+
+// Polynomials over GF(2) modulo the CRC polynomial, held as the CRC holds them: reflected, bit 31
+// is x^0. Returns a * b mod P.
+uint32_t MultiplyModPoly(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t term = 1u << 31; term != 0; term >>= 1) {
+    if (a & term) product ^= b;
+    b = (b >> 1) ^ (kPoly & (0u - (b & 1)));  // b *= x
+  }
+  return product;
+}
+
+// x^(8 * 2^k) mod P for k = 0..63: what appending 2^k zero bytes multiplies a CRC by.
+const std::array<uint32_t, 64>& ZeroBytePowers() {
+  static const std::array<uint32_t, 64> powers = [] {
+    std::array<uint32_t, 64> p{};
+    p[0] = 1u << 23;  // x^8
+    for (size_t k = 1; k < p.size(); ++k) p[k] = MultiplyModPoly(p[k - 1], p[k - 1]);
+    return p;
+  }();
+  return powers;
+}
 }  // namespace
 
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc) {
@@ -68,30 +90,6 @@ uint32_t Crc32cFromMemory(const void* data, size_t n, uint32_t crc) {
   }
   return crc;
 }
-
-namespace {
-// Polynomials over GF(2) modulo the CRC polynomial, held as the CRC holds them: reflected, bit 31
-// is x^0. Returns a * b mod P.
-uint32_t MultiplyModPoly(uint32_t a, uint32_t b) {
-  uint32_t product = 0;
-  for (uint32_t term = 1u << 31; term != 0; term >>= 1) {
-    if (a & term) product ^= b;
-    b = (b >> 1) ^ (kPoly & (0u - (b & 1)));  // b *= x
-  }
-  return product;
-}
-
-// x^(8 * 2^k) mod P for k = 0..63: what appending 2^k zero bytes multiplies a CRC by.
-const std::array<uint32_t, 64>& ZeroBytePowers() {
-  static const std::array<uint32_t, 64> powers = [] {
-    std::array<uint32_t, 64> p{};
-    p[0] = 1u << 23;  // x^8
-    for (size_t k = 1; k < p.size(); ++k) p[k] = MultiplyModPoly(p[k - 1], p[k - 1]);
-    return p;
-  }();
-  return powers;
-}
-}  // namespace
 
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
   // The pre- and post-inversions of a's and b's CRCs cancel out, leaving the CRC of a shifted
