@@ -22,6 +22,7 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
   EXPECT_FALSE(doc["date"].get<std::string>().empty());
   EXPECT_EQ(doc["hosts"].size(), 2u);
   EXPECT_FALSE(doc["ratio_method"].get<std::string>().empty());
+  EXPECT_FALSE(doc["order"].get<std::string>().empty());
   EXPECT_FALSE(doc["congestion_control"].get<std::string>().empty());
   EXPECT_TRUE(doc["pinned"].get<bool>());
   const auto& results = doc["results"];
