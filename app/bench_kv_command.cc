@@ -173,6 +173,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   to.splice_min_layer_bytes = o.splice_min_bytes;
   to.splice_max_layer_bytes = o.splice_max_bytes;
   to.congestion_control = o.congestion;
+  to.offload_checksums = o.offload_checksums;
   PDSERVE_ASSIGN_OR_RETURN(auto transport,
                            kvt::TcpTransport::Connect(layout, {memory.base()}, num_pages, to));
   // The baseline sends from host memory; GPU runs keep a host copy of the largest message.
@@ -495,8 +496,8 @@ void AddBenchKvCommand(CLI::App& bench) {
          "TCP: copy every KV payload into the socket (sendmsg), splice none")
       ->excludes(splice_min);
   cmd->add_flag("--offload-checksums", o->offload_checksums,
-                "TCP: the receiver checks payload CRCs on a worker pool beside its I/O thread "
-                "(where it may run on two CPUs or more) instead of on the I/O thread");
+                "TCP: both ends compute payload CRCs on worker threads beside the one that "
+                "reads or writes the socket (where each may run on two CPUs or more)");
   cmd->add_flag(
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");

@@ -34,8 +34,10 @@ struct BenchKvOptions {
   size_t splice_min_bytes = kv_transfer::TcpTransportOptions{}.splice_min_layer_bytes;
   size_t splice_max_bytes =
       kv_transfer::TcpTransportOptions{}.splice_max_layer_bytes;  // and at most
-  // TCP: the receiver checks CRCs on its worker pool, beside its I/O thread, where it may run on
-  // two CPUs or more (TcpKvListenerOptions::offload_tcp_checksums).
+  // TCP: both ends check CRCs on more than one thread where they may run on two CPUs or more:
+  // the receiver on its worker pool beside its I/O thread
+  // (TcpKvListenerOptions::offload_tcp_checksums), the sender on a pool beside its writing thread
+  // (TcpTransportOptions::offload_checksums).
   bool offload_checksums = false;
 };
 

@@ -313,6 +313,9 @@ void AddServeCommands(CLI::App& app) {
                   "(vmsplice), smaller ones by copy; 0: all by reference");
   pre->add_option("--kv-splice-max-bytes", pw->kv_splice_max_bytes,
                   "TCP: ... and of at most this many; larger ones by copy");
+  pre->add_flag("--kv-offload-checksums", pw->kv_offload_checksums,
+                "TCP KV: compute chunk CRCs on worker threads beside the writing one (where "
+                "this process may run on two CPUs or more)");
   pre->add_option("--debug-layer-delay-ms", pw->debug_layer_delay_ms,
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden

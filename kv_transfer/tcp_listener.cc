@@ -3,7 +3,6 @@
 // ack is queued (ChunkChecksum): on the I/O thread while each piece is in cache, or, with
 // offload_tcp_checksums and a second CPU, span by span on the worker pool. GPU receives run on
 // the worker pool, in order per connection.
-#include <sched.h>
 
 #include <spdlog/spdlog.h>
 
@@ -16,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "kv_transfer/checksum_offload.h"
 #include "kv_transfer/chunk_checksum.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/large_transfers.h"
@@ -49,17 +49,6 @@ constexpr auto kDiscardTimeout = std::chrono::seconds(30);
 // that is told stops within a round trip and a layer's copies, milliseconds; this leaves a wide
 // margin at the cost of a few seconds of those pages.
 constexpr auto kFailedPageHold = std::chrono::seconds(2);
-
-// CPUs this process may run on (its affinity; a cgroup's CPU quota is not counted), or all the
-// host's where the affinity mask does not fit a cpu_set_t.
-int AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) {
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  }
-  return CPU_COUNT(&set);
-}
 
 }  // namespace
 

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "kv_transfer/checksum_offload.h"
 #include "kv_transfer/crc32c.h"
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/outgoing_transfers.h"
@@ -169,6 +170,19 @@ class TcpTransport::Impl {
       }
     }
 
+    if (options_.path == PayloadPath::kTcp && options_.offload_checksums) {
+      const int cpus = AllowedCpus();
+      if (cpus >= 2) {
+        parallel_crc_ = std::make_unique<ParallelCrc32c>(options_.checksum_threads);
+        spdlog::info("KV transport to {}:{}: chunk CRCs are computed on {} threads ({} CPUs)",
+                     options_.host, options_.port, parallel_crc_->threads() + 1, cpus);
+      } else {
+        spdlog::info(
+            "KV transport to {}:{}: chunk CRCs are computed on the writing thread: "
+            "one CPU only",
+            options_.host, options_.port);
+      }
+    }
     io_.restart();
     socket_.non_blocking(true, error);  // ReadControl reads what is there, then waits
     inbox_.resize(kHeaderBytes + kMaxControlPayload);
@@ -423,7 +437,8 @@ class TcpTransport::Impl {
   void Seal(OutFrame& f) {
     if (!f.needs_crc) return;
     f.needs_crc = false;
-    f.pending.payload_crc = Crc32cFromMemory(f.payload, f.bytes);
+    f.pending.payload_crc =
+        parallel_crc_ ? (*parallel_crc_)(f.payload, f.bytes) : Crc32cFromMemory(f.payload, f.bytes);
     if (chunk_index_++ == options_.flip_bit_in_chunk) {  // tests: damage it on the wire
       const auto* src = static_cast<const unsigned char*>(f.payload);
       f.owned.assign(src, src + f.bytes);
@@ -509,6 +524,8 @@ class TcpTransport::Impl {
   std::deque<OutFrame> write_queue_;  // guarded by write_mu_
   // Guarded by write_mu_: TCP payloads by reference; empty when the host refused, or copying.
   std::optional<PayloadSplicer> splicer_;
+  // Set by Connect (TcpTransportOptions::offload_checksums); used under write_mu_ by Seal.
+  std::unique_ptr<ParallelCrc32c> parallel_crc_;
   bool spliced_any_ = false;  // guarded by write_mu_: logged once, at the first spliced bytes
   int64_t chunk_index_ = 0;   // guarded by write_mu_: TCP chunks sealed
   // Guarded by write_mu_: a thread is in WriteQueued, or the I/O thread waits to carry on.

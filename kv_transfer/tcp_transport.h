@@ -66,6 +66,14 @@ struct TcpTransportOptions {
   // 1 GiB in one piece waited 220-390 us for its ack (the receiver slept through the copy); in
   // 32 MiB pieces 30 us, but the pieces' copies took 140 us more than one copy.
   size_t device_piece_bytes = 128u << 20;
+  // TCP: compute each chunk's CRC on `checksum_threads` pool threads beside the writing thread
+  // (ParallelCrc32c), where this process may run on two CPUs or more; otherwise the writing
+  // thread alone reads the chunk for its CRC before sending it. Above 64 MiB, where payloads are
+  // copied, that read left a 2-vCPU loopback's sender, busy all the time, at 1.4-1.5 times a
+  // plain sender's CPU per MiB and 0.71-0.73 of its bandwidth. Off until measured on a host with
+  // cores to spare (scripts/gpu-check bench-tcp).
+  bool offload_checksums = false;
+  int checksum_threads = 3;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
   // Tests only: flip one payload bit of the chunk with this index (0-based, counted over the
   // connection) on the wire, after its CRC was computed. -1: never.

@@ -153,6 +153,7 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   o.congestion_control = options_.kv_tcp_congestion;
   o.splice_min_layer_bytes = options_.kv_splice_min_bytes;
   o.splice_max_layer_bytes = options_.kv_splice_max_bytes;
+  o.offload_checksums = options_.kv_offload_checksums;
   const auto now = std::chrono::steady_clock::now();
   if (auto failed = unreachable_.FailedRecently(endpoint, now)) {
     return Unavailable(

@@ -50,6 +50,9 @@ struct PrefillWorkerOptions {
   size_t kv_splice_min_bytes = kv_transfer::TcpTransportOptions{}.splice_min_layer_bytes;
   // ... and at most this many (TcpTransportOptions::splice_max_layer_bytes).
   size_t kv_splice_max_bytes = kv_transfer::TcpTransportOptions{}.splice_max_layer_bytes;
+  // TCP: chunk CRCs on worker threads beside the writing one (TcpTransportOptions::
+  // offload_checksums).
+  bool kv_offload_checksums = false;
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the

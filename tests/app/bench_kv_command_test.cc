@@ -61,6 +61,18 @@ TEST(BenchKvCommandTest, SweepsSizesAndWritesEveryFigureToJson) {
   EXPECT_FALSE(doc["offload_checksums"].get<bool>());
 }
 
+// --offload-checksums reaches both ends: each says how it checks, the run's CRCs agree (a
+// mismatch fails the run), and the JSON records it. Unpinned, so each end has both CPUs here.
+TEST(BenchKvCommandTest, OffloadedChecksumsReachBothEnds) {
+  auto [run, doc] = PdserveJson(
+      "bench kv --min-bytes 1048576 --max-bytes 4194304 --iters 2 --no-pin --offload-checksums");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(doc["offload_checksums"].get<bool>());
+  EXPECT_EQ(doc["results"].size(), 3u);
+  EXPECT_NE(run.out.find("chunk CRCs are computed on"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("payload CRCs are checked on"), std::string::npos) << run.out;
+}
+
 // The congestion control and the pinning a user asks for are what the run used and recorded; an
 // algorithm the kernel refuses is a clear error, not a hang of the receiver process.
 TEST(BenchKvCommandTest, RecordsTheCongestionControlAndPinningAsked) {

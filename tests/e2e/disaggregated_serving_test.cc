@@ -128,11 +128,12 @@ TEST_F(DisaggregatedServingTest, GreedyTextMatchesOneEngineStreamedAndNot) {
 }
 
 // The same through the spliced path: every layer push goes from the CPU engine's KV pages into
-// the socket by reference, and the decode worker must still continue token for token. It runs
-// with --kv-offload-checksums, which must reach its listener (the tiny model's chunks are
-// shorter than a checksum span, so their CRCs are still taken on the I/O thread).
+// the socket by reference, and the decode worker must still continue token for token. Both
+// workers run with --kv-offload-checksums, which must reach the decode worker's listener and the
+// prefill worker's transports (the tiny model's chunks are shorter than a checksum span, so their
+// CRCs are still taken on the threads that move the bytes).
 TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
-  auto p = Start("prefill", {"--kv-splice-min-bytes", "0"});
+  auto p = Start("prefill", {"--kv-splice-min-bytes", "0", "--kv-offload-checksums"});
   auto d = Start("decode", {"--kv-offload-checksums"});
   WaitForWorkers("prefill", 1);
   WaitForWorkers("decode", 1);
@@ -145,6 +146,7 @@ TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
   EXPECT_NE(log.find("payloads go into the socket by reference"), std::string::npos) << log;
   EXPECT_EQ(log.find("will be copied into the socket"), std::string::npos) << log;
   EXPECT_EQ(log.find("copying payloads into the socket"), std::string::npos) << log;
+  EXPECT_NE(log.find("chunk CRCs are computed on"), std::string::npos) << log;
   const std::string decode_log = LogOf(d);
   EXPECT_NE(decode_log.find("payload CRCs are checked on"), std::string::npos) << decode_log;
   ExpectPagesReturnToZero(p);

@@ -298,59 +298,78 @@ TEST(TcpTransport, FlippedBitIsACrcErrorAndFailsTheRequest) {
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
 }
 
-TEST(TcpTransport, FlippedBitIsCaughtWhenTheWorkerPoolChecksTheCrc) {
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
-    GTEST_SKIP() << "one CPU: the listener checks CRCs on its I/O thread, not its pool";
-  }
-  // 64 KiB pages, 16 to a layer: each 1 MiB chunk is checked in spans on the listener's pool.
+// Two requests over one connection with 64 KiB pages, `pages` to a request and one chunk a
+// layer: the chunk `flip_chunk` (of the first request) has a bit flipped on the wire after its
+// CRC, which fails that request with a CRC error; the second arrives bit-exact, so the CRCs the
+// two ends compute agree; every page comes back.
+void ExpectAFlippedBitCaughtAndTheNextRequestIntact(TcpKvListenerOptions lo, TcpTransportOptions o,
+                                                    int pages, int64_t flip_chunk) {
   const KvLayout layout = SmallLayout(2, model::DType::kF32, /*page_size=*/2048);
   ASSERT_EQ(layout.page_bytes(), 64u << 10);
-  HostKvPool send(layout, 32), recv(layout, 32);
+  const int pool_pages = 2 * pages;
+  HostKvPool send(layout, pool_pages), recv(layout, pool_pages);
   for (int l = 0; l < 2; ++l)
-    for (int i = 0; i < 32; ++i) FillPage(send.page(l, i), layout.page_bytes(), 7, l, i);
+    for (int i = 0; i < pool_pages; ++i) FillPage(send.page(l, i), layout.page_bytes(), 7, l, i);
   KvReceiver receiver(layout, recv.pool, recv.bases());
-  TcpKvListenerOptions lo;
-  lo.offload_tcp_checksums = true;
   auto listener = TcpKvListener::Start(receiver, lo);
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
-  TcpTransportOptions o;
   o.port = (*listener)->port();
-  o.flip_bit_in_chunk = 0;
+  o.flip_bit_in_chunk = flip_chunk;
   o.lead_chunk_bytes = 0;  // one chunk a layer
-  auto t = TcpTransport::Connect(layout, send.const_bases(), 32, o);
+  auto t = TcpTransport::Connect(layout, send.const_bases(), pool_pages, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  std::vector<int32_t> src(16);
-  for (int i = 0; i < 16; ++i) src[i] = i;
-  auto bad = receiver.Reserve(1, 16, Clock::now() + 10s);
+  std::vector<int32_t> src(pages);
+  for (int i = 0; i < pages; ++i) src[i] = i;
+  auto bad = receiver.Reserve(1, pages, Clock::now() + 10s);
   ASSERT_TRUE(bad.ok());
   ASSERT_TRUE((*t)->Open({1, src, bad->pages, Clock::now() + 10s}).ok());
-  Status pushed = (*t)->PushLayer(1, 0);
-  ASSERT_TRUE(pushed.ok()) << pushed.ToString();
+  for (int l = 0; l <= flip_chunk; ++l) {
+    Status pushed = (*t)->PushLayer(1, l);
+    ASSERT_TRUE(pushed.ok()) << pushed.ToString();
+  }
   Status s = (*t)->Wait(1);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
   EXPECT_NE(s.message().find("CRC"), std::string::npos) << s.message();
   EXPECT_EQ(receiver.Wait(1).code(), StatusCode::kDataLoss);
-  // The next request's bytes, checked the same way, arrive intact.
-  auto good = receiver.Reserve(2, 16, Clock::now() + 10s);
+  auto good = receiver.Reserve(2, pages, Clock::now() + 10s);
   ASSERT_TRUE(good.ok());
-  for (int i = 0; i < 16; ++i) src[i] = 16 + i;
+  for (int i = 0; i < pages; ++i) src[i] = pages + i;
   ASSERT_TRUE((*t)->Open({2, src, good->pages, Clock::now() + 10s}).ok());
   for (int l = 0; l < 2; ++l) ASSERT_TRUE((*t)->PushLayer(2, l).ok());
-  ASSERT_TRUE((*t)->Wait(2).ok());
+  Status ok = (*t)->Wait(2);
+  ASSERT_TRUE(ok.ok()) << ok.ToString();
   for (int l = 0; l < 2; ++l)
-    for (int i = 0; i < 16; ++i)
-      ASSERT_TRUE(PageMatches(recv.page(l, good->pages[i]), layout.page_bytes(), 7, l, 16 + i))
+    for (int i = 0; i < pages; ++i)
+      ASSERT_TRUE(PageMatches(recv.page(l, good->pages[i]), layout.page_bytes(), 7, l, pages + i))
           << "layer " << l << " page " << i;
   recv.pool.Free(*receiver.TakePages(2));
   EXPECT_EQ(recv.pool.used_pages(), 0);
 }
 
-TEST(TcpTransport, PeerLostMidPayloadWhileThePoolChecksSpansFreesThePages) {
+bool OneCpu() {
   cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2) {
-    GTEST_SKIP() << "one CPU: the listener checks CRCs on its I/O thread, not its pool";
-  }
+  return sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2;
+}
+
+// Each 1 MiB chunk is checked in spans on the listener's pool.
+TEST(TcpTransport, FlippedBitIsCaughtWhenTheWorkerPoolChecksTheCrc) {
+  if (OneCpu()) GTEST_SKIP() << "one CPU: the listener checks CRCs on its I/O thread, not its pool";
+  TcpKvListenerOptions lo;
+  lo.offload_tcp_checksums = true;
+  ExpectAFlippedBitCaughtAndTheNextRequestIntact(lo, {}, /*pages=*/16, /*flip_chunk=*/0);
+}
+
+// Each 2 MiB chunk's CRC is computed by the sender's pool in four spans; the bit is flipped in
+// the second layer's chunk, after the first layer's went through whole.
+TEST(TcpTransport, SenderChecksumsOnItsPoolArriveIntactAndAFlippedBitIsCaught) {
+  if (OneCpu()) GTEST_SKIP() << "one CPU: the sender computes CRCs on its writing thread";
+  TcpTransportOptions o;
+  o.offload_checksums = true;
+  ExpectAFlippedBitCaughtAndTheNextRequestIntact({}, o, /*pages=*/32, /*flip_chunk=*/1);
+}
+
+TEST(TcpTransport, PeerLostMidPayloadWhileThePoolChecksSpansFreesThePages) {
+  if (OneCpu()) GTEST_SKIP() << "one CPU: the listener checks CRCs on its I/O thread, not its pool";
   const KvLayout layout = SmallLayout(2, model::DType::kF32, /*page_size=*/2048);  // 64 KiB pages
   HostKvPool recv(layout, 32);
   KvReceiver receiver(layout, recv.pool, recv.bases());
