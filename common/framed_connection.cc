@@ -2,6 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <thread>
 
 namespace pdserve {
@@ -138,22 +143,60 @@ void FramedConnection::CloseOnStrand(const Status& why) {
   }
 }
 
+namespace {
+
+// One connect to `endpoint` that gives up at `deadline`: a host that drops SYNs would hold a
+// blocking connect for minutes. A socket connected to itself (dialling a free port of the
+// ephemeral range, as when a gateway is restarting: TCP's simultaneous open) is refused.
+boost::system::error_code ConnectBefore(tcp::socket& socket, const tcp::endpoint& endpoint,
+                                        std::chrono::steady_clock::time_point deadline) {
+  boost::system::error_code ec;
+  socket.open(endpoint.protocol(), ec);
+  if (ec) return ec;
+  socket.non_blocking(true, ec);
+  if (ec) return ec;
+  if (::connect(socket.native_handle(), endpoint.data(), static_cast<socklen_t>(endpoint.size())) !=
+      0) {
+    if (errno != EINPROGRESS) return {errno, boost::system::system_category()};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{socket.native_handle(), POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count())));
+    if (ready == 0) return asio::error::timed_out;
+    if (ready < 0) return {errno, boost::system::system_category()};
+    int error = 0;
+    socklen_t length = sizeof error;
+    ::getsockopt(socket.native_handle(), SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) return {error, boost::system::system_category()};
+  }
+  if (socket.local_endpoint(ec) == socket.remote_endpoint(ec))
+    return asio::error::connection_refused;
+  socket.non_blocking(false, ec);  // as a socket connected by Asio's blocking connect is
+  return ec;
+}
+
+}  // namespace
+
 Result<tcp::socket> DialTcp(asio::io_context& io, const std::string& host, uint16_t port,
                             std::chrono::milliseconds timeout) {
   boost::system::error_code ec;
   tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(host, std::to_string(port), ec);
   if (ec) return Unavailable("cannot resolve " + host + ": " + ec.message());
-  tcp::socket socket(io);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    asio::connect(socket, endpoints, ec);
-    if (!ec) return socket;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    for (const auto& entry : endpoints) {
+      tcp::socket socket(io);
+      ec = ConnectBefore(socket, entry.endpoint(), deadline);
+      if (!ec) return socket;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       return Unavailable("cannot connect to " + host + ":" + std::to_string(port) + ": " +
                          ec.message());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(100), deadline - now));
   }
 }
 

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace pdserve {
 
 Status WorkerIdentity::Validate() const {
@@ -41,17 +43,13 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
                                                           const proto::Register& hello) {
   if (options.port == 0) return InvalidArgument("the gateway's control port is required");
   auto link = std::unique_ptr<GatewayLink>(new GatewayLink());
-  link->keepalive_ = options.keepalive;
+  link->options_ = options;
+  link->hello_ = hello;
   PDSERVE_ASSIGN_OR_RETURN(auto socket,
                            DialTcp(link->io_, options.host, options.port, options.connect_timeout));
-  link->conn_ = FramedConnection::Create(std::move(socket));
-  GatewayLink* self = link.get();
-  link->conn_->Start([self](proto::Envelope&& m) { self->OnMessage(std::move(m)); },
-                     [self](const Status& why) { self->OnClose(why); });
-  proto::Envelope m;
-  *m.mutable_register_() = hello;
-  link->Send(m);
+  link->Attach(std::move(socket));
   link->ArmKeepalive();
+  GatewayLink* self = link.get();
   link->network_ = std::thread([self] {
     auto guard = boost::asio::make_work_guard(self->io_);
     self->io_.run();
@@ -64,6 +62,53 @@ GatewayLink::~GatewayLink() {
   if (network_.joinable()) network_.join();
 }
 
+void GatewayLink::Attach(boost::asio::ip::tcp::socket socket) {
+  auto conn = FramedConnection::Create(std::move(socket));
+  FramedConnection* raw = conn.get();  // its handlers run while it is alive
+  conn->Start([this, raw](proto::Envelope&& m) { OnMessage(raw, std::move(m)); },
+              [this](const Status& why) { OnClose(why); });
+  proto::Envelope m;
+  *m.mutable_register_() = hello_;
+  conn->Send(m);  // first, before another thread's Send can reach the new connection
+  std::lock_guard lock(send_mu_);
+  conn_ = std::move(conn);
+  last_load_.reset();
+  last_send_ = std::chrono::steady_clock::now();
+}
+
+Status GatewayLink::Reconnect(std::chrono::steady_clock::time_point give_up,
+                              const std::function<bool()>& stop) {
+  Status lost = LostStatus();
+  if (lost.ok()) return Status::Ok();  // not lost: nothing to do
+  if (refused_) return lost;
+  using Clock = std::chrono::steady_clock;
+  while (!stop() && Clock::now() < give_up) {
+    const auto turn_end =
+        std::min<Clock::time_point>(Clock::now() + std::chrono::seconds(1), give_up);
+    auto socket =
+        DialTcp(io_, options_.host, options_.port,
+                std::chrono::duration_cast<std::chrono::milliseconds>(turn_end - Clock::now()));
+    if (!socket.ok()) {
+      std::this_thread::sleep_until(turn_end);  // a name that does not resolve fails at once
+      continue;
+    }
+    {
+      // Before the new connection starts: its own loss, however soon, must not be undone here.
+      std::lock_guard lock(mu_);
+      inbox_.clear();
+      woken_ = false;
+      lost_ = false;
+      lost_status_ = Status::Ok();
+    }
+    registered_ = false;
+    worker_id_ = 0;
+    Attach(std::move(*socket));
+    spdlog::info("gateway {}:{}: connected again, registering", options_.host, options_.port);
+    return Status::Ok();
+  }
+  return lost;
+}
+
 void GatewayLink::Send(const proto::Envelope& message) {
   std::lock_guard lock(send_mu_);
   last_send_ = std::chrono::steady_clock::now();
@@ -72,14 +117,14 @@ void GatewayLink::Send(const proto::Envelope& message) {
 }
 
 void GatewayLink::ArmKeepalive() {
-  if (keepalive_.count() <= 0) return;
-  keepalive_timer_.expires_after(keepalive_);
+  if (options_.keepalive.count() <= 0) return;
+  keepalive_timer_.expires_after(options_.keepalive);
   keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled: the link is going away
     {
       std::lock_guard lock(send_mu_);
       const auto now = std::chrono::steady_clock::now();
-      if (last_load_ && now - last_send_ >= keepalive_) {
+      if (last_load_ && now - last_send_ >= options_.keepalive) {
         last_send_ = now;
         conn_->Send(*last_load_);
       }
@@ -88,12 +133,13 @@ void GatewayLink::ArmKeepalive() {
   });
 }
 
-void GatewayLink::OnMessage(proto::Envelope&& message) {
+void GatewayLink::OnMessage(FramedConnection* conn, proto::Envelope&& message) {
   if (message.has_register_reply()) {
     const proto::RegisterReply& reply = message.register_reply();
     if (!reply.accepted()) {
       spdlog::error("gateway refused registration: {}", reply.error());
-      conn_->Close(FailedPrecondition("registration refused: " + reply.error()));
+      refused_ = true;
+      conn->Close(FailedPrecondition("registration refused: " + reply.error()));
       return;
     }
     worker_id_ = reply.worker_id();
@@ -135,9 +181,32 @@ Status GatewayLink::LostStatus() const {
 }
 
 void GatewayLink::CloseAfterFlush(std::chrono::milliseconds timeout) {
-  conn_->CloseAfterFlush(Status::Ok());
+  {
+    std::lock_guard lock(send_mu_);
+    conn_->CloseAfterFlush(Status::Ok());
+  }
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return lost_; });
+}
+
+Status ServeWithReconnects(GatewayLink& link, double reconnect_seconds,
+                           const std::function<Status()>& serve,
+                           const std::function<void()>& abandon,
+                           const std::function<bool()>& stopping) {
+  using Clock = std::chrono::steady_clock;
+  const auto window = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, reconnect_seconds)));
+  while (true) {
+    Status lost = serve();
+    if (lost.ok() || stopping()) return Status::Ok();
+    if (window.count() == 0) return lost;  // the process ends, and its requests with it
+    abandon();
+    spdlog::warn("lost the gateway ({}); dialling it again for up to {} s", lost.ToString(),
+                 reconnect_seconds);
+    Status again = link.Reconnect(Clock::now() + window, stopping);
+    if (stopping()) return Status::Ok();
+    if (!again.ok()) return again;
+  }
 }
 
 }  // namespace pdserve

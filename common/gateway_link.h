@@ -4,16 +4,19 @@
 // WaitForMessages. Runs the network on one thread of its own, which also keeps the worker alive
 // in the gateway's eyes: when the worker has sent nothing for `keepalive` (its engine thread in
 // one long step: a 2,048-token prompt chunk on a loaded CPU takes seconds), it sends the last
-// Load again, so that the gateway's heartbeat timeout does not drop a busy worker.
+// Load again, so that the gateway's heartbeat timeout does not drop a busy worker. When the
+// connection is lost (a gateway restarting, a network fault), Reconnect dials again and
+// registers anew on the same link object, so that other threads holding it need not know.
 //
-// Threads: Send, Wake and Lost may be called from any thread; WaitForMessages and
-// CloseAfterFlush from the engine thread only.
+// Threads: Send, Wake and LostStatus may be called from any thread; WaitForMessages, Reconnect
+// and CloseAfterFlush from the engine thread only.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,7 +65,8 @@ class GatewayLink {
                                                       const proto::Register& hello);
   ~GatewayLink();  // stops the network thread; unsent messages are dropped
 
-  // Queues `message`; a Load is also kept, to be sent again by the keepalive.
+  // Queues `message`; a Load is also kept, to be sent again by the keepalive. Dropped while the
+  // link is lost.
   void Send(const proto::Envelope& message);
   // Moves the queued messages into `out`, first waiting until one arrives, Wake is called, the
   // link is lost or `until` passes. Returns false once the link is lost (and nothing is queued).
@@ -76,16 +80,27 @@ class GatewayLink {
   uint64_t worker_id() const { return worker_id_; }
   // Writes what is queued, then closes; waits up to `timeout` for that.
   void CloseAfterFlush(std::chrono::milliseconds timeout);
+  // After the link was lost (WaitForMessages returned false): dials the gateway again, in turns
+  // of at most a second, until `give_up` passes or `stop()` returns true, then sends the same
+  // Register as Connect (its answer arrives as before). The lost connection's unread messages
+  // are dropped and its last Load is not repeated: they belonged to the gateway that was lost.
+  // OK once the new connection carries the Register; the loss's status when it gave up or was
+  // stopped, and at once when the gateway had refused the registration.
+  Status Reconnect(std::chrono::steady_clock::time_point give_up,
+                   const std::function<bool()>& stop);
 
  private:
   GatewayLink() = default;
-  void OnMessage(proto::Envelope&& message);
+  // Makes `socket` the link's connection and sends the Register on it.
+  void Attach(boost::asio::ip::tcp::socket socket);
+  void OnMessage(FramedConnection* conn, proto::Envelope&& message);
   void OnClose(const Status& why);
   void ArmKeepalive();
 
+  GatewayLinkOptions options_;
+  proto::Register hello_;
   boost::asio::io_context io_;
-  std::shared_ptr<FramedConnection> conn_;
-  std::chrono::milliseconds keepalive_{};           // GatewayLinkOptions::keepalive
+  std::shared_ptr<FramedConnection> conn_;          // guarded by send_mu_; replaced by Reconnect
   boost::asio::steady_timer keepalive_timer_{io_};  // network thread only
   std::thread network_;
   // Sends happen under send_mu_, so that a repeated Load never overtakes a newer one.
@@ -93,6 +108,7 @@ class GatewayLink {
   std::optional<proto::Envelope> last_load_;         // guarded by send_mu_
   std::chrono::steady_clock::time_point last_send_;  // guarded by send_mu_
   std::atomic<bool> registered_{false};
+  std::atomic<bool> refused_{false};  // the gateway refused the Register: not dialled again
   std::atomic<uint64_t> worker_id_{0};
 
   mutable std::mutex mu_;
@@ -102,5 +118,14 @@ class GatewayLink {
   bool lost_ = false;                  // guarded by mu_
   Status lost_status_;                 // guarded by mu_
 };
+
+// A worker's life on its link: `serve` until it returns OK (drained or closed) or the gateway is
+// lost (the loss's status); after a loss, unless `stopping()`, `abandon` the lost gateway's
+// requests, dial the gateway again for up to `reconnect_seconds` (0: none of this) and serve
+// again. OK when drained or stopping; otherwise the loss it could not mend. Engine thread only.
+Status ServeWithReconnects(GatewayLink& link, double reconnect_seconds,
+                           const std::function<Status()>& serve,
+                           const std::function<void()>& abandon,
+                           const std::function<bool()>& stopping);
 
 }  // namespace pdserve

@@ -87,7 +87,12 @@ Status Worker::Run() {
     r.set_layout_hash(layout_->hash);
   }
   PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
+  return ServeWithReconnects(
+      *link_, options_.gateway_reconnect_seconds, [this] { return Serve(); },
+      [this] { AbandonRequests(); }, [this] { return draining_.load(); });
+}
 
+Status Worker::Serve() {
   const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.heartbeat_seconds));
   auto next_heartbeat = Clock::now();
@@ -116,9 +121,26 @@ Status Worker::Run() {
   if (lost.ok()) {
     SendLoad();
     link_->CloseAfterFlush(std::chrono::seconds(10));  // the last tokens reach the gateway
-    return Status::Ok();
   }
-  return draining_ ? Status::Ok() : lost;
+  return lost;
+}
+
+void Worker::AbandonRequests() {
+  const size_t requests = reserved_.size() + seq_of_request_.size();
+  for (const auto& [request, reservation] : reserved_) {
+    if (receiver_->State(request) == kv_transfer::TransferState::kDone) {
+      if (auto pages = receiver_->TakePages(request); pages.ok()) engine_->pages().Free(*pages);
+    } else {
+      receiver_->Cancel(request, "the gateway was lost");  // frees its pages
+    }
+  }
+  reserved_.clear();
+  // Their cancelled events, at the next step, find no request and are not reported.
+  for (const auto& [request, seq] : seq_of_request_) engine_->Cancel(seq);
+  seq_of_request_.clear();
+  request_of_seq_.clear();
+  timing_.clear();
+  if (requests > 0) spdlog::warn("dropped {} requests of the gateway that was lost", requests);
 }
 
 void Worker::DropFailedReservations() {

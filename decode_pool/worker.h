@@ -6,7 +6,9 @@
 //   sequence, now holding the prompt's KV pushed by a prefill worker, to the running batch.
 // It streams TokenBatch messages, reports every step's wall time and its requests (StepReport,
 // before the step's tokens) and its load every heartbeat. Drain() (SIGTERM) stops taking work,
-// finishes what runs, then Run returns.
+// finishes what runs, then Run returns. When the gateway is lost, the worker drops what it was
+// serving for it (the gateway retries or ends those requests) and registers again once the
+// gateway answers, within gateway_reconnect_seconds.
 //
 // Threads: Run() drives the engine on the calling thread; the gateway link and the KV listener
 // have their own. Drain() may be called from any thread (a signal handler thread).
@@ -45,6 +47,8 @@ struct WorkerOptions {
   // (TcpKvListenerOptions::offload_tcp_checksums).
   bool kv_offload_checksums = false;
   int metrics_port = -1;  // Prometheus /metrics: -1 off, 0 chosen by the OS
+  // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
+  double gateway_reconnect_seconds = 60;
 };
 
 class Worker {
@@ -52,7 +56,8 @@ class Worker {
   static Result<std::unique_ptr<Worker>> Create(const WorkerOptions& options);
   ~Worker();
 
-  // Connects, registers, serves until drained or the gateway is lost. OK after a drain.
+  // Connects, registers, serves until drained, or until the gateway is lost and does not answer
+  // again within gateway_reconnect_seconds. OK after a drain.
   Status Run();
   void Drain();
   // The metrics port (after Create), 0 when off.
@@ -61,6 +66,11 @@ class Worker {
  private:
   Worker(const WorkerOptions& options, std::unique_ptr<model::Engine> engine);
   Status StartKvListener();
+  // Serves on the current connection until drained (OK) or the gateway is lost (why).
+  Status Serve();
+  // The gateway was lost: ends every request it sent here without a word to it (the next
+  // gateway does not know them), returning their pages.
+  void AbandonRequests();
   void Handle(proto::Envelope& message);
   void HandleGenerate(const proto::Generate& g);
   void HandleReserve(const proto::Reserve& r);

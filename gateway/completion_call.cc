@@ -14,7 +14,15 @@ namespace {
 constexpr int kMaxAttempts = 3;
 // How long a completed response waits for its attempt's cost (the workers' last step reports).
 constexpr auto kCostWait = std::chrono::seconds(5);
-std::atomic<uint64_t> g_next_request{1};
+// Attempt ids, which workers key their state by, start from this process's start time in
+// milliseconds times 2^16: a gateway that restarts never hands out an id of the one before it
+// (which would have had to start 65,536 attempts a millisecond), so the state workers keep of
+// the old gateway's attempts (a failed transfer's entry) cannot meet a new one.
+std::atomic<uint64_t> g_next_request{
+    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count())
+    << 16};
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();

@@ -77,7 +77,12 @@ Status PrefillWorker::Run() {
   r.set_max_context(engine_->config().max_seq_len);
   r.set_layout_hash(layout_.hash);
   PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
+  return ServeWithReconnects(
+      *link_, options_.gateway_reconnect_seconds, [this] { return Serve(); },
+      [this] { AbandonRequests(); }, [this] { return draining_.load(); });
+}
 
+Status PrefillWorker::Serve() {
   const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.heartbeat_seconds));
   auto next_heartbeat = Clock::now();
@@ -85,7 +90,7 @@ Status PrefillWorker::Run() {
   std::deque<proto::Envelope> inbox;
   auto finishing_empty = [&] {
     std::lock_guard lock(finish_mu_);
-    return finishing_.empty() && in_transfer_.empty();
+    return finishing_.empty() && in_transfer_.empty() && !finisher_busy_;
   };
   while (true) {
     const bool idle = !engine_->HasWork();
@@ -112,9 +117,35 @@ Status PrefillWorker::Run() {
   if (lost.ok()) {
     SendLoad();
     link_->CloseAfterFlush(std::chrono::seconds(10));
-    return Status::Ok();
   }
-  return draining_ ? Status::Ok() : lost;
+  return lost;
+}
+
+void PrefillWorker::AbandonRequests() {
+  size_t requests = pending_.size();
+  std::unique_lock lock(finish_mu_);
+  for (auto& [seq, p] : pending_) {
+    if (p.opened) {
+      p.transport->Cancel(p.request_id, "the gateway was lost");
+      (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
+      in_transfer_.erase(p.request_id);
+    }
+    engine_->Cancel(seq);  // its cancelled event finds no prompt and is not reported
+  }
+  pending_.clear();
+  seq_of_request_.clear();
+  requests += finishing_.size() + (finisher_busy_ ? 1 : 0);
+  for (auto& [request, transport] : in_transfer_)
+    transport->Cancel(request, "the gateway was lost");
+  // The finisher's answers go to the lost connection, which drops them. Cancelled transfers
+  // end at once; the bound is for a transport that would not.
+  if (!finish_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
+        return finishing_.empty() && in_transfer_.empty() && !finisher_busy_;
+      })) {
+    spdlog::error("{} KV transfers of the lost gateway's prompts did not end within 30 s",
+                  in_transfer_.size() + finishing_.size());
+  }
+  if (requests > 0) spdlog::warn("dropped {} prompts of the gateway that was lost", requests);
 }
 
 void PrefillWorker::SendError(uint64_t request_id, const std::string& message, bool retryable,
@@ -266,7 +297,12 @@ void PrefillWorker::RunStep() {
     spdlog::error("engine step failed: {}", s.ToString());
     for (auto& [seq, p] : pending_) {
       SendError(p.request_id, s.message(), false);
-      if (p.opened) p.transport->Cancel(p.request_id, "prefill failed");
+      if (p.opened) {
+        p.transport->Cancel(p.request_id, "prefill failed");
+        (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
+        std::lock_guard lock(finish_mu_);
+        in_transfer_.erase(p.request_id);
+      }
       engine_->Cancel(seq);
     }
     pending_.clear();
@@ -295,6 +331,12 @@ void PrefillWorker::RunStep() {
     pending_.erase(it);
     seq_of_request_.erase(p.request_id);
     if (e.finish == model::FinishReason::kCancelled) {
+      if (p.opened) {  // its layers went out in part: the decode worker is told by the gateway
+        p.transport->Cancel(p.request_id, "cancelled by the gateway");
+        (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
+        std::lock_guard lock(finish_mu_);
+        in_transfer_.erase(p.request_id);
+      }
       proto::Envelope m;
       m.mutable_tokens()->set_request_id(p.request_id);
       m.mutable_tokens()->set_finish_reason("cancelled");
@@ -322,6 +364,7 @@ void PrefillWorker::FinishLoop() {
       if (finishing_.empty()) return;
       f = std::move(finishing_.front());
       finishing_.pop_front();
+      finisher_busy_ = true;
     }
     const Pending& p = f.pending;
     Status transferred = p.failed;
@@ -336,7 +379,7 @@ void PrefillWorker::FinishLoop() {
       // Unavailable: the decode worker's connection went; Cancelled: the gateway asked.
       SendError(p.request_id, "KV transfer to the decode worker failed: " + transferred.message(),
                 true, transferred.code() == StatusCode::kUnavailable);
-      if (link_) link_->Wake();
+      FinishedOne();
       continue;
     }
     const int64_t kv_bytes =
@@ -359,8 +402,17 @@ void PrefillWorker::FinishLoop() {
       b->set_finish_reason("length");
     }
     link_->Send(m);
-    if (link_) link_->Wake();  // a draining engine loop waits for this
+    FinishedOne();
   }
+}
+
+void PrefillWorker::FinishedOne() {
+  {
+    std::lock_guard lock(finish_mu_);
+    finisher_busy_ = false;
+  }
+  finish_cv_.notify_all();   // AbandonRequests may wait for this
+  if (link_) link_->Wake();  // and a draining engine loop
 }
 
 int64_t PrefillWorker::QueuedPromptTokens() const {

@@ -4,7 +4,9 @@
 // decode worker's reserved pages as soon as that layer's KV is written (the engine's layer
 // hook), samples the first token, and once every KV chunk was acknowledged answers the gateway
 // with a TokenBatch holding that token (or a RequestError), then frees its pages. One
-// TcpTransport per decode worker, made on first contact and shared by its requests.
+// TcpTransport per decode worker, made on first contact and shared by its requests. When the
+// gateway is lost, the worker drops the prompts it was serving for it and registers again once
+// the gateway answers, within gateway_reconnect_seconds.
 //
 // Threads: Run() drives the engine on the calling thread; a finisher thread waits for transfers
 // and answers the gateway; the link and each transport have their own I/O thread. Drain() may
@@ -55,6 +57,8 @@ struct PrefillWorkerOptions {
   bool kv_offload_checksums = false;
   double heartbeat_seconds = 0.5;
   int metrics_port = -1;  // -1 off, 0 chosen by the OS
+  // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
+  double gateway_reconnect_seconds = 60;
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the
   // worker while a transfer is in flight. 0 in production.
   int debug_layer_delay_ms = 0;
@@ -93,12 +97,19 @@ class PrefillWorker {
 
   PrefillWorker(const PrefillWorkerOptions& options, std::unique_ptr<model::Engine> engine,
                 kv_transfer::KvLayout layout);
+  // Serves on the current connection until drained (OK) or the gateway is lost (why).
+  Status Serve();
+  // The gateway was lost: ends every prompt it sent here, its transfer cancelled, and returns
+  // once the finisher has let go of them all, so that nothing about them reaches the next one.
+  void AbandonRequests();
   void HandlePrefill(const proto::Prefill& p);
   void HandleCancel(uint64_t request_id);
   Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const proto::Reserved& dst);
   void OnLayer(int layer, std::span<const model::PromptDone> done);
   void RunStep();
   void FinishLoop();
+  // The finisher is done with the item it took: wakes whoever waits for that.
+  void FinishedOne();
   void SendError(uint64_t request_id, const std::string& message, bool retryable,
                  bool peer_failed = false);
   void SendLoad();
@@ -126,6 +137,7 @@ class PrefillWorker {
   std::deque<Finishing> finishing_;  // guarded by finish_mu_
   std::map<uint64_t, std::shared_ptr<kv_transfer::TcpTransport>> in_transfer_;  // same
   bool stop_finisher_ = false;  // guarded by finish_mu_
+  bool finisher_busy_ = false;  // guarded by finish_mu_: an item taken off finishing_, unfinished
   std::thread finisher_;
 };
 

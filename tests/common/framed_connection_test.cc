@@ -4,6 +4,9 @@
 
 #include <future>
 #include <thread>
+#include <vector>
+
+#include "tests/common/unanswered_port.h"
 
 namespace pdserve {
 namespace {
@@ -86,6 +89,37 @@ TEST(FramedConnectionTest, GarbageClosesWithAClearReason) {
   Status s = ServeBytes(std::string("\x00\x00\x00\x04\xff\xff\xff\xff", 8), 1 << 20);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unparseable"), std::string::npos) << s.message();
+}
+
+// DialTcp connects to a listener, keeps trying a port nobody listens on until its timeout, and
+// gives up on time on an address that never answers (a dropped SYN would hold a blocking
+// connect for minutes; some hosts refuse it at once, which is fine too).
+TEST(FramedConnectionTest, DialTcpConnectsRetriesAndGivesUpOnTime) {
+  using Clock = std::chrono::steady_clock;
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+  auto dialled =
+      DialTcp(io, "127.0.0.1", acceptor.local_endpoint().port(), std::chrono::milliseconds(2000));
+  ASSERT_TRUE(dialled.ok()) << dialled.status().ToString();
+  EXPECT_EQ(dialled->remote_endpoint().port(), acceptor.local_endpoint().port());
+  EXPECT_FALSE(dialled->non_blocking());  // as Asio's own blocking connect leaves it
+
+  const uint16_t closed_port = acceptor.local_endpoint().port();
+  acceptor.close();
+  auto start = Clock::now();
+  auto refused = DialTcp(io, "127.0.0.1", closed_port, std::chrono::milliseconds(500));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(450));  // tried again meanwhile
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
+
+  testing::UnansweredPort silent;    // a peer that never answers
+  if (!silent.unanswered()) return;  // this kernel answers instead: nothing more to see
+  start = Clock::now();
+  auto unanswered = DialTcp(io, "127.0.0.1", silent.port(), std::chrono::milliseconds(500));
+  EXPECT_EQ(unanswered.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(unanswered.status().message().find("timed out"), std::string::npos)
+      << unanswered.status().ToString();
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
 }
 
 }  // namespace

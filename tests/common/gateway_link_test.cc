@@ -1,10 +1,11 @@
-// GatewayLink against a gateway stand-in on loopback: registration, and the keepalive that
-// repeats the last Load while the worker's engine thread is busy.
+// GatewayLink against a gateway stand-in on loopback: registration, the keepalive that repeats
+// the last Load while the worker's engine thread is busy, and dialling again after a loss.
 #include "common/gateway_link.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -16,47 +17,102 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using namespace std::chrono_literals;
 
-// Accepts one worker, accepts its Register, and records the free_pages of every Load.
+// Accepts workers one connection at a time, answers each Register (accepting it, or refusing
+// it when told to), and records the free_pages of every Load. Drop() closes the connection it
+// has, as a gateway that dies would; it accepts the next one.
 class FakeGateway {
  public:
-  FakeGateway() : acceptor_(io_, tcp::endpoint(asio::ip::address_v4::loopback(), 0)) {
+  explicit FakeGateway(bool refuse = false)
+      : refuse_(refuse),
+        acceptor_(io_, tcp::endpoint(asio::ip::address_v4::loopback(), 0)),
+        port_(acceptor_.local_endpoint().port()) {
+    Accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~FakeGateway() {  // closes its port and its connection, as a gateway that exits does
+    Drop();
+    asio::post(io_, [this] { acceptor_.close(); });
+    io_.stop();
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  std::vector<int> loads() {
+    std::lock_guard lock(mu_);
+    return loads_;
+  }
+  int registers() {
+    std::lock_guard lock(mu_);
+    return registers_;
+  }
+  void Drop() {
+    std::promise<void> done;
+    asio::post(io_, [&] {
+      if (conn_) conn_->Close(Unavailable("the gateway went away"));
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+  // Sends `m` to the worker connected now.
+  void Send(const proto::Envelope& m) {
+    asio::post(io_, [this, m] {
+      if (conn_) conn_->Send(m);
+    });
+  }
+
+ private:
+  void Accept() {
     acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
       if (ec) return;
-      conn_ = FramedConnection::Create(std::move(socket));
-      conn_->Start(
-          [this](proto::Envelope&& m) {
+      auto conn = FramedConnection::Create(std::move(socket));
+      conn_ = conn;
+      conn->Start(
+          [this, conn](proto::Envelope&& m) {
             if (m.has_register_()) {
+              {
+                std::lock_guard lock(mu_);
+                ++registers_;
+              }
               proto::Envelope reply;
-              reply.mutable_register_reply()->set_accepted(true);
+              reply.mutable_register_reply()->set_accepted(!refuse_);
               reply.mutable_register_reply()->set_worker_id(1);
-              conn_->Send(reply);
+              if (refuse_) reply.mutable_register_reply()->set_error("wrong cluster token");
+              conn->Send(reply);
             } else if (m.has_load()) {
               std::lock_guard lock(mu_);
               loads_.push_back(m.load().free_pages());
             }
           },
           [](const Status&) {});
+      Accept();
     });
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~FakeGateway() {
-    io_.stop();
-    thread_.join();
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-  std::vector<int> loads() {
-    std::lock_guard lock(mu_);
-    return loads_;
   }
 
- private:
+  const bool refuse_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
-  std::shared_ptr<FramedConnection> conn_;
+  const uint16_t port_;
+  std::shared_ptr<FramedConnection> conn_;  // io_'s thread only
   std::thread thread_;
   std::mutex mu_;
   std::vector<int> loads_;
+  int registers_ = 0;
 };
+
+GatewayLinkOptions OptionsFor(const FakeGateway& gateway, std::chrono::milliseconds keepalive) {
+  GatewayLinkOptions o;
+  o.port = gateway.port();
+  o.keepalive = keepalive;
+  return o;
+}
+
+// Polls `done` every 10 ms, for up to 10 s.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
 
 proto::Envelope Load(int free_pages) {
   proto::Envelope m;
@@ -66,12 +122,9 @@ proto::Envelope Load(int free_pages) {
 
 TEST(GatewayLinkTest, RepeatsTheLastLoadWhileTheWorkerSendsNothing) {
   FakeGateway gateway;
-  GatewayLinkOptions o;
-  o.port = gateway.port();
-  o.keepalive = 100ms;
   proto::Register hello;
   hello.set_role("decode");
-  auto link = GatewayLink::Connect(o, hello);
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 100ms), hello);
   ASSERT_TRUE(link.ok()) << link.status().ToString();
   std::this_thread::sleep_for(300ms);
   EXPECT_TRUE(gateway.loads().empty());  // no Load yet: nothing to repeat
@@ -89,10 +142,8 @@ TEST(GatewayLinkTest, RepeatsTheLastLoadWhileTheWorkerSendsNothing) {
 
 TEST(GatewayLinkTest, RepeatsNothingWhileTheWorkerKeepsSending) {
   FakeGateway gateway;
-  GatewayLinkOptions o;
-  o.port = gateway.port();
-  o.keepalive = 1000ms;  // far past the 100 ms between sends, even on a loaded machine
-  auto link = GatewayLink::Connect(o, proto::Register());
+  // A keepalive far past the 100 ms between sends, even on a loaded machine.
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 1000ms), proto::Register());
   ASSERT_TRUE(link.ok()) << link.status().ToString();
   for (int i = 0; i < 10; ++i) {  // a heartbeat every 100 ms, as an idle worker sends them
     (*link)->Send(Load(i));
@@ -102,6 +153,71 @@ TEST(GatewayLinkTest, RepeatsNothingWhileTheWorkerKeepsSending) {
   const std::vector<int> loads = gateway.loads();
   ASSERT_EQ(loads.size(), 10u);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(loads[i], i);
+}
+
+// Waits until the link knows it is lost, leaving its inbox as it is.
+bool WaitUntilLost(GatewayLink& link) {
+  return Eventually([&] { return !link.LostStatus().ok(); });
+}
+
+TEST(GatewayLinkTest, ReconnectRegistersAgainAndDropsWhatTheLostConnectionLeft) {
+  FakeGateway gateway;
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 100ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  (*link)->Send(Load(5));
+  ASSERT_TRUE(Eventually([&] { return (*link)->registered(); }));
+  proto::Envelope stale;
+  stale.mutable_cancel()->set_request_id(42);
+  gateway.Send(stale);  // queued for the engine thread, which has not taken it yet
+  std::this_thread::sleep_for(100ms);
+  gateway.Drop();
+  ASSERT_TRUE(WaitUntilLost(**link));
+  EXPECT_FALSE((*link)->LostStatus().ok());
+  const size_t loads_before = gateway.loads().size();
+
+  Status again = (*link)->Reconnect(std::chrono::steady_clock::now() + 10s, [] { return false; });
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE((*link)->LostStatus().ok());
+  EXPECT_TRUE(Eventually([&] { return gateway.registers() == 2; }));
+  EXPECT_TRUE(Eventually([&] { return (*link)->registered(); }));
+  // Nothing of the lost connection: neither the Cancel it left unread nor its last Load.
+  std::deque<proto::Envelope> inbox;
+  EXPECT_TRUE((*link)->WaitForMessages(&inbox, std::chrono::steady_clock::now() + 300ms));
+  EXPECT_TRUE(inbox.empty());
+  EXPECT_EQ(gateway.loads().size(), loads_before);
+  (*link)->Send(Load(6));  // the new connection carries what the worker sends now
+  ASSERT_TRUE(Eventually([&] { return gateway.loads().size() > loads_before; }));
+  EXPECT_EQ(gateway.loads().back(), 6);
+}
+
+TEST(GatewayLinkTest, ReconnectGivesUpAtItsDeadlineOrWhenStopped) {
+  auto gateway = std::make_unique<FakeGateway>();
+  auto link = GatewayLink::Connect(OptionsFor(*gateway, 1000ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  gateway.reset();  // gone, and nobody listens on its port
+  ASSERT_TRUE(WaitUntilLost(**link));
+  auto start = std::chrono::steady_clock::now();
+  Status s = (*link)->Reconnect(start + 1500ms, [] { return false; });
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1400ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  start = std::chrono::steady_clock::now();
+  s = (*link)->Reconnect(start + 60s, [] { return true; });  // a drain arrived
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST(GatewayLinkTest, ARefusedRegistrationIsNotDialledAgain) {
+  FakeGateway gateway(/*refuse=*/true);
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 1000ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  ASSERT_TRUE(WaitUntilLost(**link));
+  const auto start = std::chrono::steady_clock::now();
+  Status s = (*link)->Reconnect(start + 10s, [] { return false; });
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("wrong cluster token"), std::string::npos) << s.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_EQ(gateway.registers(), 1);
 }
 
 TEST(GatewayLinkTest, DeadlinesFromTheGatewayDefaultAndAreBounded) {

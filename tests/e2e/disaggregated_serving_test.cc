@@ -298,5 +298,61 @@ TEST_F(DisaggregatedServingTest, NewDecodeWorkerGetsTrafficAndADrainedOneFailsNo
   ExpectPagesReturnToZero(d2);
 }
 
+// The gateway dies (kill -9) while a prompt is mid-transfer, and a new one starts on the same
+// control port: both workers drop that request, return its pages, dial the new gateway, register
+// with it and serve it token for token.
+TEST_F(DisaggregatedServingTest, WorkersRegisterAgainWhenTheGatewayRestarts) {
+  // 250 ms after each of the 4 layers' pushes: a second in which the decode worker holds a
+  // half-written reservation and the prefill worker an open transfer.
+  auto p = Start("prefill", {"--debug-layer-delay-ms", "250"});
+  auto d = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "before the restart");
+  ExpectPagesReturnToZero(d);  // so that pages in use, next, are the request in flight's
+  std::thread client([&] {
+    Curl(http_, "/v1/completions",
+         R"({"model":"tiny","prompt":"in flight","max_tokens":8,"ignore_eos":true})", 30);
+  });
+  bool reserved = false;
+  for (int i = 0; i < 500 && !reserved; ++i) {
+    reserved = KvPagesUsed(d) > 0;
+    if (!reserved) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(reserved) << "the request never reached the decode worker";
+  gateway_->Kill(SIGKILL);
+  client.join();
+  auto again = testing::StartGateway(dir_.path(), model_, {}, control_);
+  ASSERT_TRUE(again.process) << "the gateway did not start again on control port " << control_;
+  gateway_ = std::move(again.process);
+  http_ = again.http_port;
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  // Four attempts: had the new gateway numbered them as the old one did, one would reuse the
+  // dropped request's id, which the decode worker still holds as a failed transfer.
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "after the restart");
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "after the restart, again");
+  for (const Worker* w : {&p, &d}) {
+    const std::string log = LogOf(*w);
+    EXPECT_NE(log.find("lost the gateway"), std::string::npos) << log;
+    EXPECT_NE(log.find("connected again"), std::string::npos) << log;
+  }
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
+// A gateway that does not come back within --gateway-reconnect-seconds: the worker stops with an
+// error that says why, as it did before it dialled again.
+TEST_F(DisaggregatedServingTest, AWorkerGivesUpOnAGatewayThatStaysAway) {
+  auto d = Start("decode", {"--gateway-reconnect-seconds", "1"});
+  WaitForWorkers("decode", 1);
+  gateway_->Kill(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_NE(d.process->Wait(std::chrono::seconds(30)), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(15));
+  const std::string log = LogOf(d);
+  EXPECT_NE(log.find("dialling it again for up to 1 s"), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace pdserve

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -377,7 +378,8 @@ inline std::string MakeTinyModel(const std::string& dir) {
 }
 
 // A `pdserve gateway` on OS-chosen ports (its log in `dir`/gateway.log) and the ports it bound;
-// process is null when it did not start within 30 s.
+// process is null when it did not start within 30 s. `control_port` > 0: that control port
+// instead (a gateway restarting where its workers dial).
 struct StartedGateway {
   std::unique_ptr<Process> process;
   int http_port = 0;
@@ -385,10 +387,17 @@ struct StartedGateway {
 };
 
 inline StartedGateway StartGateway(const std::string& dir, const std::string& model,
-                                   std::vector<std::string> extra_args = {}) {
-  std::vector<std::string> args = {
-      "gateway",        "--model", model,          "--port",           "0",
-      "--control-port", "0",       "--ready-file", dir + "/ready.json"};
+                                   std::vector<std::string> extra_args = {}, int control_port = 0) {
+  std::filesystem::remove(dir + "/ready.json");  // a previous gateway's
+  std::vector<std::string> args = {"gateway",
+                                   "--model",
+                                   model,
+                                   "--port",
+                                   "0",
+                                   "--control-port",
+                                   std::to_string(control_port),
+                                   "--ready-file",
+                                   dir + "/ready.json"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   StartedGateway g;
   g.process = std::make_unique<Process>(args, dir + "/gateway.log");

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/common/unanswered_port.h"
 #include "tests/kv_transfer/kv_test_util.h"
 
 namespace pdserve::kv_transfer {
@@ -437,39 +437,14 @@ TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
 // A peer that does not answer SYNs (here: a listener whose accept queue is full, so the kernel
 // drops them) costs the dial timeout, not the whole connect timeout.
 TEST(TcpTransport, DialGivesUpOnAPeerThatDoesNotAnswerWithinTheDialTimeout) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 0), 0);
-  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  std::vector<int> fillers;  // connections never accepted, until the queue drops new ones
-  struct Closer {
-    int listener;
-    std::vector<int>& fds;
-    ~Closer() {
-      for (int fd : fds) close(fd);
-      close(listener);
-    }
-  } closer{listener, fillers};
-  auto dial_hangs = [&] {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    if (fd < 0) return false;
-    fillers.push_back(fd);
-    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    pollfd pfd{fd, POLLOUT, 0};
-    return poll(&pfd, 1, 200) == 0;  // still in SYN_SENT
-  };
-  bool hangs = false;
-  for (int i = 0; i < 8 && !hangs; ++i) hangs = dial_hangs();
-  if (!hangs) GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
+  pdserve::testing::UnansweredPort silent;
+  if (!silent.unanswered()) {
+    GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
+  }
   auto layout = SmallLayout(2);
   HostKvPool pool(layout, 4);
   TcpTransportOptions o;
-  o.port = ntohs(addr.sin_port);
+  o.port = silent.port();
   o.dial_timeout = 300ms;
   o.connect_timeout = 20s;
   const auto t0 = Clock::now();
