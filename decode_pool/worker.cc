@@ -128,11 +128,7 @@ Status Worker::Serve() {
 void Worker::AbandonRequests() {
   const size_t requests = reserved_.size() + seq_of_request_.size();
   for (const auto& [request, reservation] : reserved_) {
-    if (receiver_->State(request) == kv_transfer::TransferState::kDone) {
-      if (auto pages = receiver_->TakePages(request); pages.ok()) engine_->pages().Free(*pages);
-    } else {
-      receiver_->Cancel(request, "the gateway was lost");  // frees its pages
-    }
+    ReleaseReservation(request, "the gateway was lost");
   }
   reserved_.clear();
   // Their cancelled events, at the next step, find no request and are not reported.
@@ -141,6 +137,16 @@ void Worker::AbandonRequests() {
   request_of_seq_.clear();
   timing_.clear();
   if (requests > 0) spdlog::warn("dropped {} requests of the gateway that was lost", requests);
+}
+
+void Worker::ReleaseReservation(uint64_t request_id, const char* why) {
+  // A transfer already Done (the request ended at its first token) holds its pages until
+  // taken: free them; otherwise the receiver fails the transfer and frees them.
+  if (receiver_->State(request_id) == kv_transfer::TransferState::kDone) {
+    if (auto pages = receiver_->TakePages(request_id); pages.ok()) engine_->pages().Free(*pages);
+  } else {
+    receiver_->Cancel(request_id, why);
+  }
 }
 
 void Worker::DropFailedReservations() {
@@ -259,13 +265,7 @@ void Worker::HandleKvDone(const proto::KvDone& d) {
 
 void Worker::HandleCancel(uint64_t request_id) {
   if (reserved_.erase(request_id)) {
-    // A transfer already Done (the request ended at its first token) holds its pages until
-    // taken: free them; otherwise the receiver fails the transfer and frees them.
-    if (receiver_->State(request_id) == kv_transfer::TransferState::kDone) {
-      if (auto pages = receiver_->TakePages(request_id); pages.ok()) engine_->pages().Free(*pages);
-    } else {
-      receiver_->Cancel(request_id, "cancelled by the gateway");
-    }
+    ReleaseReservation(request_id, "cancelled by the gateway");
     proto::Envelope m;  // the gateway waits for the end of every request it sent
     m.mutable_tokens()->set_request_id(request_id);
     m.mutable_tokens()->set_finish_reason("cancelled");

@@ -71,6 +71,9 @@ class Worker {
   // The gateway was lost: ends every request it sent here without a word to it (the next
   // gateway does not know them), returning their pages.
   void AbandonRequests();
+  // A reservation that will not be joined to the batch: its pages go back, `why` failing its
+  // transfer if it is still arriving. The caller removes it from reserved_.
+  void ReleaseReservation(uint64_t request_id, const char* why);
   void Handle(proto::Envelope& message);
   void HandleGenerate(const proto::Generate& g);
   void HandleReserve(const proto::Reserve& r);

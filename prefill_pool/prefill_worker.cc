@@ -123,17 +123,13 @@ Status PrefillWorker::Serve() {
 
 void PrefillWorker::AbandonRequests() {
   size_t requests = pending_.size();
-  std::unique_lock lock(finish_mu_);
   for (auto& [seq, p] : pending_) {
-    if (p.opened) {
-      p.transport->Cancel(p.request_id, "the gateway was lost");
-      (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
-      in_transfer_.erase(p.request_id);
-    }
+    DropTransfer(p, "the gateway was lost");
     engine_->Cancel(seq);  // its cancelled event finds no prompt and is not reported
   }
   pending_.clear();
   seq_of_request_.clear();
+  std::unique_lock lock(finish_mu_);
   requests += finishing_.size() + (finisher_busy_ ? 1 : 0);
   for (auto& [request, transport] : in_transfer_)
     transport->Cancel(request, "the gateway was lost");
@@ -146,6 +142,15 @@ void PrefillWorker::AbandonRequests() {
                   in_transfer_.size() + finishing_.size());
   }
   if (requests > 0) spdlog::warn("dropped {} prompts of the gateway that was lost", requests);
+}
+
+void PrefillWorker::DropTransfer(Pending& p, const char* why) {
+  if (!p.opened) return;
+  p.transport->Cancel(p.request_id, why);
+  (void)p.transport->Wait(p.request_id);  // Failed: at once, and the transport forgets it
+  p.opened = false;
+  std::lock_guard lock(finish_mu_);
+  in_transfer_.erase(p.request_id);
 }
 
 void PrefillWorker::SendError(uint64_t request_id, const std::string& message, bool retryable,
@@ -297,12 +302,7 @@ void PrefillWorker::RunStep() {
     spdlog::error("engine step failed: {}", s.ToString());
     for (auto& [seq, p] : pending_) {
       SendError(p.request_id, s.message(), false);
-      if (p.opened) {
-        p.transport->Cancel(p.request_id, "prefill failed");
-        (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
-        std::lock_guard lock(finish_mu_);
-        in_transfer_.erase(p.request_id);
-      }
+      DropTransfer(p, "prefill failed");
       engine_->Cancel(seq);
     }
     pending_.clear();
@@ -331,12 +331,7 @@ void PrefillWorker::RunStep() {
     pending_.erase(it);
     seq_of_request_.erase(p.request_id);
     if (e.finish == model::FinishReason::kCancelled) {
-      if (p.opened) {  // its layers went out in part: the decode worker is told by the gateway
-        p.transport->Cancel(p.request_id, "cancelled by the gateway");
-        (void)p.transport->Wait(p.request_id);  // Failed: at once, and its entry goes
-        std::lock_guard lock(finish_mu_);
-        in_transfer_.erase(p.request_id);
-      }
+      DropTransfer(p, "cancelled by the gateway");  // the decode worker hears from the gateway
       proto::Envelope m;
       m.mutable_tokens()->set_request_id(p.request_id);
       m.mutable_tokens()->set_finish_reason("cancelled");

@@ -102,6 +102,9 @@ class PrefillWorker {
   // The gateway was lost: ends every prompt it sent here, its transfer cancelled, and returns
   // once the finisher has let go of them all, so that nothing about them reaches the next one.
   void AbandonRequests();
+  // A prompt leaving before its first token: its transfer, if opened, is cancelled with `why`
+  // and forgotten here and by the transport. Engine thread; takes finish_mu_.
+  void DropTransfer(Pending& p, const char* why);
   void HandlePrefill(const proto::Prefill& p);
   void HandleCancel(uint64_t request_id);
   Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const proto::Reserved& dst);
