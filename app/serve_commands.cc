@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -280,6 +281,14 @@ void AddServeCommands(CLI::App& app) {
                     "at once); the requests it had sent are dropped, and the worker registers "
                     "anew")
         ->check(CLI::NonNegativeNumber);
+    cmd->add_option_function<double>(
+           "--gateway-silence-seconds",
+           [o](double seconds) {
+             o->gateway.silence_timeout = std::chrono::milliseconds(std::llround(seconds * 1000));
+           },
+           "Treat the gateway as lost when nothing arrives from it for this long (it sends a "
+           "heartbeat every second; default 10; 0: never)")
+        ->check(CLI::Range(0.0, 86400.0));
   };
 
   auto w = std::make_shared<decode_pool::WorkerOptions>();

@@ -48,7 +48,8 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
   PDSERVE_ASSIGN_OR_RETURN(auto socket,
                            DialTcp(link->io_, options.host, options.port, options.connect_timeout));
   link->Attach(std::move(socket));
-  link->ArmKeepalive();
+  link->last_tick_ = std::chrono::steady_clock::now();
+  link->ArmTick();
   GatewayLink* self = link.get();
   link->network_ = std::thread([self] {
     auto guard = boost::asio::make_work_guard(self->io_);
@@ -73,7 +74,7 @@ void GatewayLink::Attach(boost::asio::ip::tcp::socket socket) {
   std::lock_guard lock(send_mu_);
   conn_ = std::move(conn);
   last_load_.reset();
-  last_send_ = std::chrono::steady_clock::now();
+  last_send_ = last_heard_ = std::chrono::steady_clock::now();
 }
 
 Status GatewayLink::Reconnect(std::chrono::steady_clock::time_point give_up,
@@ -116,24 +117,55 @@ void GatewayLink::Send(const proto::Envelope& message) {
   conn_->Send(message);
 }
 
-void GatewayLink::ArmKeepalive() {
-  if (options_.keepalive.count() <= 0) return;
-  keepalive_timer_.expires_after(options_.keepalive);
-  keepalive_timer_.async_wait([this](const boost::system::error_code& ec) {
+std::chrono::milliseconds GatewayLink::TickPeriod() const {
+  std::chrono::milliseconds period{1000};
+  if (options_.keepalive.count() > 0) period = std::min(period, options_.keepalive);
+  if (options_.silence_timeout.count() > 0) {
+    period =
+        std::min(period, std::max(std::chrono::milliseconds(10), options_.silence_timeout / 4));
+  }
+  return period;
+}
+
+void GatewayLink::ArmTick() {
+  const auto period = TickPeriod();
+  tick_timer_.expires_after(period);
+  tick_timer_.async_wait([this, period](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled: the link is going away
+    const auto now = std::chrono::steady_clock::now();
+    // A tick far later than its period means this process was not running (stopped, a VM
+    // pause): messages the gateway sent meanwhile are still unread, so the silence restarts.
+    const bool paused = now - last_tick_ > 2 * period + std::chrono::milliseconds(500);
+    last_tick_ = now;
+    std::shared_ptr<FramedConnection> silent;
     {
       std::lock_guard lock(send_mu_);
-      const auto now = std::chrono::steady_clock::now();
-      if (last_load_ && now - last_send_ >= options_.keepalive) {
+      if (paused) last_heard_ = now;
+      if (options_.keepalive.count() > 0 && last_load_ && now - last_send_ >= options_.keepalive) {
         last_send_ = now;
         conn_->Send(*last_load_);
       }
+      if (options_.silence_timeout.count() > 0 && now - last_heard_ > options_.silence_timeout) {
+        last_heard_ = now;  // one close per silence
+        silent = conn_;
+      }
     }
-    ArmKeepalive();
+    if (silent && LostStatus().ok()) {
+      spdlog::warn("gateway {}:{} sent nothing for {} ms; treating it as lost", options_.host,
+                   options_.port, options_.silence_timeout.count());
+      silent->Close(DeadlineExceeded("the gateway sent nothing for " +
+                                     std::to_string(options_.silence_timeout.count()) + " ms"));
+    }
+    ArmTick();
   });
 }
 
 void GatewayLink::OnMessage(FramedConnection* conn, proto::Envelope&& message) {
+  {
+    std::lock_guard lock(send_mu_);
+    if (conn == conn_.get()) last_heard_ = std::chrono::steady_clock::now();
+  }
+  if (message.has_heartbeat()) return;  // the link's own business
   if (message.has_register_reply()) {
     const proto::RegisterReply& reply = message.register_reply();
     if (!reply.accepted()) {

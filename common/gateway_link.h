@@ -4,9 +4,12 @@
 // WaitForMessages. Runs the network on one thread of its own, which also keeps the worker alive
 // in the gateway's eyes: when the worker has sent nothing for `keepalive` (its engine thread in
 // one long step: a 2,048-token prompt chunk on a loaded CPU takes seconds), it sends the last
-// Load again, so that the gateway's heartbeat timeout does not drop a busy worker. When the
-// connection is lost (a gateway restarting, a network fault), Reconnect dials again and
-// registers anew on the same link object, so that other threads holding it need not know.
+// Load again, so that the gateway's heartbeat timeout does not drop a busy worker. The gateway
+// sends a Heartbeat about once a second; a gateway from which nothing arrives for
+// `silence_timeout` (frozen, paused, or behind a network that drops packets without a reset) is
+// treated as lost, as a closed connection is. When the connection is lost (a gateway
+// restarting, a network fault), Reconnect dials again and registers anew on the same link
+// object, so that other threads holding it need not know.
 //
 // Threads: Send, Wake and LostStatus may be called from any thread; WaitForMessages, Reconnect
 // and CloseAfterFlush from the engine thread only.
@@ -39,8 +42,13 @@ struct GatewayLinkOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // the gateway's control port; required
   std::chrono::milliseconds connect_timeout{30000};
-  // Well inside the gateway's heartbeat timeout (3 s by default).
+  // Well inside the gateway's heartbeat timeout (3 s by default). 0: no keepalive.
   std::chrono::milliseconds keepalive{1000};
+  // The gateway is lost when nothing (a Heartbeat or any other message) arrives for this long.
+  // Many times its heartbeat interval (1 s), so that a loaded gateway is not taken for a
+  // frozen one. 0: never. Time the worker itself was paused (its timer firing late) does not
+  // count against the gateway.
+  std::chrono::milliseconds silence_timeout{10000};
 };
 
 // What every worker kind tells the gateway about how it is billed and where it runs.
@@ -95,18 +103,23 @@ class GatewayLink {
   void Attach(boost::asio::ip::tcp::socket socket);
   void OnMessage(FramedConnection* conn, proto::Envelope&& message);
   void OnClose(const Status& why);
-  void ArmKeepalive();
+  // The network thread's tick: repeats the last Load (keepalive) and closes a silent gateway.
+  void ArmTick();
+  std::chrono::milliseconds TickPeriod() const;
 
   GatewayLinkOptions options_;
   proto::Register hello_;
   boost::asio::io_context io_;
-  std::shared_ptr<FramedConnection> conn_;          // guarded by send_mu_; replaced by Reconnect
-  boost::asio::steady_timer keepalive_timer_{io_};  // network thread only
+  std::shared_ptr<FramedConnection> conn_;           // guarded by send_mu_; replaced by Reconnect
+  boost::asio::steady_timer tick_timer_{io_};        // network thread only
+  std::chrono::steady_clock::time_point last_tick_;  // network thread only
   std::thread network_;
   // Sends happen under send_mu_, so that a repeated Load never overtakes a newer one.
   std::mutex send_mu_;
   std::optional<proto::Envelope> last_load_;         // guarded by send_mu_
   std::chrono::steady_clock::time_point last_send_;  // guarded by send_mu_
+  // When the gateway was last heard from (a message, or the connection made); guarded by send_mu_.
+  std::chrono::steady_clock::time_point last_heard_;
   std::atomic<bool> registered_{false};
   std::atomic<bool> refused_{false};  // the gateway refused the Register: not dialled again
   std::atomic<uint64_t> worker_id_{0};

@@ -27,6 +27,7 @@ Status WorkerRegistry::Listen(const std::string& host, uint16_t port) {
     return Unavailable("cannot listen for workers on " + host + ":" + std::to_string(port) + ": " +
                        ec.message());
   port_ = acceptor_.local_endpoint().port();
+  last_sweep_ = last_heartbeat_ = std::chrono::steady_clock::now();
   Accept();
   SweepHeartbeats();
   return Status::Ok();
@@ -340,19 +341,40 @@ void WorkerRegistry::OnClose(uint64_t conn_id, const Status& why) {
 }
 
 void WorkerRegistry::SweepHeartbeats() {
-  sweep_timer_.expires_after(std::chrono::milliseconds(250));
-  sweep_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+  constexpr std::chrono::milliseconds kSweepPeriod{250};
+  sweep_timer_.expires_after(kSweepPeriod);
+  sweep_timer_.async_wait([weak = weak_from_this(), kSweepPeriod](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self) return;
     const auto now = std::chrono::steady_clock::now();
-    std::vector<std::shared_ptr<FramedConnection>> stale;
+    // A sweep this late means the gateway did not run meanwhile: what its workers sent in that
+    // time waits unread in the sockets, so the time does not count as their silence.
+    const auto stalled = now - self->last_sweep_ - kSweepPeriod;
+    self->last_sweep_ = now;
+    const bool beat = now - self->last_heartbeat_ >= self->options_.heartbeat_interval;
+    if (beat) self->last_heartbeat_ = now;
+    std::vector<std::shared_ptr<FramedConnection>> stale, alive;
     {
       std::lock_guard lock(self->mu_);
       for (auto& [id, w] : self->workers_) {
-        if (now - w.last_seen > self->options_.heartbeat_timeout) stale.push_back(w.conn);
+        if (stalled > 4 * kSweepPeriod) w.last_seen = std::min(now, w.last_seen + stalled);
+        if (now - w.last_seen > self->options_.heartbeat_timeout) {
+          stale.push_back(w.conn);
+        } else if (beat && w.registered) {
+          alive.push_back(w.conn);
+        }
       }
     }
+    if (stalled > 4 * kSweepPeriod) {
+      spdlog::warn(
+          "the gateway did not run for {} ms; its workers' heartbeats are not held "
+          "against them",
+          std::chrono::duration_cast<std::chrono::milliseconds>(stalled).count());
+    }
     for (auto& c : stale) c->Close(DeadlineExceeded("no heartbeat"));
+    proto::Envelope heartbeat;
+    heartbeat.mutable_heartbeat();
+    for (auto& c : alive) c->Send(heartbeat);
     self->CloseAbandonedAttempts(now);
     self->SweepHeartbeats();
   });

@@ -8,8 +8,12 @@
 // - colocated (otherwise): Generate to a worker of role both.
 // It shares every StepReport's time among the attempts in the step (by tokens) and, once every
 // worker of an attempt is done with it (finished, cancelled, failed or lost), tells the sink
-// what the attempt cost (OnAttemptClosed). A worker that disconnects or misses heartbeats
-// leaves the registry; its attempts fail over to their sinks (retryable before the first token).
+// what the attempt cost (OnAttemptClosed). A worker that disconnects or sends nothing for the
+// heartbeat timeout (every message counts) leaves the registry; its attempts fail over to their
+// sinks (retryable before the first token). Time in which the gateway itself did not run (a
+// SIGSTOP, a VM pause: its sweep firing late) is not held against its workers, whose messages
+// from that time are still unread. It sends each registered worker a Heartbeat every
+// heartbeat_interval, so that workers notice a gateway that went silent.
 //
 // Threads: all methods may be called from any thread (one mutex guards the tables). Sinks and
 // observers are called from the io_context's threads, never while the mutex is held.
@@ -66,7 +70,8 @@ struct RegistryOptions {
   std::string cluster_token;  // empty: any worker may join (local use)
   std::string model_id;       // workers must serve this model
   std::chrono::milliseconds heartbeat_timeout{3000};
-  double kv_deadline_seconds = 30;  // a reservation's KV must arrive within this
+  std::chrono::milliseconds heartbeat_interval{1000};  // gateway to worker
+  double kv_deadline_seconds = 30;                     // a reservation's KV must arrive within this
   std::chrono::seconds abandon_after{60};
   // Called on register, at most once a second while a worker runs, and when it leaves.
   std::function<void(const WorkerPeriodUpdate&)> on_period;
@@ -172,6 +177,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer sweep_timer_;
   uint16_t port_ = 0;
+  // The sweep timer's handler only (one at a time).
+  std::chrono::steady_clock::time_point last_sweep_, last_heartbeat_;
 
   mutable std::mutex mu_;
   uint64_t next_id_ = 1;                   // guarded by mu_

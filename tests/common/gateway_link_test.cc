@@ -19,21 +19,38 @@ using namespace std::chrono_literals;
 
 // Accepts workers one connection at a time, answers each Register (accepting it, or refusing
 // it when told to), and records the free_pages of every Load. Drop() closes the connection it
-// has, as a gateway that dies would; it accepts the next one.
+// has, as a gateway that dies would; it accepts the next one. It sends no Heartbeat unless
+// told to (SetHeartbeats), as a gateway that went silent.
 class FakeGateway {
  public:
   explicit FakeGateway(bool refuse = false)
       : refuse_(refuse),
         acceptor_(io_, tcp::endpoint(asio::ip::address_v4::loopback(), 0)),
-        port_(acceptor_.local_endpoint().port()) {
+        port_(acceptor_.local_endpoint().port()),
+        heartbeat_timer_(io_) {
     Accept();
     thread_ = std::thread([this] { io_.run(); });
   }
-  ~FakeGateway() {  // closes its port and its connection, as a gateway that exits does
-    Drop();
-    asio::post(io_, [this] { acceptor_.close(); });
-    io_.stop();
+  // Closes its port and its connection, as a gateway that exits does, and returns once both are
+  // closed: its thread ends when nothing is left to do (no io_.stop(), which could leave the
+  // close unrun and the worker's connection open).
+  ~FakeGateway() {
+    asio::post(io_, [this] {
+      heartbeats_ = false;
+      heartbeat_timer_.cancel();
+      acceptor_.close();
+      if (conn_) conn_->Close(Unavailable("the gateway went away"));
+      conn_.reset();
+    });
     thread_.join();
+  }
+  // Sends a Heartbeat every `every` while on, as a live gateway does.
+  void SetHeartbeats(bool on, std::chrono::milliseconds every = 50ms) {
+    asio::post(io_, [this, on, every] {
+      heartbeats_ = on;
+      heartbeat_every_ = every;
+      if (on) Beat();
+    });
   }
   uint16_t port() const { return port_; }
   std::vector<int> loads() {
@@ -60,13 +77,27 @@ class FakeGateway {
   }
 
  private:
+  void Beat() {
+    heartbeat_timer_.expires_after(heartbeat_every_);
+    heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || !heartbeats_) return;
+      proto::Envelope m;
+      m.mutable_heartbeat();
+      if (conn_) conn_->Send(m);
+      Beat();
+    });
+  }
+
   void Accept() {
     acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
       if (ec) return;
       auto conn = FramedConnection::Create(std::move(socket));
       conn_ = conn;
+      // The handler holds a raw pointer: one holding the connection would keep it (and its
+      // socket) alive through its own callbacks after the fake let go of it.
+      FramedConnection* raw = conn.get();
       conn->Start(
-          [this, conn](proto::Envelope&& m) {
+          [this, raw](proto::Envelope&& m) {
             if (m.has_register_()) {
               {
                 std::lock_guard lock(mu_);
@@ -76,7 +107,7 @@ class FakeGateway {
               reply.mutable_register_reply()->set_accepted(!refuse_);
               reply.mutable_register_reply()->set_worker_id(1);
               if (refuse_) reply.mutable_register_reply()->set_error("wrong cluster token");
-              conn->Send(reply);
+              raw->Send(reply);
             } else if (m.has_load()) {
               std::lock_guard lock(mu_);
               loads_.push_back(m.load().free_pages());
@@ -92,16 +123,21 @@ class FakeGateway {
   tcp::acceptor acceptor_;
   const uint16_t port_;
   std::shared_ptr<FramedConnection> conn_;  // io_'s thread only
+  asio::steady_timer heartbeat_timer_;      // io_'s thread only
+  bool heartbeats_ = false;                 // io_'s thread only
+  std::chrono::milliseconds heartbeat_every_{50};
   std::thread thread_;
   std::mutex mu_;
   std::vector<int> loads_;
   int registers_ = 0;
 };
 
-GatewayLinkOptions OptionsFor(const FakeGateway& gateway, std::chrono::milliseconds keepalive) {
+GatewayLinkOptions OptionsFor(const FakeGateway& gateway, std::chrono::milliseconds keepalive,
+                              std::chrono::milliseconds silence = 0ms) {
   GatewayLinkOptions o;
   o.port = gateway.port();
   o.keepalive = keepalive;
+  o.silence_timeout = silence;  // the fake sends no heartbeats unless a test turns them on
   return o;
 }
 
@@ -218,6 +254,50 @@ TEST(GatewayLinkTest, ARefusedRegistrationIsNotDialledAgain) {
   EXPECT_NE(s.message().find("wrong cluster token"), std::string::npos) << s.message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   EXPECT_EQ(gateway.registers(), 1);
+}
+
+// A gateway that stops sending (frozen, or behind a network that drops packets) while its
+// connection stays open is lost once its silence passes the timeout; one that keeps sending
+// heartbeats is not, and the heartbeats never reach the engine thread.
+TEST(GatewayLinkTest, AGatewayThatGoesSilentIsLost) {
+  FakeGateway gateway;
+  gateway.SetHeartbeats(true);
+  auto link =
+      GatewayLink::Connect(OptionsFor(gateway, 1000ms, /*silence=*/400ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  std::deque<proto::Envelope> inbox;
+  const auto alive_until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < alive_until) {
+    ASSERT_TRUE((*link)->WaitForMessages(&inbox, alive_until)) << (*link)->LostStatus().ToString();
+  }
+  EXPECT_TRUE(inbox.empty()) << inbox.size() << " messages, the first " << inbox[0].DebugString();
+  EXPECT_TRUE((*link)->LostStatus().ok());
+  EXPECT_TRUE((*link)->registered());
+
+  gateway.SetHeartbeats(false);  // the connection stays open; nothing more arrives
+  const auto silent_since = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntilLost(**link));
+  EXPECT_GE(std::chrono::steady_clock::now() - silent_since, 300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - silent_since, 5s);
+  const Status lost = (*link)->LostStatus();
+  EXPECT_EQ(lost.code(), StatusCode::kDeadlineExceeded) << lost.ToString();
+  EXPECT_NE(lost.message().find("sent nothing for 400 ms"), std::string::npos) << lost.message();
+
+  // Dialling again finds the same gateway, which registers the link anew.
+  gateway.SetHeartbeats(true);
+  Status again = (*link)->Reconnect(std::chrono::steady_clock::now() + 10s, [] { return false; });
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_TRUE(Eventually([&] { return gateway.registers() == 2; }));
+}
+
+// A link with no silence timeout (0) waits on a quiet gateway for as long as its connection is
+// open.
+TEST(GatewayLinkTest, NoSilenceTimeoutWaitsOnAQuietGateway) {
+  FakeGateway gateway;
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 100ms, /*silence=*/0ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  std::this_thread::sleep_for(800ms);
+  EXPECT_TRUE((*link)->LostStatus().ok()) << (*link)->LostStatus().ToString();
 }
 
 TEST(GatewayLinkTest, DeadlinesFromTheGatewayDefaultAndAreBounded) {

@@ -341,6 +341,84 @@ TEST_F(DisaggregatedServingTest, WorkersRegisterAgainWhenTheGatewayRestarts) {
   ExpectPagesReturnToZero(d);
 }
 
+// The gateway is paused (SIGSTOP) for 4 s, past its 3 s heartbeat timeout, while a request is
+// mid-transfer, then resumed: the workers' Loads wait unread in its sockets, so it must not drop
+// them, and the request in flight completes token for token.
+TEST_F(DisaggregatedServingTest, APausedGatewayKeepsItsWorkersAndTheRequestInFlight) {
+  auto p = Start("prefill", {"--debug-layer-delay-ms", "250"});
+  auto d = Start("decode");
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  const std::string prompt = "paused in flight";
+  auto reference = nlohmann::json::parse(
+      testing::RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
+                          model_ + " --prompt '" + prompt + "'"));
+  testing::HttpResult answer;
+  std::thread client([&] {
+    answer = Curl(http_, "/v1/completions",
+                  nlohmann::json{{"model", "tiny"},
+                                 {"prompt", prompt},
+                                 {"max_tokens", 12},
+                                 {"temperature", 0},
+                                 {"ignore_eos", true}}
+                      .dump(),
+                  60);
+  });
+  bool reserved = false;
+  for (int i = 0; i < 500 && !reserved; ++i) {
+    reserved = KvPagesUsed(d) > 0;
+    if (!reserved) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(reserved) << "the request never reached the decode worker";
+  gateway_->Signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  gateway_->Signal(SIGCONT);
+  client.join();
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(nlohmann::json::parse(answer.body)["choices"][0]["text"], reference["text"]);
+  std::ifstream gateway_log(dir_ / "gateway.log");
+  std::stringstream gateway_text;
+  gateway_text << gateway_log.rdbuf();
+  EXPECT_EQ(gateway_text.str().find("no heartbeat"), std::string::npos) << gateway_text.str();
+  EXPECT_NE(gateway_text.str().find("did not run for"), std::string::npos) << gateway_text.str();
+  for (const Worker* w : {&p, &d}) {
+    EXPECT_EQ(LogOf(*w).find("lost the gateway"), std::string::npos) << LogOf(*w);
+  }
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
+// A gateway that freezes (SIGSTOP) keeps its sockets open, so only silence tells: a worker
+// hears nothing for --gateway-silence-seconds, treats the gateway as lost, and once it is
+// resumed registers with it again and serves.
+TEST_F(DisaggregatedServingTest, WorkersNoticeAFrozenGatewayAndRegisterWhenItResumes) {
+  auto p = Start("prefill", {"--gateway-silence-seconds", "1.5"});
+  auto d = Start("decode", {"--gateway-silence-seconds", "1.5"});
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  gateway_->Signal(SIGSTOP);
+  bool noticed = false;
+  const auto frozen = std::chrono::steady_clock::now();
+  while (!noticed && std::chrono::steady_clock::now() - frozen < std::chrono::seconds(20)) {
+    noticed = LogOf(p).find("sent nothing for 1500 ms") != std::string::npos &&
+              LogOf(d).find("sent nothing for 1500 ms") != std::string::npos;
+    if (!noticed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  gateway_->Signal(SIGCONT);
+  ASSERT_TRUE(noticed) << LogOf(p) << LogOf(d);
+  for (const Worker* w : {&p, &d}) {
+    EXPECT_NE(LogOf(*w).find("lost the gateway"), std::string::npos) << LogOf(*w);
+  }
+  // Without the gateway's heartbeats a healthy worker would be taken for lost in the same way.
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "after the freeze");
+  ExpectPagesReturnToZero(p);
+  ExpectPagesReturnToZero(d);
+}
+
 // A gateway that does not come back within --gateway-reconnect-seconds: the worker stops with an
 // error that says why, as it did before it dialled again.
 TEST_F(DisaggregatedServingTest, AWorkerGivesUpOnAGatewayThatStaysAway) {
