@@ -108,7 +108,10 @@ void FramedConnection::WriteNext() {
                           }
                           self->queued_bytes_ -= self->queue_.front().size();
                           self->queue_.pop_front();
-                          if (!self->queue_.empty()) self->WriteNext();
+                          if (!self->queue_.empty()) return self->WriteNext();
+                          if (self->close_after_flush_) {
+                            self->CloseOnStrand(self->flush_close_status_);
+                          }
                         }));
 }
 

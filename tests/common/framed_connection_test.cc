@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 #include <vector>
@@ -77,6 +78,33 @@ Status ServeBytes(const std::string& bytes, size_t max_frame) {
   runner.join();
   EXPECT_FALSE(got_message);
   return f.get();
+}
+
+// CloseAfterFlush with messages still queued: the peer gets every one, then the end of the
+// connection (a draining worker's last tokens, then its exit; before, the close never came and
+// the worker waited out its 10 s bound).
+TEST(FramedConnectionTest, CloseAfterFlushWritesWhatIsQueuedThenCloses) {
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server));
+  auto b = FramedConnection::Create(std::move(p.client));
+  std::atomic<int> got{0};
+  std::promise<Status> a_closed, b_closed;
+  a->Start([](proto::Envelope&&) {}, [&](const Status& why) { a_closed.set_value(why); });
+  b->Start([&](proto::Envelope&&) { ++got; }, [&](const Status& why) { b_closed.set_value(why); });
+  proto::Envelope m;
+  m.mutable_error()->set_message(std::string(64 << 10, 'x'));  // more than a socket buffer holds
+  for (int i = 0; i < 100; ++i) a->Send(m);
+  a->CloseAfterFlush(Status::Ok());
+  std::thread runner([&] { p.io.run_for(std::chrono::seconds(10)); });
+  auto closed = b_closed.get_future();
+  ASSERT_EQ(closed.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "the flushed connection was never closed";
+  EXPECT_EQ(got, 100);
+  auto mine = a_closed.get_future();
+  ASSERT_EQ(mine.wait_for(std::chrono::seconds(1)), std::future_status::ready);
+  EXPECT_TRUE(mine.get().ok());
+  p.io.stop();
+  runner.join();
 }
 
 TEST(FramedConnectionTest, OversizedFrameClosesWithAClearReason) {
