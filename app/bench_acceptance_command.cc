@@ -16,9 +16,9 @@
 
 #include "app/commands.h"
 #include "app/token_counter.h"
-#include "bench/acceptance.h"
-#include "bench/report.h"
-#include "bench/serve_flags.h"
+#include "bench/serve/acceptance.h"
+#include "bench/serve/report.h"
+#include "bench/serve/serve_flags.h"
 #include "common/json_text.h"
 
 namespace pdserve::app {
@@ -78,23 +78,19 @@ void RunKvBench(const AcceptanceFlags& flags, nlohmann::json* kv, std::string* r
   *kv = std::move(j);
 }
 
-[[noreturn]] void Fail(const Status& status) {
-  spdlog::error("{}", status.ToString());
-  throw CLI::RuntimeError(1);
-}
-
 std::optional<bench::ScalingReport> Scaling(const AcceptanceFlags& flags) {
   if (flags.scaling_from.empty()) return std::nullopt;
   if (flags.scaling_from.size() != 2 || flags.scaling_workers < 2) {
-    Fail(InvalidArgument(
-        "--scaling-from takes two files (1 worker, N workers) and --scaling-workers N >= 2"));
+    Fail("bench acceptance",
+         InvalidArgument(
+             "--scaling-from takes two files (1 worker, N workers) and --scaling-workers N >= 2"));
   }
   auto one = bench::ReadScalingPoint(flags.scaling_from[0], 1);
-  if (!one.ok()) Fail(one.status());
+  if (!one.ok()) Fail("bench acceptance", one.status());
   auto many = bench::ReadScalingPoint(flags.scaling_from[1], flags.scaling_workers);
-  if (!many.ok()) Fail(many.status());
+  if (!many.ok()) Fail("bench acceptance", many.status());
   auto report = bench::ComputeScaling(*one, *many);
-  if (!report.ok()) Fail(report.status());
+  if (!report.ok()) Fail("bench acceptance", report.status());
   return *report;
 }
 
@@ -112,9 +108,9 @@ void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
       setrlimit(RLIMIT_NOFILE, &limit);
     }
     auto counter = LoadTokenCounter(config.tokenizer_path);
-    if (!counter.ok()) Fail(counter.status());
+    if (!counter.ok()) Fail("bench acceptance", counter.status());
     auto ran = bench::RunServeSession(config, *counter);
-    if (!ran.ok()) Fail(ran.status());
+    if (!ran.ok()) Fail("bench acceptance", ran.status());
     session = std::move(ran).value();
     for (const bench::ServeRun& run : session->runs) {
       std::fputs(bench::SummaryTable(*session, run).c_str(), stdout);
@@ -130,18 +126,18 @@ void Run(bench::ServeConfig config, const bench::ServeOutputs& outputs,
   nlohmann::json doc =
       bench::AcceptanceJson(env, session ? &*session : nullptr, scaling, kv, kv_reason);
   Status s = bench::WriteTextFile(base + ".json", DumpJson(doc, 2) + "\n");
-  if (!s.ok()) Fail(s);
+  if (!s.ok()) Fail("bench acceptance", s);
   bench::ServeSession empty;
   empty.config = config;
   empty.date = env.date;
   s = bench::WriteTextFile(
       base + ".html", bench::HtmlReport("pdserve acceptance report", session ? *session : empty,
                                         bench::AcceptanceSections(env, scaling)));
-  if (!s.ok()) Fail(s);
+  if (!s.ok()) Fail("bench acceptance", s);
   if (session) {
     s = bench::WriteSessionOutputs(*session, outputs.result_json, outputs.result_csv,
                                    outputs.result_html);
-    if (!s.ok()) Fail(s);
+    if (!s.ok()) Fail("bench acceptance", s);
   }
   if (scaling) {
     std::printf("scaling efficiency T1/(TN x N) at N=%lld: %.3f (requests/s: %.3f)\n",

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "bench/engine/engine_bench.h"
 #include "common/json_text.h"
-#include "model/engine_bench.h"
 #include "model/model_maker.h"
 
 namespace pdserve::app {
@@ -39,25 +39,16 @@ void AddBenchEngineCommand(CLI::App& bench) {
     std::string dir = *model_dir;
     if (dir.empty() && o->random_shape.empty()) {
       auto builtin = model::EnsureBuiltinModel();
-      if (!builtin.ok()) {
-        std::cerr << "pdserve bench engine: " << builtin.status().ToString() << "\n";
-        throw CLI::RuntimeError(1);
-      }
+      if (!builtin.ok()) Fail("bench engine", builtin.status());
       dir = *builtin;
     }
     auto result = model::RunEngineBench(dir, *o);
-    if (!result.ok()) {
-      std::cerr << "pdserve bench engine: " << result.status().ToString() << "\n";
-      throw CLI::RuntimeError(1);
-    }
+    if (!result.ok()) Fail("bench engine", result.status());
     std::cout << result->ToTable();
     if (!json_path->empty()) {
       std::ofstream out(*json_path);
       out << DumpJson(result->ToJson(), 2) << "\n";
-      if (!out.flush()) {
-        std::cerr << "pdserve bench engine: cannot write " << *json_path << "\n";
-        throw CLI::RuntimeError(1);
-      }
+      if (!out.flush()) Fail("bench engine", Unavailable("cannot write " + *json_path));
     }
   });
 }

@@ -10,9 +10,9 @@
 
 #include "app/commands.h"
 #include "app/token_counter.h"
-#include "bench/fake_openai_server.h"
-#include "bench/report.h"
-#include "bench/serve_flags.h"
+#include "bench/serve/fake_openai_server.h"
+#include "bench/serve/report.h"
+#include "bench/serve/serve_flags.h"
 
 namespace pdserve::app {
 namespace {
@@ -26,25 +26,20 @@ void RaiseOpenFileLimit() {
   }
 }
 
-[[noreturn]] void Fail(const Status& status) {
-  spdlog::error("{}", status.ToString());
-  throw CLI::RuntimeError(1);
-}
-
 void RunServe(bench::ServeConfig config, const bench::ServeOutputs& outputs) {
   bench::FinishServeFlags(config, outputs);
   RaiseOpenFileLimit();
   auto counter = LoadTokenCounter(config.tokenizer_path);
-  if (!counter.ok()) Fail(counter.status());
+  if (!counter.ok()) Fail("bench serve", counter.status());
   auto session = bench::RunServeSession(config, *counter);
-  if (!session.ok()) Fail(session.status());
+  if (!session.ok()) Fail("bench serve", session.status());
   for (const bench::ServeRun& run : session->runs) {
     std::fputs(bench::SummaryTable(*session, run).c_str(), stdout);
   }
   std::fflush(stdout);
   Status written = bench::WriteSessionOutputs(*session, outputs.result_json, outputs.result_csv,
                                               outputs.result_html);
-  if (!written.ok()) Fail(written);
+  if (!written.ok()) Fail("bench serve", written);
 }
 
 Result<bench::FakeFault> ParseFault(std::string_view name) {
@@ -88,11 +83,11 @@ void AddBenchServeCommand(CLI::App& bench) {
     fake->itl_s = *itl_ms / 1000;
     for (const std::string& name : *faults) {
       auto fault = ParseFault(name);
-      if (!fault.ok()) Fail(fault.status());
+      if (!fault.ok()) Fail("bench serve", fault.status());
       fake->faults.push_back(*fault);
     }
     auto running = bench::FakeOpenAiServer::Start(*fake);
-    if (!running.ok()) Fail(running.status());
+    if (!running.ok()) Fail("bench serve", running.status());
     std::printf("fake OpenAI server listening on http://%s:%u (Ctrl-C to stop)\n",
                 fake->address.c_str(), static_cast<unsigned>((*running)->port()));
     std::fflush(stdout);

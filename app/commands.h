@@ -1,6 +1,7 @@
 // The pdserve subcommands. Each Add*Command registers one subcommand (its flags and its action)
-// on the parent CLI11 app; main.cc calls them all. Actions return through CLI::RuntimeError with
-// the process exit code, so main decides how the process ends.
+// on the parent CLI11 app; main.cc calls them all. An action fails in one way, Fail (or
+// ExitOnError): the status on stderr, then CLI::RuntimeError with the exit code, so that main
+// decides how the process ends.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,9 +9,14 @@
 #include <vector>
 
 #include "common/status.h"
-#include "gateway/ledger.h"
+#include "ledger/ledger.h"
 
 namespace pdserve::app {
+
+// Prints "pdserve COMMAND: STATUS" on stderr and ends the action with exit code 1.
+[[noreturn]] void Fail(const std::string& command, const Status& status);
+// Fail when `status` is not OK.
+void ExitOnError(const std::string& command, const Status& status);
 
 void AddMakeModelCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);

@@ -6,11 +6,11 @@
 
 #include "app/commands.h"
 #include "common/json_text.h"
-#include "model/detokenizer.h"
 #include "model/engine.h"
 #include "model/model_maker.h"
-#include "model/stop_strings.h"
-#include "model/tokenizer.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::app {
 namespace {
@@ -32,16 +32,11 @@ struct GenerateFlags {
   std::string dtype = "auto";
 };
 
-[[noreturn]] void Fail(const Status& s) {
-  std::cerr << "pdserve generate: " << s.ToString() << "\n";
-  throw CLI::RuntimeError(1);
-}
-
 void Run(const GenerateFlags& f) {
   std::string dir = f.model_dir;
   if (dir.empty()) {
     auto builtin = model::EnsureBuiltinModel();
-    if (!builtin.ok()) Fail(builtin.status());
+    if (!builtin.ok()) Fail("generate", builtin.status());
     dir = *builtin;
   }
   model::EngineOptions options;
@@ -49,20 +44,20 @@ void Run(const GenerateFlags& f) {
   options.device = f.device;
   options.dtype = f.dtype;
   auto engine = model::Engine::Load(dir, options);
-  if (!engine.ok()) Fail(engine.status());
+  if (!engine.ok()) Fail("generate", engine.status());
   auto tokenizer = model::Tokenizer::Load(dir);
-  if (!tokenizer.ok()) Fail(tokenizer.status());
+  if (!tokenizer.ok()) Fail("generate", tokenizer.status());
 
   Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
   if (f.chat) {
     const model::ChatMessage message{"user", f.prompt};
     auto text = (*tokenizer)->chat_template().Apply(std::span(&message, 1), true);
-    if (!text.ok()) Fail(text.status());
+    if (!text.ok()) Fail("generate", text.status());
     prompt = (*tokenizer)->Encode(*text, /*add_special=*/false);
   } else {
     prompt = (*tokenizer)->Encode(f.prompt, /*add_special=*/true);
   }
-  if (!prompt.ok()) Fail(prompt.status());
+  if (!prompt.ok()) Fail("generate", prompt.status());
 
   model::SamplingParams params;
   params.temperature = f.temperature;
@@ -75,7 +70,7 @@ void Run(const GenerateFlags& f) {
   for (int32_t id : (*tokenizer)->eos_ids()) params.stop_token_ids.push_back(id);
   if (f.ignore_eos) params.stop_token_ids.clear();
   auto id = (*engine)->Add(*prompt, params);
-  if (!id.ok()) Fail(id.status());
+  if (!id.ok()) Fail("generate", id.status());
 
   model::IncrementalDetokenizer detok(*tokenizer);
   model::StopStringMatcher stops(f.stop);
@@ -90,7 +85,7 @@ void Run(const GenerateFlags& f) {
   while ((*engine)->HasWork()) {
     events.clear();
     Status s = (*engine)->Step(&events);
-    if (!s.ok()) Fail(s);
+    if (!s.ok()) Fail("generate", s);
     for (const auto& e : events) {
       if (e.is_stop_token) {
         finish = "stop";

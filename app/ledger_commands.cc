@@ -12,7 +12,7 @@
 
 #include "app/commands.h"
 #include "common/json_text.h"
-#include "gateway/cost_report.h"
+#include "ledger/cost_report.h"
 
 namespace pdserve::app {
 
@@ -74,11 +74,6 @@ Status WriteOutput(const std::string& path, const std::string& text) {
 namespace {
 
 using Json = nlohmann::json;
-
-[[noreturn]] void Fail(const std::string& command, const Status& status) {
-  std::cerr << "pdserve " << command << ": " << status.ToString() << "\n";
-  throw CLI::RuntimeError(1);
-}
 
 Json WorkerJson(const gateway::WorkerRef& w) {
   return {{"id", w.id},

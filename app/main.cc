@@ -1,4 +1,4 @@
-// pdserve: one binary, one subcommand per process role or tool. See ARCHITECTURE.md.
+// pdserve: one binary, one subcommand per process role or tool. See docs/architecture.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 

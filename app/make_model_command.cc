@@ -24,11 +24,7 @@ void AddMakeModelCommand(CLI::App& app) {
                   "LlamaForCausalLM (default), Qwen2ForCausalLM or MistralForCausalLM");
   cmd->callback([options, dtype] {
     options->dtype = *model::ParseDType(*dtype);
-    Status s = model::MakeModel(*options);
-    if (!s.ok()) {
-      std::cerr << "pdserve make-model: " << s.ToString() << "\n";
-      throw CLI::RuntimeError(1);
-    }
+    ExitOnError("make-model", model::MakeModel(*options));
     std::cout << "wrote " << options->preset << " model to " << options->out_dir << "\n";
   });
 }

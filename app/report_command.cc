@@ -1,14 +1,14 @@
 // `pdserve report`: reads a ledger and a price sheet and writes the cost report (table, CSV,
-// JSON or HTML; gateway/cost_report.h has the definitions). Every input is checked before
+// JSON or HTML; ledger/cost_report.h has the definitions). Every input is checked before
 // anything is written, so a bad price sheet or ledger leaves no --out file behind.
 #include <iostream>
 #include <memory>
 
 #include "app/commands.h"
 #include "common/json_text.h"
-#include "gateway/cost_report.h"
-#include "gateway/cost_report_html.h"
-#include "gateway/price_sheet.h"
+#include "ledger/cost_report.h"
+#include "ledger/cost_report_html.h"
+#include "ledger/price_sheet.h"
 
 namespace pdserve::app {
 namespace {
@@ -67,11 +67,7 @@ void AddReportCommand(CLI::App& app) {
   AddLedgerFilterFlags(*cmd, f->filter);
   cmd->callback([f] {
     auto text = RenderReport(*f);
-    Status s = text.ok() ? WriteOutput(f->out, *text) : text.status();
-    if (!s.ok()) {
-      std::cerr << "pdserve report: " << s.ToString() << "\n";
-      throw CLI::RuntimeError(1);
-    }
+    ExitOnError("report", text.ok() ? WriteOutput(f->out, *text) : text.status());
   });
 }
 

@@ -32,11 +32,6 @@ constexpr const char* kKvCongestionHelp =
     "runs bbr, which paces bursty KV transfers well below the link), default (the host's), or a "
     "name";
 
-[[noreturn]] void Fail(const char* command, const Status& s) {
-  std::cerr << "pdserve " << command << ": " << s.ToString() << "\n";
-  throw CLI::RuntimeError(1);
-}
-
 std::string ModelOrBuiltin(const char* command, const std::string& dir) {
   if (!dir.empty()) return dir;
   auto builtin = model::EnsureBuiltinModel();
@@ -160,8 +155,7 @@ void RunUp(const UpFlags& f) {
     int status = 0;
     if (::waitpid(children[0], &status, WNOHANG) == children[0]) {
       children.clear();
-      std::cerr << "pdserve up: the gateway exited during start-up\n";
-      throw CLI::RuntimeError(1);
+      Fail("up", Unavailable("the gateway exited during start-up"));
     }
     std::ifstream in(ready);
     if (in) ports = nlohmann::json::parse(in, nullptr, false);

@@ -1,6 +1,6 @@
 #include "app/token_counter.h"
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::app {
 

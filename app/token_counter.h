@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "bench/dataset.h"
+#include "bench/serve/dataset.h"
 #include "common/status.h"
 
 namespace pdserve::app {

@@ -10,7 +10,7 @@
 
 #include "app/commands.h"
 #include "common/json_text.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::app {
 namespace {
@@ -23,9 +23,8 @@ struct TokenizeOptions {
   bool skip_special = false;
 };
 
-[[noreturn]] void Fail(size_t line_number, const std::string& message) {
-  std::cerr << "pdserve tokenize: line " << line_number << ": " << message << "\n";
-  throw CLI::RuntimeError(1);
+[[noreturn]] void FailAtLine(size_t line_number, const std::string& message) {
+  Fail("tokenize", InvalidArgument("line " + std::to_string(line_number) + ": " + message));
 }
 
 void EncodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& options) {
@@ -37,16 +36,16 @@ void EncodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& optio
     if (options.json_lines) {
       try {
         nlohmann::json value = nlohmann::json::parse(line);
-        if (!value.is_string()) Fail(line_number, "expected a JSON string (--json-lines)");
+        if (!value.is_string()) FailAtLine(line_number, "expected a JSON string (--json-lines)");
         text = value.get<std::string>();
       } catch (const nlohmann::json::exception& e) {
-        Fail(line_number, std::string("not a JSON string: ") + e.what());
+        FailAtLine(line_number, std::string("not a JSON string: ") + e.what());
       }
     } else {
       text = std::move(line);
     }
     auto ids = tokenizer.Encode(text, options.add_special);
-    if (!ids.ok()) Fail(line_number, ids.status().ToString());
+    if (!ids.ok()) FailAtLine(line_number, ids.status().ToString());
     std::cout << nlohmann::json(*ids).dump() << '\n';
   }
 }
@@ -60,16 +59,16 @@ void DecodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& optio
     ids.clear();
     try {
       nlohmann::json value = nlohmann::json::parse(line);
-      if (!value.is_array()) Fail(line_number, "expected a JSON array of token ids");
+      if (!value.is_array()) FailAtLine(line_number, "expected a JSON array of token ids");
       for (const auto& id : value) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
             id.get<int64_t>() >= tokenizer.vocab_size()) {
-          Fail(line_number, "not a token id of this tokenizer: " + DescribeJson(id));
+          FailAtLine(line_number, "not a token id of this tokenizer: " + DescribeJson(id));
         }
         ids.push_back(id.get<int32_t>());
       }
     } catch (const nlohmann::json::exception& e) {
-      Fail(line_number, std::string("not a JSON array: ") + e.what());
+      FailAtLine(line_number, std::string("not a JSON array: ") + e.what());
     }
     std::string text = tokenizer.Decode(ids, options.skip_special);
     if (options.json_lines) {
@@ -106,8 +105,7 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->callback([options] {
     auto tokenizer = model::Tokenizer::Load(options->tokenizer);
     if (!tokenizer.ok()) {
-      std::cerr << "pdserve tokenize: " << tokenizer.status().ToString() << "\n";
-      throw CLI::RuntimeError(1);
+      Fail("tokenize", tokenizer.status());
     }
     std::ios::sync_with_stdio(false);
     if (options->decode) {
@@ -117,8 +115,7 @@ void AddTokenizeCommand(CLI::App& app) {
     }
     std::cout.flush();
     if (!std::cout) {
-      std::cerr << "pdserve tokenize: cannot write to stdout\n";
-      throw CLI::RuntimeError(1);
+      Fail("tokenize", Unavailable("cannot write to stdout"));
     }
   });
 }

@@ -1,6 +1,6 @@
 // FramedConnection: control messages (proto::Envelope) over one TCP socket, each frame a 4-byte
-// big-endian length and the serialized message (ARCHITECTURE.md, "Wire protocols"). Used by the
-// gateway for each worker and by each worker for its gateway.
+// big-endian length and the serialized message (docs/architecture.md, "Wire protocols"). Used by
+// the gateway for each worker and by each worker for its gateway.
 //
 // Threads: reads and writes run on the connection's strand. Send and Close may be called from
 // any thread. Handlers are called on the strand, never concurrently. The close handler runs

@@ -1,5 +1,6 @@
 // Escapes text for HTML element content and quoted attribute values (& < > " '). Used by the
-// HTML reports (bench/html_report, gateway/cost_report_html). Pure function: safe from any thread.
+// HTML reports (bench/serve/html_report, ledger/cost_report_html). Pure function: safe from any
+// thread.
 #pragma once
 
 #include <string>

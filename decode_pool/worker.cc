@@ -2,6 +2,8 @@
 
 #include "common/host_identity.h"
 #include "model/sampling_proto.h"
+#include "worker/messages.h"
+#include "worker/serve_loop.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -24,15 +26,11 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   if (options.role != "both" && options.role != "decode") {
     return InvalidArgument("a decode worker's role is decode or both, got '" + options.role + "'");
   }
-  PDSERVE_RETURN_IF_ERROR(options.identity.Validate());
-  if (options.gateway.port == 0) return InvalidArgument("the gateway's control port is required");
+  PDSERVE_RETURN_IF_ERROR(options.Validate());
   PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
-  if (options.metrics_port >= 0) {
-    PDSERVE_ASSIGN_OR_RETURN(worker->metrics_,
-                             WorkerMetrics::Start("127.0.0.1", options.metrics_port, options.role));
-  }
+  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, options.role));
   return worker;
 }
 
@@ -73,56 +71,31 @@ void Worker::Drain() {
 }
 
 Status Worker::Run() {
-  proto::Register r;
-  const auto& c = engine_->config();
-  r.set_role(options_.role);
-  options_.identity.Fill(&r);
-  r.set_device(engine_->backend().device());
-  r.set_kv_pages(engine_->pages().num_pages());
-  r.set_page_size(engine_->backend().kv_shape().page_size);
-  r.set_model_id(c.model_id);
-  r.set_max_context(c.max_seq_len);
+  proto::Register r = RegisterFor(options_.role, *engine_, options_.identity);
   if (listener_) {
     r.set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
     r.set_layout_hash(layout_->hash);
   }
-  PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
-  return ServeWithReconnects(
-      *link_, options_.gateway_reconnect_seconds, [this] { return Serve(); },
+  return ConnectAndServe(
+      options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
 }
 
 Status Worker::Serve() {
-  const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.heartbeat_seconds));
-  auto next_heartbeat = Clock::now();
-  bool announced_drain = false;
-  std::deque<proto::Envelope> inbox;
-  while (true) {
-    const auto until = Idle() ? std::min(next_heartbeat, Clock::now() + heartbeat) : Clock::now();
-    inbox.clear();
-    if (!link_->WaitForMessages(&inbox, until)) break;
-    for (auto& m : inbox) Handle(m);
+  ServeTurn turn;
+  turn.handle = [this](proto::Envelope& m) { Handle(m); };
+  turn.busy = [this] { return !Idle(); };
+  turn.work = [this] {
     DropFailedReservations();
     if (engine_->HasWork()) RunStep();
-    if (draining_ && !announced_drain) {
-      announced_drain = true;
-      SendLoad();
-      spdlog::info("draining: finishing {} running, {} waiting and {} reserved sequences",
-                   engine_->num_running(), engine_->num_waiting(), reserved_.size());
-    }
-    if (draining_ && Idle()) break;
-    if (Clock::now() >= next_heartbeat) {
-      SendLoad();
-      next_heartbeat = Clock::now() + heartbeat;
-    }
-  }
-  Status lost = link_->LostStatus();
-  if (lost.ok()) {
-    SendLoad();
-    link_->CloseAfterFlush(std::chrono::seconds(10));  // the last tokens reach the gateway
-  }
-  return lost;
+  };
+  turn.drained = [this] { return Idle(); };
+  turn.send_load = [this] { SendLoad(); };
+  turn.announce_drain = [this] {
+    spdlog::info("draining: finishing {} running, {} waiting and {} reserved sequences",
+                 engine_->num_running(), engine_->num_waiting(), reserved_.size());
+  };
+  return ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
 }
 
 void Worker::AbandonRequests() {
@@ -180,11 +153,7 @@ void Worker::Handle(proto::Envelope& m) {
 }
 
 void Worker::SendError(uint64_t request_id, const std::string& message, bool retryable) {
-  proto::Envelope e;
-  e.mutable_error()->set_request_id(request_id);
-  e.mutable_error()->set_message(message);
-  e.mutable_error()->set_retryable(retryable);
-  link_->Send(e);
+  SendRequestError(*link_, request_id, message, retryable);
 }
 
 void Worker::HandleGenerate(const proto::Generate& g) {
@@ -287,18 +256,17 @@ void Worker::RunStep() {
     seq_of_request_.clear();
     return;
   }
-  busy_seconds_ += stats.seconds;
-  if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
-  if (!stats.seq_ids.empty()) {
-    link_->Send(model::StepReportMessage(stats, [&](uint64_t seq) -> uint64_t {
-      auto it = request_of_seq_.find(seq);
-      return it == request_of_seq_.end() ? 0 : it->second;
-    }));
-    for (uint64_t seq : stats.seq_ids) {
-      auto t = timing_.find(seq);
-      if (t != timing_.end() && t->second.first_step == Clock::time_point{}) {
-        t->second.first_step = stats.start;
-      }
+  ReportStep(
+      *link_, metrics_.get(), stats,
+      [&](uint64_t seq) -> uint64_t {
+        auto it = request_of_seq_.find(seq);
+        return it == request_of_seq_.end() ? 0 : it->second;
+      },
+      &busy_seconds_);
+  for (uint64_t seq : stats.seq_ids) {
+    auto t = timing_.find(seq);
+    if (t != timing_.end() && t->second.first_step == Clock::time_point{}) {
+      t->second.first_step = stats.start;
     }
   }
   for (const auto& e : events) {

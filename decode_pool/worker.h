@@ -21,22 +21,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/gateway_link.h"
 #include "common/status.h"
-#include "common/worker_metrics.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
+#include "worker/gateway_link.h"
+#include "worker/worker_metrics.h"
+#include "worker/worker_options.h"
 
 namespace pdserve::decode_pool {
 
-struct WorkerOptions {
-  GatewayLinkOptions gateway;  // the gateway's control address; port required
-  std::string role = "both";   // "both" or "decode"
-  WorkerIdentity identity;
-  std::string model_dir;
-  model::EngineOptions engine;
-  double heartbeat_seconds = 0.5;
+struct WorkerOptions : SharedWorkerOptions {
+  std::string role = "both";  // "both" or "decode"
   // Role decode: where prefill workers push KV. The advertised host is what peers dial.
   std::string kv_bind_address = "127.0.0.1";
   std::string kv_advertise_host = "127.0.0.1";
@@ -46,9 +42,6 @@ struct WorkerOptions {
   // TCP KV: payload CRCs checked on a worker pool beside the listener's I/O thread
   // (TcpKvListenerOptions::offload_tcp_checksums).
   bool kv_offload_checksums = false;
-  int metrics_port = -1;  // Prometheus /metrics: -1 off, 0 chosen by the OS
-  // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
-  double gateway_reconnect_seconds = 60;
 };
 
 class Worker {

@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "gateway/gateway_metrics.h"
-#include "gateway/ledger.h"
 #include "gateway/openai_response.h"
-#include "gateway/worker_registry.h"
-#include "model/detokenizer.h"
-#include "model/stop_strings.h"
-#include "model/tokenizer.h"
+#include "ledger/ledger.h"
+#include "router/worker_registry.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::gateway {
 

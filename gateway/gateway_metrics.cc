@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "gateway/worker_registry.h"
+#include "router/worker_registry.h"
 
 namespace pdserve::gateway {
 

@@ -1,5 +1,5 @@
 // GatewayMetrics: the gateway's Prometheus metrics, with vLLM's names (prefixed pdserve_),
-// meanings and bucket choices (ARCHITECTURE.md, "Metrics"), served as text at GET /metrics.
+// meanings and bucket choices (docs/architecture.md, "Metrics"), served as text at GET /metrics.
 // prometheus-cpp's metrics are thread-safe: record from any thread.
 #pragma once
 

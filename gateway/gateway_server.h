@@ -12,10 +12,10 @@
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
-#include "gateway/ledger.h"
 #include "gateway/tenant_quota.h"
-#include "gateway/worker_registry.h"
-#include "model/tokenizer.h"
+#include "ledger/ledger.h"
+#include "router/worker_registry.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::gateway {
 

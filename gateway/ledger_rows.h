@@ -1,15 +1,15 @@
 // Turning what the registry knows about workers and attempts into the ledger's rows: a worker's
 // Register as a WorkerRef, a registration period as a WorkerPeriod, and an attempt's usage priced
-// by the cost model (ARCHITECTURE.md, "Cost model"). Pure functions: any thread. Called by the
+// by the cost model (docs/architecture.md, "Cost model"). Pure functions: any thread. Called by the
 // gateway (CompletionCall for attempts, GatewayServer for periods).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "gateway/cost_model.h"
-#include "gateway/ledger.h"
-#include "gateway/worker_registry.h"
+#include "ledger/cost_model.h"
+#include "ledger/ledger.h"
+#include "router/worker_registry.h"
 
 namespace pdserve::gateway {
 

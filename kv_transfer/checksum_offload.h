@@ -1,8 +1,8 @@
 // Checking CRCs on more than one CPU. ParallelCrc32c is the sending side's: a TCP chunk's
 // CRC32C must be known before its header goes out, and one thread reading a cold chunk from
-// memory was a third of a sender's CPU per MiB in `bench kv` above 64 MiB; the chunk is cut into
-// spans checked at once on a small pool and the calling thread, and joined with Crc32cCombine.
-// (The receiving side's is ChunkChecksum, which follows the socket reads instead.)
+// memory is a large share of a sender's CPU (docs/benchmarks.md, Checksums); the chunk is cut
+// into spans checked at once on a small pool and the calling thread, and joined with
+// Crc32cCombine. (The receiving side's is ChunkChecksum, which follows the socket reads instead.)
 // AllowedCpus says whether there is a second CPU to use. For the TCP transport and listener.
 #pragma once
 

@@ -21,7 +21,7 @@
 namespace pdserve::kv_transfer {
 
 // The pool checks spans of at least this many bytes (a chunk's last span may be shorter); each
-// is one task, of about 4 us at ISA-L's rate from L2 and cheap against the hand-over.
+// is one task, sized against the cost of handing it over (docs/benchmarks.md, Checksums).
 inline constexpr size_t kChecksumSpan = 256 << 10;
 
 class ChunkChecksum : public std::enable_shared_from_this<ChunkChecksum> {

@@ -13,7 +13,7 @@ constexpr uint32_t kPoly = 0x82f63b78;  // reflected Castagnoli polynomial
 
 // Crc32cFromMemory: blocks of kBlock bytes, each checksummed kPiece bytes at a time; between
 // pieces, the next block's share of prefetches, its lines taken from kPrefetchStreams equal
-// parts in turn. Two streams gave 12.2-13.4 GB/s, eight 12.9-13.3, blocks of 512 KiB 12.5-13.1.
+// parts in turn. The sizes follow the measurements in docs/benchmarks.md (Checksums).
 constexpr size_t kBlock = kCrc32cFromMemoryBlock;
 constexpr size_t kPiece = 16 << 10;
 constexpr size_t kPrefetchStreams = 4;

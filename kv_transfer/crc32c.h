@@ -1,6 +1,6 @@
 // CRC32C (Castagnoli, as in iSCSI and ext4) of KV chunk payloads and frame headers. Backed by
 // Intel's ISA-L (crc32_iscsi), which picks its fastest kernel at run time (AVX-512 VPCLMULQDQ
-// folding where present, about twice the rate of interleaved SSE4.2 crc32 instructions).
+// folding where present).
 // Pure functions: safe from any thread.
 #pragma once
 
@@ -15,8 +15,7 @@ uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
 // The same value as Crc32c, for bytes that are likely not in cache (a KV chunk about to go out):
 // read block by block while the next block is prefetched as kPrefetchStreams interleaved
 // sequential streams. One core reading one stream from memory gets what its line fill buffers
-// allow; the L2 streamer runs ahead of each of several streams. 4 MiB buffers out of cache:
-// 13.3-13.6 GB/s against 9.7-11.2 GB/s for Crc32c (same run).
+// allow; the L2 streamer runs ahead of each of several streams (docs/benchmarks.md, Checksums).
 uint32_t Crc32cFromMemory(const void* data, size_t n, uint32_t crc = 0);
 // Its block: buffers up to this size go straight to Crc32c.
 inline constexpr size_t kCrc32cFromMemoryBlock = 256 << 10;

@@ -54,8 +54,8 @@ struct ExportedLayer {
 
 // Waits for `event`, never past `deadline`.
 Status WaitEvent(cudaEvent_t event, Clock::time_point deadline, const char* what) {
-  // A GiB copies in about 0.5 ms on an H200; past the spin, a sleep's overshoot on a virtual
-  // machine added tens of microseconds to each wait.
+  // Spin first: most layers' copies end within the spin, and a sleep would overshoot their end
+  // (docs/benchmarks.md, CUDA IPC).
   const auto spin_until = Clock::now() + std::chrono::milliseconds(2);
   for (;;) {
     const cudaError_t e = cudaEventQuery(event);
@@ -132,9 +132,8 @@ class CudaIpcSender final : public DevicePayloadSender {
   }
 
   // Waits for the copies' events in order (StartCopies says where they are): the transport
-  // sends each chunk's header while later chunks still copy. (One wait a 2 MiB chunk, each wait
-  // for its own copy, once held a 256 MiB layer to 24 GB/s on an H200.) After a failure the
-  // stream may still hold copies that read the staging buffers: this sender copies no more.
+  // sends each chunk's header while later chunks still copy. After a failure the stream may
+  // still hold copies that read the staging buffers: this sender copies no more.
   Status FlushInOrder(Clock::time_point deadline, size_t n_sends,
                       const std::function<void(size_t)>& ready) override {
     if (!broken_.ok()) {
@@ -167,8 +166,8 @@ class CudaIpcSender final : public DevicePayloadSender {
   }
 
   // Enqueues pending_'s copies on stream_ and records events after them (EventAt). Copies that
-  // average a MiB or more go by cudaMemcpyAsync each (its copy ran at 2,106 GB/s a GiB on an
-  // H200, the kernel's at 1,955), an event after each; up to kMemcpyMaxRuns smaller ones too,
+  // average a MiB or more go by cudaMemcpyAsync each (faster than the kernel for large copies:
+  // docs/benchmarks.md, CUDA IPC), an event after each; up to kMemcpyMaxRuns smaller ones too,
   // one event after the last; more small ones by one launch of the copy kernel and one event,
   // as a call a run would cost more than their copies.
   Status StartCopies(std::vector<size_t>* marks) {

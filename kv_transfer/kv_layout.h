@@ -1,6 +1,6 @@
 // KvLayout: what a prefill and a decode worker must agree on before KV bytes move between them
-// (ARCHITECTURE.md, "KV layout"): model id, KV dtype, layers, KV heads, head dim, page size and
-// the layout version, and `hash`, a stable 64-bit digest of those fields. Two workers whose
+// (docs/architecture.md, "KV layout"): model id, KV dtype, layers, KV heads, head dim, page size
+// and the layout version, and `hash`, a stable 64-bit digest of those fields. Two workers whose
 // hashes differ refuse each other in the handshake and in every chunk header.
 // An immutable value: built once, safe to read from any thread.
 #pragma once

@@ -206,7 +206,8 @@ Result<KvReceiver::ChunkTarget> KvReceiver::BeginChunk(PeerId peer, const FrameH
   // Every page must be in the reservation's filled part and not yet covered for this layer.
   // `pages` is ascending and distinct, so [first, first + count) is reserved exactly when it
   // starts at some position and the page count - 1 further on is first + count - 1: a binary
-  // search, not a lookup a page (a hash lookup a page cost 0.7 ms for a 1 GiB layer).
+  // search, not a lookup a page, which a large layer's page count makes slow
+  // (docs/benchmarks.md, CUDA IPC).
   const size_t n = r.pages.size();
   const auto filled_end = r.pages.begin() + r.filled_pages;
   const auto at = std::lower_bound(r.pages.begin(), filled_end, static_cast<int32_t>(first));

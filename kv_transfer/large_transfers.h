@@ -1,8 +1,8 @@
 // A completion condition for Asio's composed socket operations (async_read, async_write) on the
 // KV side channel. By default they hand the kernel at most 64 KiB per system call, and each
-// call is a round through the reactor; KV chunks are megabytes, and on loopback that cost a
-// third of the bandwidth. With LargeTransfers each call may move up to 16 MiB. For the TCP
-// transport and listener only.
+// call is a round through the reactor; KV chunks are megabytes, and those rounds cost loopback
+// much of its bandwidth (docs/benchmarks.md, TCP transport and listener). With LargeTransfers
+// each call may move up to 16 MiB. For the TCP transport and listener only.
 #pragma once
 
 #include <cstddef>

@@ -31,11 +31,8 @@ namespace {
 
 constexpr size_t kDrainBuffer = 1 << 20;
 // Largest socket read of a chunk payload; each piece is CRC'd while it is still in cache (unless
-// the worker pool checks the CRCs). A quarter of L2: alternated sweeps to 64 MiB (pinned
-// loopback, pools out of cache) gave 0.74-0.78 of the plain socket at 4 MiB and 0.82-0.90 above,
-// against 0.65-0.71 and 0.77-0.82 with 1 MiB pieces; 128 and 512 KiB fell between. Nor did
-// the receiver's CPU per MiB favour another size (bench kv, two sweeps each): 217-249 us at
-// 256 KiB, 209-268 at 128 KiB, 217-267 at 512 KiB, 235-282 at 1 MiB.
+// the worker pool checks the CRCs). A quarter of L2: the size follows the loopback sweeps in
+// docs/benchmarks.md (TCP transport and listener), in bandwidth and in the receiver's CPU.
 constexpr size_t kPayloadPiece = 256 << 10;
 // Frames read inline (ReadNow) before one goes through the reactor, which unwinds the stack.
 constexpr int kMaxInlineFrames = 16;
@@ -303,8 +300,8 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
       return ReadHeader();
     }
     if (path_ != PayloadPath::kTcp && device_->CompleteOnHeader()) {
-      // The bytes are in place: acknowledge here, without two thread hops. On an H200, a 1 MiB
-      // IPC push took 177 us with them and 58 us without.
+      // The bytes are in place: acknowledge here, without two thread hops, which would add to
+      // every push's latency (docs/benchmarks.md, CUDA IPC).
       SendControl(FrameType::kAck, h.request_id, h.layer, h.first_page, h.page_count,
                   receiver_.EndChunk(peer_, h, Status::Ok()), {}, /*defer=*/true);
       return ReadHeader();

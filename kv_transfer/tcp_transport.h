@@ -1,4 +1,4 @@
-// The TCP side channel of the KV hand-over (ARCHITECTURE.md, "Wire protocols"), on Boost.Asio.
+// The TCP side channel of the KV hand-over (docs/architecture.md, "Wire protocols"), on Boost.Asio.
 // TcpTransport (prefill side) is one connection to one decode worker's TcpKvListener, shared by
 // many requests. Chunks go straight from the KV pool into the socket, with no staging copy: big
 // layer pushes by reference (vmsplice and splice, so not even a copy into the socket), small ones
@@ -49,29 +49,23 @@ struct TcpTransportOptions {
   // reference, not by copy (payload_splicer.h); where the host refuses, the transport logs why
   // once and copies. 0: splice every push; kNeverSplice: copy every push (sendmsg). Splicing
   // leaves the sender only the checksum, and since the sender checksums from memory in streams
-  // (Crc32cFromMemory) it is ahead of copying or level at every size on a 2-vCPU loopback
-  // (alternated sweeps, three each, against copying below 4 MiB): sweeps to 1 MiB gave 0.81-0.86
-  // of a plain socket at 256 KiB against 0.72-0.75 and 0.93-1.01 at 1 MiB against 0.86-0.91;
-  // sweeps to 64 MiB gave 0.72-0.77 at 128-256 KiB against 0.58-0.70, and level from 512 KiB.
-  // (Before that change, copying was 8-10% ahead at 1-2 MiB.)
+  // (Crc32cFromMemory) splicing is ahead of copying or level at every size: the default follows
+  // the loopback measurements in docs/benchmarks.md (Splice against copy).
   size_t splice_min_layer_bytes = 0;
-  // TCP: ... and at most this many: larger pushes are copied. In paired `bench kv` runs, both on
-  // 2 and on 16 CPUs, splicing kept pace with copying up to 64 MiB, then fell behind: 0.69-0.71
-  // of a plain socket against 0.71-0.76 at 128 MiB, 0.59-0.61 against 0.71-0.76 at 256 MiB.
+  // TCP: ... and at most this many: larger pushes are copied, as splicing falls behind copying
+  // past this size (docs/benchmarks.md, Splice against copy).
   size_t splice_max_layer_bytes = 64u << 20;
   // CUDA IPC: a layer's runs of pages are cut into chunks of at most this many bytes; where
   // they average a MiB or more, each chunk's header leaves as soon as its copy is done while the
   // later ones still copy, so the receiver acks the first chunks during the copy instead of all
-  // of them after it. Must be > 0. On an H200 a push of
-  // 1 GiB in one piece waited 220-390 us for its ack (the receiver slept through the copy); in
-  // 32 MiB pieces 30 us, but the pieces' copies took 140 us more than one copy.
+  // of them after it. Must be > 0. The default weighs the ack's wait against what smaller
+  // pieces add to the copies (docs/benchmarks.md, CUDA IPC).
   size_t device_piece_bytes = 128u << 20;
   // TCP: compute each chunk's CRC on `checksum_threads` pool threads beside the writing thread
   // (ParallelCrc32c), where this process may run on two CPUs or more; otherwise the writing
-  // thread alone reads the chunk for its CRC before sending it. Above 64 MiB, where payloads are
-  // copied, that read left a 2-vCPU loopback's sender, busy all the time, at 1.4-1.5 times a
-  // plain sender's CPU per MiB and 0.71-0.73 of its bandwidth. Off until measured on a host with
-  // cores to spare (scripts/gpu-check bench-tcp).
+  // thread alone reads the chunk for its CRC before sending it, which makes the sender the limit
+  // where payloads are copied (docs/benchmarks.md, TCP loopback). Off until measured on a host
+  // with cores to spare (scripts/gpu-check bench-tcp).
   bool offload_checksums = false;
   int checksum_threads = 3;
   int device = 0;  // CUDA device of the KV pools (GPU paths only)
@@ -100,8 +94,7 @@ class TcpTransport final : public Transport {
   Status Wait(uint64_t request_id) override;
   void Cancel(uint64_t request_id, std::string_view reason) override;
   std::optional<TransferState> State(uint64_t request_id) const override;
-  // False once the connection is lost.
-  bool connected() const;
+  bool connected() const override;
 
   class Impl;
 
@@ -119,9 +112,8 @@ struct TcpKvListenerOptions {
   // the I/O thread), where this process may run on two CPUs or more; otherwise the I/O thread
   // checks each piece right after reading it. A chunk stays pinned until its spans are checked,
   // on a pool GPU receives share: a request whose deadline passes meanwhile closes the connection
-  // (KvReceiver's abort of a stuck write). Off until measured on a host with cores to spare: on a
-  // 2-vCPU loopback, where the pool shares the sender's core, it cut 4 MiB pushes from 0.74-0.94
-  // of a plain socket to 0.58-0.62 (`bench kv --no-pin`).
+  // (KvReceiver's abort of a stuck write). Off until measured on a host with cores to spare:
+  // where the pool shares the sender's core, it slows pushes (docs/benchmarks.md, Checksums).
   bool offload_tcp_checksums = false;
   // A connection must send its hello within this.
   std::chrono::milliseconds handshake_timeout{5000};

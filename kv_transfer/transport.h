@@ -1,11 +1,11 @@
 // Transport: the sending side of the KV hand-over from a prefill worker to one decode worker
-// (ARCHITECTURE.md, "A request's life", step 4). The decode worker reserved pages for the request
-// (KvReceiver::Reserve) and told the prefill worker their ids; the prefill worker Opens the
+// (docs/architecture.md, "A request's life", step 4). The decode worker reserved pages for the
+// request (KvReceiver::Reserve) and told the prefill worker their ids; the prefill worker Opens the
 // request with its own page ids mapped onto those, pushes each layer as it finishes, and Waits
 // until every chunk was acknowledged after being applied, or the request Failed.
 // Many requests share one Transport (one connection to one peer). Implementations:
 // TcpTransport (tcp_transport.h), with the TCP, NCCL or CUDA-IPC payload path, and FakeTransport
-// (fake_transport.h) for tests. All methods are safe to call from any thread.
+// (tests/fakes/fake_transport.h) for tests. All methods are safe to call from any thread.
 #pragma once
 
 #include <chrono>
@@ -54,6 +54,8 @@ class Transport {
   virtual void Cancel(uint64_t request_id, std::string_view reason) = 0;
   // nullopt for an unknown (or already waited-for) request.
   virtual std::optional<TransferState> State(uint64_t request_id) const = 0;
+  // False once the connection to the peer is lost; a new Transport must be made.
+  virtual bool connected() const = 0;
 };
 
 }  // namespace pdserve::kv_transfer

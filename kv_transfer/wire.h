@@ -1,4 +1,4 @@
-// The KV side channel's frames (ARCHITECTURE.md, "Wire protocols"). Every frame is a fixed
+// The KV side channel's frames (docs/architecture.md, "Wire protocols"). Every frame is a fixed
 // 64-byte little-endian header, protected by its own CRC32C, followed by `byte_count` payload
 // bytes:
 //   kHello      sender -> receiver, first frame: the sender's layout hash and payload path;

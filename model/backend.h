@@ -1,6 +1,7 @@
 // Backend: runs the model's forward pass for one engine step over a mixed batch (prompt chunks
 // of any length and single decoding tokens together), reading and writing the paged KV cache it
-// owns. Implementations: CpuBackend (cpu_backend.h) and, when built with CUDA, the CUDA backend.
+// owns. Implementations: CpuBackend (cpu_backend.h) and, when built with CUDA, the CUDA backend;
+// CreateBackend (backend_factory.h) makes the one a device string names.
 // A Backend is owned and driven by one thread (the engine's); KvLayerData pointers may be
 // handed to a KV transport that writes pages the engine has reserved but does not run yet.
 #pragma once
@@ -53,6 +54,13 @@ class Backend {
 
   // The start of one layer's page pool (host or device memory), for KV transports.
   virtual void* KvLayerData(int layer) = 0;
+
+  // Whether ForwardGreedy picks tokens where the logits are (a GPU), so that only token ids
+  // cross to the host: the engine then calls it for steps whose rows are all greedy.
+  virtual bool greedy_on_device() const { return false; }
+  // Forward, then the greedy token of every logit row (the rows Forward would return; lowest id
+  // among equal maxima, as Sampler). Here: Forward's logits, argmax on the host.
+  virtual Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* tokens);
 };
 
 }  // namespace pdserve::model

@@ -94,8 +94,8 @@ void AddWeightedChunk(const float* p, const float* const* value, int keys, int n
 // a multiply-add chain from zero in key order, then added to a total that started at zero. Those
 // are AddWeightedChunk's operations on each element (its chunk sum, then the add into out, which
 // the caller zeroed), so the same bits, 16 columns to a register. The totals stay in registers
-// from the first chunk to the last; written to out once, they no longer go through memory after
-// every chunk, and G heads share each value load. slot() runs once per key (LineFeed).
+// from the first chunk to the last; written to out once, they do not go through memory between
+// chunks, and G heads share each value load. slot() runs once per key (LineFeed).
 template <int G, typename Slot>
 PDSERVE_AVX512 void AddWeightedRows512(const float* const p[G], const float* const* value,
                                        int count, int column, float* const out[G],
@@ -128,15 +128,13 @@ PDSERVE_AVX512 void AddWeightedRows512(const float* const p[G], const float* con
 
 // Prefetches the next call's rows a few cache lines at a time from inside the arithmetic's inner
 // loops: one "slot" is a step of 8 columns of the scores or one key of the values. Spread that
-// thin, the misses overlap the sums; issued in bursts between chunks (the feed this replaced),
-// they filled the core's line fill buffers and stalled it until the lines came in: a decode
-// token of 144 positions, its rows in memory, took 29-31 us instead of 24-26 us.
+// thin, the misses overlap the sums; issued in bursts between chunks, they would fill the core's
+// line fill buffers and stall it until the lines came in.
 //
 // The lines go out as kStreams sequential streams, each walking its own part of the rows, one
 // line of each in turn: the L2 streamer runs ahead of each stream it sees, so several at once
 // keep more lines in flight than the fill buffers hold (the reason decode's products walk four
-// runs of rows). With four instead of one, a token of 144 positions took 19-26 us instead of
-// 25-34 us in alternated runs of two threads.
+// runs of rows). Both choices are measured in docs/benchmarks.md (CPU engine, Attention).
 //
 // Only the first kMaxPrefetchBytes are fetched, over the call's last slots: fetched further
 // ahead, the next token's first rows would leave the cache again, pushed out by this token's own

@@ -220,8 +220,8 @@ void CpuBackend::Attention(int layer) {
       }
       if (!whole_rows) {
         // One KV head's slice of each row, too sparse for the hardware prefetchers to follow:
-        // read in one sweep of independent loads first (batch-1 decode: attention 146-162 us of
-        // a step instead of 173-206 us).
+        // read in one sweep of independent loads first, so that their misses overlap
+        // (docs/benchmarks.md, Attention).
         const size_t slice = static_cast<size_t>(heads_per_item) * hd * sizeof(float);
         for (int j = 0; j < count; ++j) {
           regions.push_back({keys[j] + g * hd, slice});
@@ -258,8 +258,9 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
   // Row-wise steps run on the OpenMP threads only when the batch is big enough to pay for it.
   const bool rows_in_parallel = t >= 8;
   // A decode batch's norms happen as the products read x_: no pass, and no fork and join, of
-  // their own. A prompt's in a pass split between the threads: every thread normalising every
-  // row of a long prompt cost prefill 1-5%.
+  // their own. A prompt's in a pass split between the threads: in the products, every thread
+  // would normalise every row of a long prompt (docs/benchmarks.md, Decode and prefill
+  // throughput).
   const bool norms_in_products = t <= kNormInProductRows;
   // x_ and the norm for a product, or xn_ normalised and none.
   auto norm_input = [&](const RowNorm& norm) -> std::pair<const float*, const RowNorm*> {

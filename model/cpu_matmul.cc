@@ -102,11 +102,8 @@ void RunRows(const PreparedX& x, const Matrix& w, bool add, int n0, int n1, floa
 }
 
 // Decode's streams a thread: four for every dtype. One core's reads reach the memory's rate
-// only with several sequential streams in flight (a read probe was best at 4 to 8), whatever
-// the arithmetic a byte: on the small preset, f32 rows over 2 streams a thread ran at 0.72-0.90
-// of a 4-stream read probe and over 4 streams at 0.97-1.0 (same run, matrices alone), and
-// batch-1 f32 decode went from 0.72-0.81 to 0.87-0.97 of the roofline. Eight streams were no
-// better for f32 and worse for bf16.
+// only with several sequential streams in flight, whatever the arithmetic a byte; the count
+// follows the read probe and decode measurements in docs/benchmarks.md (Roofline and read probe).
 constexpr int kDecodeStreams = 4;
 constexpr int kStreamStep = 16;  // rows a piece takes from each stream
 
@@ -140,7 +137,8 @@ void SiluTimes(const float* g, const float* u, int n, float* out) {
 // rows of each at a time (a piece is a few microseconds of streaming, and its end the only
 // imbalance left). Otherwise one range a thread, in pieces of L2BlockRows rows (the block a
 // prompt's X passes over), shrinking to kRowUnit rows toward the range's end (a whole block is
-// tens of microseconds at T = 32; paired batch-32 runs: +0-6%).
+// tens of microseconds at T = 32: smaller last pieces even out the threads' ends;
+// docs/benchmarks.md, Decode and prefill throughput).
 struct Split {
   int streams, step, min_step;  // pieces of `step` rows, down to `min_step` near the end
 };
@@ -165,10 +163,10 @@ void RunPieces(const PreparedX& x, const Matrix& w, bool add, const Piece* piece
 // X up to this size is prepared by every thread for itself; larger X (a long prompt's on a big
 // model) once, by the calling thread, for all. One shared copy cost more than it saved: the
 // calling thread had to take back, line by line, what the other threads read in the last
-// product, and packing took 4 times as long as alone (T = 32, 2 threads: 11-13% of a 768-row
-// product, while the other thread waited). Past the bound, a copy per thread would cost too
-// much memory (T = 2048 at K = 14336 is 117 MB a copy), and the packing is a sliver of the
-// product's time anyway.
+// product, and packing took longer than alone while the other threads waited
+// (docs/benchmarks.md, Matrix kernels). Past the bound, a copy per thread would cost too much
+// memory (T = 2048 at K = 14336 is 117 MB a copy), and the packing is a sliver of the product's
+// time anyway.
 constexpr size_t kPerThreadXBytes = size_t{16} << 20;
 
 // Runs run(x, product, pieces, count) on every OpenMP thread over products of `rows` rows each,

@@ -194,8 +194,8 @@ PDSERVE_AVX512 void PanelOrder512(const PackedX& xp, const float* x, int t, int 
   const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
   const int groups = ((t + 1) / 2 + kMP512 - 1) / kMP512;
   // A call's whole share of the next panels goes out before it (kernel_lines 0): a prefetch
-  // argument cost this kernel its registers (GCC then stored the sums every step; prompts 18%
-  // slower).
+  // argument costs this kernel its registers (docs/benchmarks.md, Decode and prefill
+  // throughput).
   ForEachPanel<kNR512>(w, row_bytes, n0, n1, groups, 0,
                        [&](int n, int rows, int g, const PrefetchLines&) {
                          if (rows == kNR512) {

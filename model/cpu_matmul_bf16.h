@@ -3,7 +3,7 @@
 //
 // A bf16 row is read 16 values (32 bytes) at a time. Each 32-bit word holds columns 2i (low
 // half) and 2i+1 (high half), so a shift gives the even columns as f32 and a mask the odd ones,
-// with no shuffle; the shuffles of a widening load were what held bf16 decode below memory speed.
+// with no shuffle: a widening load's shuffles would hold bf16 decode below memory speed.
 // X is packed once per product to match: per 16-column block, its 8 even columns then its 8 odd.
 //
 // Summation order of every output element (all kernels, both instruction sets, any T): lane i
@@ -21,9 +21,9 @@
 namespace pdserve::model::bf16 {
 
 // How far ahead decode's bf16 weight streams prefetch. Splitting bf16 words puts enough work
-// between the loads that the hardware prefetchers fall behind; asking 2 KB ahead gave bf16
-// decode 18-20% (paired runs; 1 KB, 3 KB and 4 KB gave less). The f32 and f16 streams do not
-// prefetch: the same prefetch cost f32 decode 30% and gave f16 nothing.
+// between the loads that the hardware prefetchers fall behind; the distance follows the paired
+// runs in docs/benchmarks.md (Decode and prefill throughput). The f32 and f16 streams do not
+// prefetch: it does not help them (same section).
 constexpr int kStreamPrefetchBytes = 2048;
 
 // X in the even/odd order: per row (AVX2 kernels), or per pair of rows side by side in 16-lane

@@ -119,9 +119,9 @@ void RowsAvx2(const float* x, int t, int ldx, const Matrix& w, int n0, int n1, f
 // ---- Decode (T = 1): several runs of W rows walked side by side ----
 
 // One X row against S runs, one row of each at a time: S sequential weight streams, which the
-// hardware prefetchers follow much better than 8 adjacent rows at once (the kernel this replaced:
-// about 0.95 of a one-stream read probe against 0.8), and S independent sums. Same order per
-// row. No software prefetch: it cost f32 decode 30%, and f16 gained nothing from it.
+// hardware prefetchers follow much better than 8 adjacent rows at once, and S independent sums.
+// Same order per row. No software prefetch: it does not help f32 or f16 (docs/benchmarks.md,
+// Decode and prefill throughput).
 template <DType D, int S, bool kAdd>
 void StreamRuns(const float* x, const Matrix& w, const RowRun* runs) {
   const int k = w.cols;
@@ -240,9 +240,9 @@ constexpr int kNR512 = 6;  // W rows a call: 24 accumulators, 4 X registers, 1 W
 
 // Every group of X rows over one panel of W rows, then the next panel: W streams from memory
 // once, evenly, each panel used by all of X while it is in L1 (L2 at K = 2048), and the next
-// panels go to L2 a slice per call meanwhile (ForEachPanel). X (at most kPanelOrderXBytes) stays in
-// L2. A decode step's products at T = 32 on the small preset, two threads: 243 -> 250-257 GFLOP/s
-// against block order, and batch-32 decode 920-934 -> 981-989 tok/s (paired runs).
+// panels go to L2 a slice per call meanwhile (ForEachPanel). X (at most kPanelOrderXBytes) stays
+// in L2. Decode batches take this order over block order after the paired runs in
+// docs/benchmarks.md (Matrix kernels).
 template <DType D, bool kAdd>
 PDSERVE_AVX512 void PanelOrder512(const PackedPairs& xp, const float* x, int t, int ldx,
                                   const Matrix& w, int n0, int n1, float* y, int ldy) {
@@ -275,9 +275,8 @@ PDSERVE_AVX512 void BlockOrder512(const PackedPairs& xp, const float* x, int t, 
     // The next block's rows go to L2 a slice per kernel call, while this block's are reused
     // (past n1 too: a thread's next piece of rows usually starts there). Only over the passes
     // that find this block in L2, when there are such: during the first, this block's own rows
-    // stream from memory, and fetching the next one beside them slowed both (a decode step's
-    // products at T = 32, one thread, measured before decode batches took the panel order:
-    // 150 GFLOP/s without prefetch, 160 prefetching over every pass, 175 over all but the first).
+    // stream from memory, and fetching the next one beside them slows both (docs/benchmarks.md,
+    // Matrix kernels).
     const char* next = wbase + ne * row_bytes;
     const int next_lines = static_cast<int>((std::min(w.rows, ne + block) - ne) * row_bytes / 64);
     const int first_prefetching_group = groups > 1 ? 1 : 0;

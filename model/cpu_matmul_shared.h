@@ -24,8 +24,8 @@ using CacheLineFloats = std::vector<float, boost::alignment::aligned_allocator<f
 // W rows per block that the T > 1 kernels keep in L2 while every group of a prompt's X rows
 // passes over it (decode batches walk panels instead, below), and the rows of a thread's piece
 // of any T > 1 product: about 256 KB, rounded up to a multiple of 24 rows (every micro-kernel
-// shape divides 24). Rounding down made prefill 8-10% slower at 2,048 tokens a step: a K = 2048
-// block of 24 rows means a pass over all of X (16 MB there) per 24 rows, against one per 48.
+// shape divides 24), not down: a K = 2048 block of 24 rows means a pass over all of X (16 MB
+// there) per 24 rows, against one per 48 (docs/benchmarks.md, Decode and prefill throughput).
 inline int L2BlockRows(size_t row_bytes) {
   const size_t rows = 256 * 1024 / std::max<size_t>(1, row_bytes);
   return static_cast<int>(std::max<size_t>(24, (rows + 23) / 24 * 24));
@@ -81,11 +81,10 @@ struct PrefetchLines {
 // call(n, rows, group, prefetch). Meanwhile the next S = PrefetchLines::kStreams (four) panels
 // (past n1 too: a thread's next piece usually starts there) go to L2 as S streams, a line of
 // each in turn: the panel s ahead (s = 1..S) gets its part S - s of S, so each panel is whole
-// by the time it comes. The L2 streamer runs ahead of each stream it sees; with the next panel
-// alone, one stream at a time, fewer lines were in flight: batch-32 decode went from 939-951 to
-// 1035-1050 tok/s, batch 8 from 399-405 to 472 (alternated runs). Of a call's lines, the first
-// `kernel_lines` are left to the call (prefetch.count says how many), and the rest are sent
-// here before it.
+// by the time it comes. The L2 streamer runs ahead of each stream it sees, so S streams keep
+// more lines in flight than the next panel alone (docs/benchmarks.md, Decode and prefill
+// throughput). Of a call's lines, the first `kernel_lines` are left to the call (prefetch.count
+// says how many), and the rest are sent here before it.
 template <int kRows, typename Call>
 inline void ForEachPanel(const Matrix& w, size_t row_bytes, int n0, int n1, int groups,
                          int kernel_lines, const Call& call) {

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "model/cpu_backend.h"
-#include "model/cuda/cuda_backend.h"
-#include "model/weights.h"
+#include "model/backend_factory.h"
 
 namespace pdserve::model {
 
@@ -28,46 +26,9 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
   if (options.page_size < 1 || options.max_batch_tokens < 1 || options.max_running < 1) {
     return InvalidArgument("page_size, max_batch_tokens and max_running must be >= 1");
   }
-  std::optional<DType> dtype;
-  if (options.dtype != "auto") {
-    dtype = ParseDType(options.dtype);
-    if (!dtype) {
-      return InvalidArgument("dtype '" + options.dtype + "' is not one of auto, f32, bf16, f16");
-    }
-    if (options.device != "cpu" && *dtype != DType::kBF16) {
-      return InvalidArgument("device '" + options.device + "' holds weights in bf16; dtype '" +
-                             options.dtype + "' is for the cpu");
-    }
-  }
   PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
-  // Pages that kv_memory_mb holds when num_pages is 0: K and V of every layer, per page.
-  auto pages_for_memory = [&](DType kv_dtype) {
-    const size_t page_bytes =
-        2ull * options.page_size * config.kv_dim() * DTypeSize(kv_dtype) * config.n_layers;
-    return static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
-  };
-  std::unique_ptr<Backend> backend;
-  if (options.device == "cpu") {
-    PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
-    if (dtype) weights = Weights::ConvertedTo(std::move(weights), *dtype);
-    CpuBackendOptions cpu;
-    cpu.page_size = options.page_size;
-    cpu.threads = options.threads;
-    cpu.num_pages = options.num_pages > 0 ? options.num_pages : pages_for_memory(DType::kF32);
-    PDSERVE_ASSIGN_OR_RETURN(backend, CreateCpuBackend(std::move(weights), config, cpu));
-  } else {
-    CudaBackendOptions cuda;
-    PDSERVE_ASSIGN_OR_RETURN(cuda.device, ParseCudaDevice(options.device));
-    cuda.page_size = options.page_size;
-    cuda.num_pages = options.num_pages > 0 ? options.num_pages : pages_for_memory(DType::kBF16);
-    if (!CudaBackendBuilt()) {
-      return Unimplemented("device '" + options.device +
-                           "' is not available: this pdserve was built without CUDA (use cpu)");
-    }
-    // The host copy of the weights is only read while uploading.
-    PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));
-    PDSERVE_ASSIGN_OR_RETURN(backend, CreateCudaBackend(std::move(weights), config, cuda));
-  }
+  PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                           CreateBackend(model_dir, config, options));
   auto engine = std::make_unique<Engine>(std::move(backend), options);
   std::vector<int32_t> eos(config.eos_token_ids.begin(), config.eos_token_ids.end());
   engine->set_eos_ids(std::move(eos));
@@ -75,10 +36,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
 }
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineOptions& options)
-    : backend_(std::move(backend)),
-      cuda_(dynamic_cast<CudaBackend*>(backend_.get())),
-      options_(options),
-      pool_(backend_->kv_shape().num_pages) {
+    : backend_(std::move(backend)), options_(options), pool_(backend_->kv_shape().num_pages) {
   options_.page_size = backend_->kv_shape().page_size;
 }
 
@@ -201,6 +159,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     *stats = StepStats();
     stats->start = start;
   }
+  const size_t first_event = events->size();  // what the caller had is not this step's
   for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
   cancelled_.clear();
   Admit();
@@ -245,11 +204,11 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   }
   // A GPU picks greedy tokens where the logits are, so only ids cross to the host; any
   // sampled row needs the logits here (its Sampler holds the request's random stream).
-  const bool greedy_on_device =
-      cuda_ && std::all_of(in_batch.begin(), in_batch.end(),
-                           [](const Sequence* s) { return s->params.greedy(); });
+  const bool greedy_on_device = backend_->greedy_on_device() &&
+                                std::all_of(in_batch.begin(), in_batch.end(),
+                                            [](const Sequence* s) { return s->params.greedy(); });
   if (greedy_on_device) {
-    PDSERVE_RETURN_IF_ERROR(cuda_->ForwardGreedy(batch, &greedy_tokens_));
+    PDSERVE_RETURN_IF_ERROR(backend_->ForwardGreedy(batch, &greedy_tokens_));
   } else {
     PDSERVE_RETURN_IF_ERROR(backend_->Forward(batch, &logits_));
   }
@@ -281,7 +240,8 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       stats->seq_prompt.push_back(i >= static_cast<size_t>(decode_tokens));
     }
   }
-  for (const TokenEvent& e : *events) {
+  for (size_t i = first_event; i < events->size(); ++i) {
+    const TokenEvent& e = (*events)[i];
     if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled) continue;
     auto it = running_.find(e.seq_id);
     if (it->second->keep_pages) {

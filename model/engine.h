@@ -18,7 +18,7 @@
 
 #include "common/status.h"
 #include "model/backend.h"
-#include "model/cuda/cuda_backend.h"
+#include "model/backend_factory.h"
 #include "model/kv_pool.h"
 #include "model/model_config.h"
 #include "model/sampler.h"
@@ -126,7 +126,6 @@ class Engine {
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 
   std::unique_ptr<Backend> backend_;
-  CudaBackend* cuda_ = nullptr;  // backend_ when it is the CUDA backend (device argmax)
   EngineOptions options_;
   KvPagePool pool_;
   std::vector<int32_t> eos_ids_;

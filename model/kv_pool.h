@@ -1,6 +1,6 @@
 // The paged KV cache's bookkeeping. KvCacheShape says how the pool's memory is laid out (see
-// ARCHITECTURE.md, "KV layout"): per layer [num_pages][2][page_size][n_kv_heads][head_dim], so one
-// layer's K and V for one page are contiguous. KvPagePool hands out and takes back page ids;
+// docs/architecture.md, "KV layout"): per layer [num_pages][2][page_size][n_kv_heads][head_dim], so
+// one layer's K and V for one page are contiguous. KvPagePool hands out and takes back page ids;
 // the memory itself belongs to the Backend (host memory on CPU, device memory on a GPU).
 // KvPagePool is thread-safe: a decode worker reserves pages from its network thread while the
 // engine thread frees them.

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/safetensors.h"
-#include "model/tokenizer_writer.h"
+#include "tokenizer/tokenizer_writer.h"
 
 namespace pdserve::model {
 namespace {

@@ -3,6 +3,8 @@
 #include "common/host_identity.h"
 #include "kv_transfer/device_payload.h"
 #include "model/sampling_proto.h"
+#include "worker/messages.h"
+#include "worker/serve_loop.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -21,8 +23,7 @@ double Seconds(std::chrono::steady_clock::duration d) {
 }  // namespace
 
 Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorkerOptions& options) {
-  PDSERVE_RETURN_IF_ERROR(options.identity.Validate());
-  if (options.gateway.port == 0) return InvalidArgument("the gateway's control port is required");
+  PDSERVE_RETURN_IF_ERROR(options.Validate());
   PDSERVE_ASSIGN_OR_RETURN(const kv_transfer::PayloadPath path,
                            kv_transfer::ChoosePayloadPath(options.kv_path, options.engine.device));
   PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
@@ -35,10 +36,7 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   if (path != kv_transfer::PayloadPath::kTcp) {
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
-  if (options.metrics_port >= 0) {
-    PDSERVE_ASSIGN_OR_RETURN(worker->metrics_,
-                             WorkerMetrics::Start("127.0.0.1", options.metrics_port, "prefill"));
-  }
+  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, "prefill"));
   return worker;
 }
 
@@ -67,58 +65,31 @@ void PrefillWorker::Drain() {
 }
 
 Status PrefillWorker::Run() {
-  proto::Register r;
-  r.set_role("prefill");
-  options_.identity.Fill(&r);
-  r.set_device(engine_->backend().device());
-  r.set_kv_pages(engine_->pages().num_pages());
-  r.set_page_size(engine_->backend().kv_shape().page_size);
-  r.set_model_id(engine_->config().model_id);
-  r.set_max_context(engine_->config().max_seq_len);
+  proto::Register r = RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
-  PDSERVE_ASSIGN_OR_RETURN(link_, GatewayLink::Connect(options_.gateway, r));
-  return ServeWithReconnects(
-      *link_, options_.gateway_reconnect_seconds, [this] { return Serve(); },
+  return ConnectAndServe(
+      options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
 }
 
 Status PrefillWorker::Serve() {
-  const auto heartbeat = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.heartbeat_seconds));
-  auto next_heartbeat = Clock::now();
-  bool announced_drain = false;
-  std::deque<proto::Envelope> inbox;
-  auto finishing_empty = [&] {
+  ServeTurn turn;
+  turn.handle = [this](proto::Envelope& m) {
+    if (m.has_prefill()) HandlePrefill(m.prefill());
+    if (m.has_cancel()) HandleCancel(m.cancel().request_id());
+  };
+  turn.busy = [this] { return engine_->HasWork(); };
+  turn.work = [this] {
+    if (engine_->HasWork()) RunStep();
+  };
+  turn.drained = [this] {
+    if (engine_->HasWork()) return false;
     std::lock_guard lock(finish_mu_);
     return finishing_.empty() && in_transfer_.empty() && !finisher_busy_;
   };
-  while (true) {
-    const bool idle = !engine_->HasWork();
-    const auto until = idle ? std::min(next_heartbeat, Clock::now() + heartbeat) : Clock::now();
-    inbox.clear();
-    if (!link_->WaitForMessages(&inbox, until)) break;
-    for (auto& m : inbox) {
-      if (m.has_prefill()) HandlePrefill(m.prefill());
-      if (m.has_cancel()) HandleCancel(m.cancel().request_id());
-    }
-    if (engine_->HasWork()) RunStep();
-    if (draining_ && !announced_drain) {
-      announced_drain = true;
-      SendLoad();
-      spdlog::info("draining: finishing {} prompts", pending_.size());
-    }
-    if (draining_ && !engine_->HasWork() && finishing_empty()) break;
-    if (Clock::now() >= next_heartbeat) {
-      SendLoad();
-      next_heartbeat = Clock::now() + heartbeat;
-    }
-  }
-  Status lost = link_->LostStatus();
-  if (lost.ok()) {
-    SendLoad();
-    link_->CloseAfterFlush(std::chrono::seconds(10));
-  }
-  return lost;
+  turn.send_load = [this] { SendLoad(); };
+  turn.announce_drain = [this] { spdlog::info("draining: finishing {} prompts", pending_.size()); };
+  return ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
 }
 
 void PrefillWorker::AbandonRequests() {
@@ -155,15 +126,10 @@ void PrefillWorker::DropTransfer(Pending& p, const char* why) {
 
 void PrefillWorker::SendError(uint64_t request_id, const std::string& message, bool retryable,
                               bool peer_failed) {
-  proto::Envelope e;
-  e.mutable_error()->set_request_id(request_id);
-  e.mutable_error()->set_message(message);
-  e.mutable_error()->set_retryable(retryable);
-  e.mutable_error()->set_peer_failed(peer_failed);
-  link_->Send(e);
+  SendRequestError(*link_, request_id, message, retryable, peer_failed);
 }
 
-Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
+Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
     const proto::Reserved& dst) {
   const std::string& endpoint = dst.kv_endpoint();
   auto it = transports_.find(endpoint);
@@ -198,14 +164,21 @@ Result<std::shared_ptr<kv_transfer::TcpTransport>> PrefillWorker::TransportTo(
   }
   std::vector<const void*> bases;
   for (int l = 0; l < layout_.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
-  auto transport = kv_transfer::TcpTransport::Connect(layout_, std::move(bases),
-                                                      engine_->pages().num_pages(), o);
+  auto dial = [&]() -> Result<std::unique_ptr<kv_transfer::Transport>> {
+    const int pages = engine_->pages().num_pages();
+    if (options_.dial_transport)
+      return options_.dial_transport(layout_, std::move(bases), pages, o);
+    PDSERVE_ASSIGN_OR_RETURN(
+        auto tcp, kv_transfer::TcpTransport::Connect(layout_, std::move(bases), pages, o));
+    return std::unique_ptr<kv_transfer::Transport>(std::move(tcp));
+  };
+  auto transport = dial();
   if (!transport.ok()) {
     unreachable_.Failed(endpoint, std::chrono::steady_clock::now());
     return transport.status();
   }
   unreachable_.Succeeded(endpoint);
-  std::shared_ptr<kv_transfer::TcpTransport> shared = std::move(*transport);
+  std::shared_ptr<kv_transfer::Transport> shared = std::move(*transport);
   transports_[endpoint] = shared;
   spdlog::info("KV transport to {} connected ({})", endpoint, kv_transfer::PayloadPathName(o.path));
   return shared;
@@ -309,19 +282,18 @@ void PrefillWorker::RunStep() {
     seq_of_request_.clear();
     return;
   }
-  busy_seconds_ += stats.seconds;
-  if (metrics_) metrics_->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
-  if (!stats.seq_ids.empty()) {
-    // Its engine runs prompts only (max_tokens 1), so every part of a step is prompt work.
-    link_->Send(model::StepReportMessage(stats, [&](uint64_t seq) -> uint64_t {
-      auto it = pending_.find(seq);
-      return it == pending_.end() ? 0 : it->second.request_id;
-    }));
-    for (uint64_t seq : stats.seq_ids) {
-      auto it = pending_.find(seq);
-      if (it != pending_.end() && it->second.first_step == Clock::time_point{}) {
-        it->second.first_step = stats.start;
-      }
+  // Its engine runs prompts only (max_tokens 1), so every part of a step is prompt work.
+  ReportStep(
+      *link_, metrics_.get(), stats,
+      [&](uint64_t seq) -> uint64_t {
+        auto it = pending_.find(seq);
+        return it == pending_.end() ? 0 : it->second.request_id;
+      },
+      &busy_seconds_);
+  for (uint64_t seq : stats.seq_ids) {
+    auto it = pending_.find(seq);
+    if (it != pending_.end() && it->second.first_step == Clock::time_point{}) {
+      it->second.first_step = stats.start;
     }
   }
   for (const auto& e : events) {

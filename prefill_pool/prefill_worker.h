@@ -1,10 +1,11 @@
-// PrefillWorker: the `pdserve prefill` process (ARCHITECTURE.md, "A request's life", steps 3-5).
-// Loads one engine, dials the gateway (GatewayLink) and serves Prefill requests: it batches
+// PrefillWorker: the `pdserve prefill` process (docs/architecture.md, "A request's life", steps
+// 3-5). Loads one engine, dials the gateway (GatewayLink) and serves Prefill requests: it batches
 // prompts up to the engine's token budget (chunked prefill), pushes each layer's KV to the
 // decode worker's reserved pages as soon as that layer's KV is written (the engine's layer
 // hook), samples the first token, and once every KV chunk was acknowledged answers the gateway
 // with a TokenBatch holding that token (or a RequestError), then frees its pages. One
-// TcpTransport per decode worker, made on first contact and shared by its requests. When the
+// Transport (TCP, with its TCP, NCCL or CUDA-IPC payload path) per decode worker, made on first
+// contact and shared by its requests. When the
 // gateway is lost, the worker drops the prompts it was serving for it and registers again once
 // the gateway answers, within gateway_reconnect_seconds.
 //
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,21 +28,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/gateway_link.h"
 #include "common/status.h"
-#include "common/worker_metrics.h"
 #include "kv_transfer/kv_layout.h"
 #include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
 #include "prefill_pool/endpoint_backoff.h"
+#include "worker/gateway_link.h"
+#include "worker/worker_metrics.h"
+#include "worker/worker_options.h"
 
 namespace pdserve::prefill_pool {
 
-struct PrefillWorkerOptions {
-  GatewayLinkOptions gateway;  // the gateway's control address; port required
-  WorkerIdentity identity;
-  std::string model_dir;
-  model::EngineOptions engine;
+struct PrefillWorkerOptions : SharedWorkerOptions {
   // How KV bytes reach decode workers: "tcp" (host pools), "nccl" (GPU to GPU) or "ipc" (CUDA
   // IPC, both workers on one GPU); "auto" is tcp on the cpu, and on a GPU ipc to a decode worker
   // on the same GPU and machine (its Reserved says), nccl to others.
@@ -55,10 +54,12 @@ struct PrefillWorkerOptions {
   // TCP: chunk CRCs on worker threads beside the writing one (TcpTransportOptions::
   // offload_checksums).
   bool kv_offload_checksums = false;
-  double heartbeat_seconds = 0.5;
-  int metrics_port = -1;  // -1 off, 0 chosen by the OS
-  // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
-  double gateway_reconnect_seconds = 60;
+  // Makes the transport to one decode worker: TcpTransport::Connect when empty; a test may hand
+  // out fakes (tests/fakes/fake_transport.h).
+  std::function<Result<std::unique_ptr<kv_transfer::Transport>>(
+      const kv_transfer::KvLayout& layout, std::vector<const void*> layer_bases, int num_pages,
+      const kv_transfer::TcpTransportOptions& options)>
+      dial_transport;
   // Fault injection for tests: sleep this long after pushing each layer, so a test can kill the
   // worker while a transfer is in flight. 0 in production.
   int debug_layer_delay_ms = 0;
@@ -82,7 +83,7 @@ class PrefillWorker {
     int max_tokens = 0;  // the request's, not the engine's 1
     int prompt_len = 0;
     Clock::time_point arrival, first_step, deadline;
-    std::shared_ptr<kv_transfer::TcpTransport> transport;
+    std::shared_ptr<kv_transfer::Transport> transport;
     Status failed;  // a transfer error while its layers were pushed
     bool opened = false;
   };
@@ -107,7 +108,7 @@ class PrefillWorker {
   void DropTransfer(Pending& p, const char* why);
   void HandlePrefill(const proto::Prefill& p);
   void HandleCancel(uint64_t request_id);
-  Result<std::shared_ptr<kv_transfer::TcpTransport>> TransportTo(const proto::Reserved& dst);
+  Result<std::shared_ptr<kv_transfer::Transport>> TransportTo(const proto::Reserved& dst);
   void OnLayer(int layer, std::span<const model::PromptDone> done);
   void RunStep();
   void FinishLoop();
@@ -129,7 +130,7 @@ class PrefillWorker {
   double busy_seconds_ = 0;  // engine thread
 
   // Engine thread only.
-  std::map<std::string, std::shared_ptr<kv_transfer::TcpTransport>> transports_;  // by endpoint
+  std::map<std::string, std::shared_ptr<kv_transfer::Transport>> transports_;  // by endpoint
   EndpointBackoff unreachable_;                    // endpoints whose last dial failed, for a while
   std::unordered_map<uint64_t, Pending> pending_;  // by engine sequence
   std::unordered_map<uint64_t, uint64_t> seq_of_request_;  // request -> sequence
@@ -138,7 +139,7 @@ class PrefillWorker {
   std::mutex finish_mu_;
   std::condition_variable finish_cv_;
   std::deque<Finishing> finishing_;  // guarded by finish_mu_
-  std::map<uint64_t, std::shared_ptr<kv_transfer::TcpTransport>> in_transfer_;  // same
+  std::map<uint64_t, std::shared_ptr<kv_transfer::Transport>> in_transfer_;  // same
   bool stop_finisher_ = false;  // guarded by finish_mu_
   bool finisher_busy_ = false;  // guarded by finish_mu_: an item taken off finishing_, unfinished
   std::thread finisher_;

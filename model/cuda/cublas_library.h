@@ -1,7 +1,7 @@
 // cuBLAS, opened with dlopen when the first CUDA backend (or peak measurement) needs it. Linking
-// it instead maps libcublas and its 540 MB libcublasLt into every pdserve process at start
-// (0.4 s and over 200 MB resident), GPU or not. The entry points the backend uses, under their
-// cuBLAS names. Loaded once; safe from any thread.
+// it instead maps libcublas and its 540 MB libcublasLt into every pdserve process at start, GPU
+// or not, costing start time and resident memory (docs/benchmarks.md, Others). The entry points
+// the backend uses, under their cuBLAS names. Loaded once; safe from any thread.
 #pragma once
 
 #include <cublas_v2.h>

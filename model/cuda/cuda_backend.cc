@@ -295,8 +295,8 @@ Status CudaBackendImpl::ReserveRunBuffers() {
       static_cast<size_t>(plan_.num_partials) * tiling_.grid_y() * tiling_.max_rows;
   PDSERVE_RETURN_IF_ERROR(partial_o_.Reserve(partial_rows * c.head_dim * 4));
   PDSERVE_RETURN_IF_ERROR(partial_ml_.Reserve(partial_rows * 2 * 4));
-  // Zeroed once, then kept at zero by the kernel (counts left in reused memory made merges come
-  // early in a test on an H200).
+  // Zeroed once, then kept at zero by the kernel: a merge must never see counts left in reused
+  // memory, which would make it come early.
   const size_t counters = std::max<size_t>(1, plan_.combine.size() * tiling_.grid_y());
   PDSERVE_RETURN_IF_ERROR(split_counters_.ReserveZeroed(counters * 4, stream_));
   PDSERVE_RETURN_IF_ERROR(logits_.Reserve(m * c.vocab_size * 4));

@@ -31,6 +31,7 @@
 
 #include "common/status.h"
 #include "model/backend.h"
+#include "model/backend_factory.h"
 #include "model/weights.h"
 
 namespace pdserve::model {
@@ -52,9 +53,9 @@ struct CudaBackendOptions {
 
 class CudaBackend : public Backend {
  public:
-  // Forward, then the greedy token of every logit row (the rows Forward would return), picked
-  // on the device.
-  virtual Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* tokens) = 0;
+  // The argmax is taken on the device.
+  bool greedy_on_device() const override { return true; }
+  Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* tokens) override = 0;
   // The device's name ("NVIDIA H200").
   virtual std::string device_name() const = 0;
 };
@@ -65,13 +66,8 @@ Result<std::unique_ptr<CudaBackend>> CreateCudaBackend(std::shared_ptr<const Wei
                                                        const ModelConfig& config,
                                                        const CudaBackendOptions& options);
 
-// Whether this build has the CUDA backend.
-bool CudaBackendBuilt();
 // CUDA devices present: 0 without the CUDA backend, a driver or a device.
 int CudaDeviceCount();
-
-// "cuda:N" (or "cuda", device 0) -> N; anything else is InvalidArgument.
-Result<int> ParseCudaDevice(std::string_view device);
 
 // The rates `pdserve bench engine --device cuda:N` compares against, measured now.
 struct CudaPeaks {

@@ -1,11 +1,11 @@
 // The decode attention kernel (kernels.h, LaunchDecodeAttention): attention of one-token items
 // (decode rows) over the paged KV, with the splits of a key range merged by the last of their
 // blocks instead of a second kernel. At batch 1 a layer's attention reads a few hundred KiB, so
-// its time is a chain of memory latencies, not bandwidth: the general kernel (attention.cu) had
-// one warp walk 32 keys with a few loads in flight, 24.9 µs a Llama-3-8B layer on an H200, plus
-// 9.6 µs of combine kernel. Here every thread of the block loads its share of a chunk's keys and
-// values at once, so a chunk costs about three latencies: the page table, the K and V rows, and
-// the block's softmax.
+// its time is a chain of memory latencies, not bandwidth, which the general kernel
+// (attention.cu), one warp walking 32 keys with a few loads in flight, serves poorly
+// (docs/benchmarks.md, CUDA engine). Here every thread of the block loads its share of a
+// chunk's keys and values at once, so a chunk costs about three latencies: the page table, the
+// K and V rows, and the block's softmax.
 //
 // Layout: L lanes hold a key's head_dim (8 dimensions, one 16-byte load, a lane), so a pass of
 // the block's 128 threads covers 128 / L keys and a chunk U passes. A lane's partial dot

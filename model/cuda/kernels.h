@@ -1,5 +1,5 @@
 // The CUDA backend's kernels, as host functions that launch them on a stream. Shapes follow
-// model/cpu_backend.cc's maths and the KV page layout of ARCHITECTURE.md ("KV layout"). Each
+// model/cpu_backend.cc's maths and the KV page layout of docs/architecture.md ("KV layout"). Each
 // launcher returns cudaGetLastError() after its launch, so the caller checks it with
 // PDSERVE_CUDA_RETURN_IF_ERROR (cuda_check.h) at its own file and line. Launchers only enqueue
 // work; they are safe from any thread for distinct streams.
@@ -88,8 +88,8 @@ struct AttentionArgs {
   int heads_per_tile = 0;  // query heads of one KV head per block
   int head_tiles = 0;      // ceil(group / heads_per_tile); grid_y = n_kv_heads * head_tiles
   // The most query rows (tokens x heads) any item of the step holds; 0: AttentionMaxRows. The
-  // kernel is compiled for 4, 8 and 16 rows and takes the smallest that holds them: a decode
-  // step's 4 rows in the 16-row kernel ran 4 times the instructions (predicated off).
+  // kernel is compiled for 4, 8 and 16 rows and takes the smallest that holds them: rows past
+  // the item's are predicated off but still run their instructions.
   int tile_rows = 0;
   float scale = 0;  // 1 / sqrt(head_dim)
 };

@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kThreads)
 // One row of x (a decode step of one sequence): the block's kSplitWarps warps share
 // kSplitFeatures weight rows and stride through k together, so a short row (k = 4096: 8 KiB)
 // still has kSplitWarps * 32 lanes' loads in flight, and the warps' sums meet in shared memory.
-// On an H200, for Llama-3-8B's four products and LM head at one row, it took the step's matrix
-// time from 4.0 to 3.8 ms (per-warp rows stayed ahead from 4 rows up).
+// For one row this is ahead of a warp a weight row, which leads from a few rows up
+// (docs/benchmarks.md, CUDA engine).
 constexpr int kSplitWarps = 8;
 constexpr int kSplitFeatures = 2;
 constexpr int kSplitUnroll = 2;

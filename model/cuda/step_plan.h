@@ -24,8 +24,8 @@ struct StepPlanOptions {
   int target_blocks = 0;
   int min_keys_per_split = 256;  // a split of a prompt tile is never shorter than this (>= 32)
   // Likewise for a one-token tile (a decode row, or a prompt chunk's last token when tiles hold
-  // one token), whose work per key is a few rows': a decode step of one sequence over 160 keys
-  // left its 8 blocks (one split) a quarter of the step on an H200.
+  // one token), whose work per key is a few rows': unsplit, a short decode range leaves too few
+  // blocks busy (docs/benchmarks.md, CUDA engine).
   int min_keys_per_decode_split = 32;
 };
 

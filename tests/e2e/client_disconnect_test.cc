@@ -1,5 +1,5 @@
 // End to end: a client that closes its connection while its non-streaming request runs gets the
-// request cancelled on the worker (ARCHITECTURE.md, "Failure rules"); keep-alive and pipelined
+// request cancelled on the worker (docs/architecture.md, "Failure rules"); keep-alive and pipelined
 // non-streaming requests, which the gateway also watches, still get their answers.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // End to end: the gateway's cost ledger under real traffic through a prefill/decode pair
-// (ARCHITECTURE.md, "Cost model"). Every attempt gets a row whose token counts are the usage the
-// client saw; streamed requests cost more than nothing; cancelled and failed requests have rows;
-// per worker, request costs plus retry and idle waste equal the capacity cost; a row survives
+// (docs/architecture.md, "Cost model"). Every attempt gets a row whose token counts are the usage
+// the client saw; streamed requests cost more than nothing; cancelled and failed requests have
+// rows; per worker, request costs plus retry and idle waste equal the capacity cost; a row survives
 // kill -9 of the gateway right after its response.
 #include <gtest/gtest.h>
 

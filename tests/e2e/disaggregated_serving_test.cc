@@ -1,7 +1,7 @@
 // End to end: a gateway with separate prefill and decode workers as real processes on loopback.
 // The prompt's KV moves from the prefill worker to the decode worker over the TCP transport;
 // tokens must be those of one engine in one process, and failures of either worker must be
-// survived as ARCHITECTURE.md's failure rules say.
+// survived as docs/architecture.md's failure rules say.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "kv_transfer/fake_transport.h"
+#include "tests/fakes/fake_transport.h"
 #include "tests/kv_transfer/kv_test_util.h"
 
 namespace pdserve::kv_transfer {

@@ -12,6 +12,7 @@
 
 #include "model/cpu_backend.h"
 #include "model/weights.h"
+#include "tests/fakes/fake_backend.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve::model {
@@ -348,6 +349,48 @@ TEST_F(EngineTest, CancellingAWaitingPrefilledSequenceFreesItsPages) {
   events.clear();
   while (e->HasWork()) ASSERT_TRUE(e->Step(&events).ok());
   EXPECT_EQ(e->pages().free_pages(), e->pages().num_pages());
+}
+
+// The engine asks the backend, not its type, whether greedy tokens are picked on the device:
+// steps whose rows are all greedy go to ForwardGreedy, a step with a sampled row to Forward.
+// The fake's next token is the last plus one, so the tokens say which path ran correctly.
+TEST(EngineWithFakeBackendTest, AllGreedyStepsUseTheBackendsGreedyPathAndOthersForward) {
+  ModelConfig c = SmallConfig();
+  auto backend = std::make_unique<FakeBackend>(c, 64, 4);
+  FakeBackend* fake = backend.get();
+  EngineOptions o;
+  o.page_size = 4;
+  Engine engine(std::move(backend), o);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  greedy.max_tokens = 4;
+  auto a = engine.Add({10, 11, 12}, greedy);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  std::vector<int32_t> tokens;
+  while (engine.HasWork()) {
+    std::vector<TokenEvent> events;
+    ASSERT_TRUE(engine.Step(&events).ok());
+    for (const auto& e : events) tokens.push_back(e.token);
+  }
+  EXPECT_EQ(tokens, (std::vector<int32_t>{13, 14, 15, 16}));
+  EXPECT_EQ(fake->forward_calls(), 0);
+  EXPECT_EQ(fake->greedy_calls(), 4);
+
+  SamplingParams sampled;
+  sampled.temperature = 0.5f;
+  sampled.seed = 1;
+  sampled.max_tokens = 2;
+  ASSERT_TRUE(engine.Add({20, 21}, sampled).ok());
+  ASSERT_TRUE(engine.Add({30}, greedy).ok());
+  std::vector<TokenEvent> events;          // kept across steps: Step appends, and ends only its own
+  ASSERT_TRUE(engine.Step(&events).ok());  // one step holds both: a sampled row goes to Forward
+  EXPECT_EQ(fake->forward_calls(), 1);
+  EXPECT_EQ(fake->greedy_calls(), 4);
+  ASSERT_EQ(events.size(), 2u);
+  // Its logits leave no choice: sampling picks the fake's next token too.
+  for (const auto& e : events) EXPECT_TRUE(e.token == 22 || e.token == 31) << e.token;
+  while (engine.HasWork()) ASSERT_TRUE(engine.Step(&events).ok());
+  EXPECT_EQ(engine.pages().used_pages(), 0);
 }
 
 }  // namespace

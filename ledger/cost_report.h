@@ -1,0 +1,124 @@
+// CostReport: what `pdserve report` computes from a ledger's rows and worker periods and a
+// price sheet: per tenant and overall, what was paid, what it bought (accepted tokens), what was
+// wasted (idle, failed attempts), cost per 1M tokens on reserved, burst and blended capacity,
+// what each external API would have charged for the same tokens, and the reserved utilisation
+// at which self-hosting breaks even with each API. Pure computation plus the table, CSV and
+// JSON writers (HTML: cost_report_html.h). Called by app/report_command.cc; no state.
+//
+// Definitions (docs/architecture.md, "Cost model"):
+// - capacity cost of a period = (end - start) * gpu_count * price_per_gpu_hour / 3600 (reserved
+//   and burst alike: a worker costs while it is up). With a time window, periods are clipped to
+//   it and busy_seconds prorated by the overlap.
+// - idle seconds = (end - start) - busy_seconds; idle_waste_usd = the capacity cost of them.
+// - accepted attempts: status ok or cancelled. request_cost_usd = sum of their cost_usd;
+//   retry_waste_usd = sum of cost_usd of the others (retried, error).
+// - Conservation: request_cost + retry_waste + idle_waste == capacity_cost + egress when the
+//   rows' attributed step seconds on each worker sum to its busy_seconds (egress is charged on
+//   top of capacity; conservation_residual_usd shows the difference).
+// - cost per 1M input tokens on a class = prefill compute cost of accepted rows prefilled on
+//   workers of that class / their prompt tokens * 1e6; per 1M output = decode compute cost /
+//   completion tokens * 1e6 (decoded on that class). Blended: all classes together.
+// - fully loaded = capacity cost / accepted (input + output) tokens * 1e6; split into input and
+//   output in proportion to the accepted prefill and decode compute, so waste is spread as the
+//   useful work is (fully_loaded_input_usd, fully_loaded_output_usd).
+// - per API: api_cost_usd = sum over accepted rows of prompt_tokens * input_cost_per_token +
+//   completion_tokens * output_cost_per_token. Break-even reserved utilisation = compute cost of
+//   the accepted work on reserved workers / API cost of the same tokens: at utilisation u the
+//   reserved cost per token is compute / u, so above that u self-hosting is cheaper. Above 1 (or
+//   no API cost): never; JSON gives the number and "never_breaks_even".
+// - Capacity and idle belong to workers, not tenants. Tenant sections (and tag groups) hold
+//   their own request cost, retry waste, tokens and API costs; their capacity_cost_usd and
+//   idle_waste_usd are the fleet's allocated in proportion to the tenant's compute (accepted
+//   and failed), per capacity class, and say "allocated": true.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ledger/ledger.h"
+#include "ledger/price_sheet.h"
+
+namespace pdserve::gateway {
+
+struct ReportOptions {
+  std::optional<double> from_unix, to_unix;  // the window; unset: all rows and periods
+  std::optional<std::string> tenant;         // only this tenant's section (fleet stays whole)
+  std::map<std::string, std::string> tags;   // only rows with all these tags in sections
+  std::optional<std::string> group_by_tag;   // also a section per value of this tag
+  int utilisation_buckets = 24;              // points of the utilisation-over-time series
+};
+
+// Money and tokens of one capacity class (reserved, burst, ...) within a section.
+struct ClassFigures {
+  double prefill_usd = 0, decode_usd = 0;       // accepted rows' compute on this class
+  double wasted_usd = 0;                        // failed rows' compute on this class
+  int64_t input_tokens = 0, output_tokens = 0;  // accepted tokens prefilled / decoded here
+  double capacity_usd = 0, idle_usd = 0;        // the fleet's (or the section's allocated share)
+  double uptime_gpu_seconds = 0, busy_gpu_seconds = 0;  // fleet only
+};
+
+struct ApiFigures {
+  ApiPrice price;
+  double api_cost_usd = 0;      // the accepted tokens at the API's prices
+  double reserved_api_usd = 0;  // the tokens served on reserved workers at the API's prices
+};
+
+struct ReportSection {
+  bool allocated = false;  // capacity and idle are allocated shares (tenant, tag group)
+  int64_t requests = 0, attempts = 0, failed_attempts = 0;
+  int64_t input_tokens = 0, output_tokens = 0;  // accepted
+  double capacity_usd = 0, request_usd = 0, retry_waste_usd = 0, idle_usd = 0, egress_usd = 0;
+  std::map<std::string, ClassFigures> classes;  // by capacity class
+  std::vector<ApiFigures> apis;
+};
+
+struct WorkerFigures {  // one worker over its periods in the window
+  WorkerRef worker;
+  double uptime_seconds = 0, busy_seconds = 0;
+  double capacity_usd = 0, idle_usd = 0, request_usd = 0, retry_waste_usd = 0;
+};
+
+struct UtilisationBucket {
+  double start_unix = 0, end_unix = 0;
+  double uptime_gpu_seconds = 0, busy_gpu_seconds = 0;  // busy from rows' step time at end_unix
+};
+
+struct CostReport {
+  ReportOptions options;
+  ReportSection overall;                         // every row in the window
+  std::map<std::string, ReportSection> tenants;  // by tenant (filtered)
+  std::optional<ReportSection> selection;        // rows matching --tenant/--tag, when given
+  std::map<std::string, ReportSection> groups;   // by value of options.group_by_tag
+  std::vector<WorkerFigures> workers;
+  std::vector<UtilisationBucket> utilisation;
+  std::vector<ApiPrice> apis;
+};
+
+// `rows` and `periods` are the window's (Ledger::Rows with the time filter only, Periods).
+CostReport BuildCostReport(const std::vector<AttemptRow>& rows,
+                           const std::vector<WorkerPeriod>& periods,
+                           const std::vector<ApiPrice>& apis, const ReportOptions& options);
+
+nlohmann::json CostReportJson(const CostReport& report);
+// One line per figure: "scope,metric,value" with the JSON's paths flattened.
+std::string CostReportCsv(const CostReport& report);
+// `s` as one CSV field: quoted (quotes doubled) when it holds a comma, quote or line break.
+// Also used by `pdserve ledger export`.
+std::string CsvField(const std::string& s);
+// Aligned text for a terminal.
+std::string CostReportTable(const CostReport& report);
+
+// Derived figures shared by the writers; nullopt when there are no tokens to divide by.
+std::optional<double> PerMillion(double usd, int64_t tokens);
+struct BreakEven {
+  std::optional<double> utilisation;  // nullopt: no API cost to compare with
+  bool never = true;                  // utilisation above 1, or none
+};
+BreakEven ReservedBreakEven(const ReportSection& section, const ApiFigures& api);
+// The section's classes summed ("blended").
+ClassFigures Blended(const ReportSection& section);
+
+}  // namespace pdserve::gateway

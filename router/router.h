@@ -1,0 +1,55 @@
+// Router: which workers take a request attempt, decided from a snapshot of the registry's live
+// workers (docs/architecture.md, "A request's life", step 2). A policy is a pure function of its
+// inputs: WorkerRegistry takes the snapshot under its lock and sends the messages the chosen
+// route needs. Implementations: PdPairRouter, ColocatedRouter and their fallback chain
+// (routers.h); FakeRouter (tests/fakes/fake_router.h) for tests. Pick may be called from any
+// thread; implementations hold no mutable state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+
+namespace pdserve::router {
+
+// One registered worker as the registry sees it now.
+struct WorkerLoad {
+  uint64_t id = 0;
+  std::string role;  // "prefill", "decode" or "both"
+  std::string capacity_class;
+  std::string zone;
+  uint64_t layout_hash = 0;
+  int kv_pages = 0;    // as registered
+  int free_pages = 0;  // from its last Load, at most kv_pages
+  int running = 0;     // sequences in its batch, from its last Load
+  int waiting = 0;
+  int attempts = 0;  // attempts the registry has on it now
+  // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
+  int64_t sent_prompt_tokens = 0;
+  bool draining = false;
+};
+
+struct RouteRequest {
+  int prompt_tokens = 0;
+  std::set<uint64_t> exclude;  // workers not to use (those that failed this request before)
+};
+
+// The workers of one attempt: a prefill and a decode worker (disaggregated), or one worker of
+// role both (colocated, the same id twice).
+struct Route {
+  uint64_t prefill_worker = 0, decode_worker = 0;
+  bool disaggregated = false;
+};
+
+class Router {
+ public:
+  virtual ~Router() = default;
+  // The route for `request` among `workers`, or nullopt when none can take it now. A route
+  // names only workers of the snapshot that are not draining and not excluded.
+  virtual std::optional<Route> Pick(std::span<const WorkerLoad> workers,
+                                    const RouteRequest& request) const = 0;
+};
+
+}  // namespace pdserve::router

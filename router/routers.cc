@@ -1,0 +1,73 @@
+#include "router/routers.h"
+
+#include <climits>
+
+namespace pdserve::router {
+namespace {
+
+bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
+  return w.role == role && !w.draining && !request.exclude.count(w.id);
+}
+
+// The best worker by `score` among the usable ones of `role` (and `layout_hash`, when not 0);
+// the first in the snapshot on ties.
+template <typename Score>
+const WorkerLoad* Best(std::span<const WorkerLoad> workers, const std::string& role,
+                       const RouteRequest& request, uint64_t layout_hash, Score score) {
+  const WorkerLoad* best = nullptr;
+  int64_t best_score = INT64_MIN;
+  for (const WorkerLoad& w : workers) {
+    if (!Usable(w, role, request) || (layout_hash != 0 && w.layout_hash != layout_hash)) continue;
+    const int64_t s = score(w);
+    if (!best || s > best_score) {
+      best_score = s;
+      best = &w;
+    }
+  }
+  return best;
+}
+
+// Most free KV pages, then the fewest sequences running or routed to it.
+int64_t RoomForDecoding(const WorkerLoad& w) {
+  return int64_t{w.free_pages} * 1024 - (w.attempts + w.running);
+}
+
+}  // namespace
+
+std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
+                                        const RouteRequest& request) const {
+  const WorkerLoad* d = Best(workers, "decode", request, 0, RoomForDecoding);
+  if (!d) return std::nullopt;
+  const WorkerLoad* p = Best(workers, "prefill", request, d->layout_hash, [](const WorkerLoad& w) {
+    return -w.sent_prompt_tokens * 1024 - w.attempts;
+  });
+  if (!p) return std::nullopt;
+  return Route{p->id, d->id, true};
+}
+
+std::optional<Route> ColocatedRouter::Pick(std::span<const WorkerLoad> workers,
+                                           const RouteRequest& request) const {
+  const WorkerLoad* b = Best(workers, "both", request, 0, RoomForDecoding);
+  if (!b) return std::nullopt;
+  return Route{b->id, b->id, false};
+}
+
+FallbackRouter::FallbackRouter(std::vector<std::unique_ptr<Router>> routers)
+    : routers_(std::move(routers)) {}
+
+std::optional<Route> FallbackRouter::Pick(std::span<const WorkerLoad> workers,
+                                          const RouteRequest& request) const {
+  for (const auto& r : routers_) {
+    if (auto route = r->Pick(workers, request)) return route;
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Router> MakeDefaultRouter() {
+  std::vector<std::unique_ptr<Router>> chain;
+  chain.push_back(std::make_unique<PdPairRouter>());
+  chain.push_back(std::make_unique<ColocatedRouter>());
+  return std::make_unique<FallbackRouter>(std::move(chain));
+}
+
+}  // namespace pdserve::router

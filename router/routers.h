@@ -1,0 +1,43 @@
+// The routing policies of today's gateway (docs/architecture.md, "A request's life", step 2):
+// - PdPairRouter: a decode worker D with the most free KV pages (then the smallest batch and
+//   fewest attempts), and a prefill worker P with D's KV layout and the fewest prompt tokens
+//   sent to it and unanswered (then the fewest attempts);
+// - ColocatedRouter: the worker of role both with the most free pages (then the smallest batch);
+// - FallbackRouter: the first of its routers that finds a route (the default: a P/D pair, else
+//   a colocated worker).
+// Ties go to the lowest worker id. Pure and immutable: safe from any thread.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "router/router.h"
+
+namespace pdserve::router {
+
+class PdPairRouter final : public Router {
+ public:
+  std::optional<Route> Pick(std::span<const WorkerLoad> workers,
+                            const RouteRequest& request) const override;
+};
+
+class ColocatedRouter final : public Router {
+ public:
+  std::optional<Route> Pick(std::span<const WorkerLoad> workers,
+                            const RouteRequest& request) const override;
+};
+
+class FallbackRouter final : public Router {
+ public:
+  explicit FallbackRouter(std::vector<std::unique_ptr<Router>> routers);
+  std::optional<Route> Pick(std::span<const WorkerLoad> workers,
+                            const RouteRequest& request) const override;
+
+ private:
+  std::vector<std::unique_ptr<Router>> routers_;
+};
+
+// A P/D pair where one exists, else a colocated worker.
+std::unique_ptr<Router> MakeDefaultRouter();
+
+}  // namespace pdserve::router

@@ -1,0 +1,191 @@
+// WorkerRegistry: the gateway's side of the control plane. Accepts worker connections, checks
+// each Register (cluster token, model, role, KV layout), keeps the live workers with their
+// latest Load, asks its Router (router.h; by default a P/D pair, else a colocated worker) which
+// workers take each request attempt, and relays the attempt's messages:
+// - disaggregated: Reserve to the decode worker D, then on Reserved, Prefill to the prefill
+//   worker P naming D's pages; P's first token goes to the sink and, as KvDone, to D, whose
+//   tokens follow;
+// - colocated: Generate to a worker of role both.
+// It shares every StepReport's time among the attempts in the step (by tokens) and, once every
+// worker of an attempt is done with it (finished, cancelled, failed or lost), tells the sink
+// what the attempt cost (OnAttemptClosed). A worker that disconnects or sends nothing for the
+// heartbeat timeout (every message counts) leaves the registry; its attempts fail over to their
+// sinks (retryable before the first token). Time in which the gateway itself did not run (a
+// SIGSTOP, a VM pause: its sweep firing late) is not held against its workers, whose messages
+// from that time are still unread. It sends each registered worker a Heartbeat every
+// heartbeat_interval, so that workers notice a gateway that went silent.
+//
+// Threads: all methods may be called from any thread (one mutex guards the tables). Sinks and
+// observers are called from the io_context's threads, never while the mutex is held.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/framed_connection.h"
+#include "common/status.h"
+#include "router/router.h"
+
+namespace pdserve::gateway {
+
+// What one attempt used: its workers (as registered) and the step time attributed to it.
+struct AttemptUsage {
+  uint64_t attempt_id = 0;
+  uint64_t prefill_worker = 0, decode_worker = 0;  // the same worker when colocated
+  proto::Register prefill_info, decode_info;
+  double prefill_step_seconds = 0;  // its share of steps on the prefill side (prompt work)
+  double decode_step_seconds = 0;   // its share of decode steps
+  int64_t kv_bytes = 0;
+};
+
+// What a request's owner (an HTTP session's call) receives from its workers.
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual void OnTokens(const proto::TokenBatch& batch) = 0;
+  // The attempt ended without finishing: a worker refused it or was lost. `failed_worker` is
+  // the one to avoid on a retry.
+  virtual void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) = 0;
+  // Called once per attempt, last, when no worker holds it any more.
+  virtual void OnAttemptClosed(const AttemptUsage& cost) = 0;
+};
+
+// A worker's registration period, for the ledger (docs/architecture.md, "Cost model").
+struct WorkerPeriodUpdate {
+  uint64_t worker_id = 0;
+  proto::Register info;
+  std::chrono::system_clock::time_point start, last_seen;
+  double busy_seconds = 0;  // the sum of its step reports' wall times
+  bool ended = false;
+};
+
+struct RegistryOptions {
+  std::string cluster_token;  // empty: any worker may join (local use)
+  std::string model_id;       // workers must serve this model
+  std::chrono::milliseconds heartbeat_timeout{3000};
+  std::chrono::milliseconds heartbeat_interval{1000};  // gateway to worker
+  double kv_deadline_seconds = 30;                     // a reservation's KV must arrive within this
+  std::chrono::seconds abandon_after{60};
+  // Called on register, at most once a second while a worker runs, and when it leaves.
+  std::function<void(const WorkerPeriodUpdate&)> on_period;
+  // Picks each attempt's workers; null: router::MakeDefaultRouter().
+  std::shared_ptr<const router::Router> router;
+};
+
+// Whether a worker's Register may join: FailedPrecondition for a wrong token or model,
+// InvalidArgument for an unknown role or class, or figures no worker can have (no KV pages, a
+// price that is no number). The message is what the refused worker is told.
+Status CheckRegister(const proto::Register& r, const RegistryOptions& options);
+
+struct WorkerSummary {
+  uint64_t id;
+  std::string role, capacity_class, name;
+  int free_pages, running, inflight;
+  bool draining;
+};
+
+using Attempt = router::Route;
+
+class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
+ public:
+  WorkerRegistry(boost::asio::io_context& io, RegistryOptions options);
+
+  // Binds the control port (0: chosen by the OS) and starts accepting workers.
+  Status Listen(const std::string& host, uint16_t port);
+  uint16_t port() const { return port_; }
+  void Stop();
+
+  // Starts attempt `attempt_id` (unique per attempt) on workers not in `exclude`. Unavailable
+  // when no worker (or pair) can take it.
+  Result<Attempt> Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
+                           const proto::Sampling& sampling, std::shared_ptr<RequestSink> sink,
+                           const std::set<uint64_t>& exclude = {});
+  // Asks the attempt's workers to stop; its sink gets no more tokens or failures, only
+  // OnAttemptClosed once they confirmed.
+  void Cancel(uint64_t attempt_id);
+
+  std::vector<WorkerSummary> Workers() const;
+  // What the router sees: every registered worker's load now, by id.
+  std::vector<router::WorkerLoad> LoadSnapshot() const;
+
+ private:
+  struct Worker {
+    uint64_t id = 0;
+    proto::Register info;
+    proto::Load load;
+    std::shared_ptr<FramedConnection> conn;
+    std::chrono::steady_clock::time_point last_seen;
+    std::chrono::system_clock::time_point joined, last_period_update;
+    std::set<uint64_t> attempts;     // attempts it holds a part of
+    int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
+    double busy_seconds = 0;
+    bool registered = false;
+  };
+  enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
+  struct InFlight {
+    std::shared_ptr<RequestSink> sink;
+    bool sink_active = true;  // false once cancelled, failed or finished
+    std::chrono::steady_clock::time_point inactive_since;
+    void Deactivate() {
+      if (sink_active) inactive_since = std::chrono::steady_clock::now();
+      sink_active = false;
+    }
+    Phase phase = Phase::kGenerating;
+    std::set<uint64_t> open;  // workers still holding a part of it
+    AttemptUsage cost;
+    std::vector<int32_t> prompt;  // until Prefill is sent
+    proto::Sampling sampling;
+  };
+  // What to do once the mutex is released.
+  struct Actions {
+    std::vector<std::pair<std::shared_ptr<FramedConnection>, proto::Envelope>> sends;
+    std::vector<std::function<void()>> calls;
+    std::vector<WorkerPeriodUpdate> periods;  // for options_.on_period
+    void Run();                               // calls (posts to the sinks' strands), then sends
+  };
+
+  void Accept();
+  void OnMessage(uint64_t conn_id, proto::Envelope&& message);
+  void OnClose(uint64_t conn_id, const Status& why);
+  void SweepHeartbeats();
+  // Closes attempts whose workers did not confirm their end within abandon_after of the cancel
+  // or failure (a worker bug: its part is forgotten, and its cost is what was reported so far).
+  void CloseAbandonedAttempts(std::chrono::steady_clock::time_point now);
+  // Each requires mu_.
+  void HandleStepLocked(Worker& w, const proto::StepReport& step);
+  void HandleReservedLocked(Worker& w, const proto::Reserved& reserved, Actions& actions);
+  void HandleTokensLocked(Worker& w, const proto::TokenBatch& batch, Actions& actions);
+  void HandleErrorLocked(Worker& w, const proto::RequestError& error, Actions& actions);
+  // The worker is done with its part of the attempt; closes the attempt when no part is left.
+  void ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, Actions& actions);
+  // Fails the attempt to its sink (once) and cancels it on its other workers.
+  // Cancels it on its open workers but `except_worker` (the one that failed).
+  void FailLocked(uint64_t attempt_id, InFlight& f, const std::string& message, bool retryable,
+                  uint64_t failed_worker, uint64_t except_worker, Actions& actions);
+  void SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions);
+  WorkerPeriodUpdate PeriodOf(const Worker& w, bool ended) const;
+  std::vector<router::WorkerLoad> SnapshotLocked() const;
+
+  boost::asio::io_context& io_;
+  RegistryOptions options_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer sweep_timer_;
+  uint16_t port_ = 0;
+  // The sweep timer's handler only (one at a time).
+  std::chrono::steady_clock::time_point last_sweep_, last_heartbeat_;
+
+  mutable std::mutex mu_;
+  uint64_t next_id_ = 1;                   // guarded by mu_
+  std::map<uint64_t, Worker> workers_;     // by connection id; guarded by mu_
+  std::map<uint64_t, InFlight> attempts_;  // by attempt id; guarded by mu_
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,90 @@
+// The routing policies against snapshots built here: which pair or colocated worker each picks,
+// and what it must never pick (draining, excluded, another KV layout).
+#include "router/routers.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace pdserve::router {
+namespace {
+
+WorkerLoad Worker(uint64_t id, const std::string& role, int free_pages = 100, uint64_t layout = 7) {
+  WorkerLoad w;
+  w.id = id;
+  w.role = role;
+  w.layout_hash = layout;
+  w.kv_pages = 1000;
+  w.free_pages = free_pages;
+  return w;
+}
+
+TEST(PdPairRouterTest, PicksTheDecodeWorkerWithTheMostRoomAndTheLeastQueuedPrefill) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 50), Worker(2, "decode", 80),
+                                Worker(3, "prefill"), Worker(4, "prefill")};
+  ws[2].sent_prompt_tokens = 500;
+  ws[3].sent_prompt_tokens = 20;
+  auto route = PdPairRouter().Pick(ws, {});
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->decode_worker, 2u);
+  EXPECT_EQ(route->prefill_worker, 4u);
+  EXPECT_TRUE(route->disaggregated);
+  // Equal free pages: the smaller batch (running plus routed attempts) wins.
+  ws[0].free_pages = 80;
+  ws[1].running = 3;
+  EXPECT_EQ(PdPairRouter().Pick(ws, {})->decode_worker, 1u);
+  // Equal queues: the prefill worker with fewer attempts.
+  ws[3].sent_prompt_tokens = 500;
+  ws[2].attempts = 0;
+  ws[3].attempts = 2;
+  EXPECT_EQ(PdPairRouter().Pick(ws, {})->prefill_worker, 3u);
+}
+
+TEST(PdPairRouterTest, NeverPicksDrainingExcludedOrIncompatibleWorkers) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 90), Worker(2, "decode", 10),
+                                Worker(3, "prefill", 100, /*layout=*/8), Worker(4, "prefill")};
+  ws[0].draining = true;
+  auto route = PdPairRouter().Pick(ws, {});
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->decode_worker, 2u);
+  EXPECT_EQ(route->prefill_worker, 4u);  // 3's KV layout differs from 2's
+  RouteRequest request;
+  request.exclude = {4};
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request)) << "no prefill worker with decode 2's layout";
+  request.exclude = {2};
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request)) << "the only other decode worker is draining";
+  EXPECT_FALSE(PdPairRouter().Pick(std::vector<WorkerLoad>{Worker(5, "both")}, {}));
+}
+
+TEST(ColocatedRouterTest, PicksTheWorkerOfRoleBothWithTheMostRoom) {
+  std::vector<WorkerLoad> ws = {Worker(1, "both", 10), Worker(2, "decode", 500),
+                                Worker(3, "both", 40), Worker(4, "both", 90)};
+  ws[3].draining = true;
+  auto route = ColocatedRouter().Pick(ws, {});
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->decode_worker, 3u);
+  EXPECT_EQ(route->prefill_worker, 3u);
+  EXPECT_FALSE(route->disaggregated);
+  RouteRequest request;
+  request.exclude = {1, 3};
+  EXPECT_FALSE(ColocatedRouter().Pick(ws, request));
+}
+
+TEST(DefaultRouterTest, PrefersAPairAndFallsBackToColocated) {
+  auto router = MakeDefaultRouter();
+  std::vector<WorkerLoad> ws = {Worker(1, "both", 900), Worker(2, "decode"), Worker(3, "prefill")};
+  auto pair = router->Pick(ws, {});
+  ASSERT_TRUE(pair);
+  EXPECT_TRUE(pair->disaggregated);
+  EXPECT_EQ(pair->decode_worker, 2u);
+  RouteRequest request;
+  request.exclude = {3};  // the pair's prefill side failed this request before
+  auto colocated = router->Pick(ws, request);
+  ASSERT_TRUE(colocated);
+  EXPECT_FALSE(colocated->disaggregated);
+  EXPECT_EQ(colocated->decode_worker, 1u);
+  EXPECT_FALSE(router->Pick(std::vector<WorkerLoad>{}, {}));
+}
+
+}  // namespace
+}  // namespace pdserve::router

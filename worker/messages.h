@@ -1,0 +1,28 @@
+// What both worker kinds send their gateway after an engine step and when a request fails
+// (docs/architecture.md, "Wire protocols"; the StepReport is shared out as "Cost model" says).
+// Engine thread only, like the rest of a worker's serving.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "model/engine.h"
+#include "worker/gateway_link.h"
+#include "worker/worker_metrics.h"
+
+namespace pdserve {
+
+// After an engine step: adds its wall time to `*busy_seconds`, records it in `metrics` (null:
+// none), and when the step ran sequences, sends its StepReport, each sequence named by the
+// gateway's request id (`request_of` of its engine sequence id; 0 for one the gateway does not
+// know).
+void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStats& stats,
+                const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds);
+
+// A RequestError for `request_id`: `retryable` when the request did not start (another worker
+// may take it), `peer_failed` when a prefill worker's KV peer caused it.
+void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
+                      bool retryable, bool peer_failed = false);
+
+}  // namespace pdserve

@@ -1,0 +1,41 @@
+#include "worker/registration.h"
+
+#include <unistd.h>
+
+namespace pdserve {
+
+Status WorkerIdentity::Validate() const {
+  if (capacity_class != "reserved" && capacity_class != "burst") {
+    return InvalidArgument("capacity class must be reserved or burst, got '" + capacity_class +
+                           "'");
+  }
+  if (!(price_per_gpu_hour >= 0)) return InvalidArgument("price per GPU-hour must be >= 0");
+  if (gpu_count < 1) return InvalidArgument("GPU count must be >= 1");
+  return Status::Ok();
+}
+
+void WorkerIdentity::Fill(proto::Register* r) const {
+  r->set_capacity_class(capacity_class);
+  r->set_price_per_gpu_hour(price_per_gpu_hour);
+  r->set_gpu_count(gpu_count);
+  r->set_zone(zone);
+  r->set_cluster_token(cluster_token);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  r->set_name(std::string(host) + ":" + std::to_string(::getpid()));
+}
+
+proto::Register RegisterFor(const std::string& role, model::Engine& engine,
+                            const WorkerIdentity& identity) {
+  proto::Register r;
+  r.set_role(role);
+  identity.Fill(&r);
+  r.set_device(engine.backend().device());
+  r.set_kv_pages(engine.pages().num_pages());
+  r.set_page_size(engine.backend().kv_shape().page_size);
+  r.set_model_id(engine.config().model_id);
+  r.set_max_context(engine.config().max_seq_len);
+  return r;
+}
+
+}  // namespace pdserve

@@ -1,0 +1,73 @@
+#include "worker/serve_loop.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+namespace pdserve {
+
+Status ServeUntilDrainedOrLost(GatewayLink& link, double heartbeat_seconds,
+                               const std::atomic<bool>& draining, const ServeTurn& turn) {
+  using Clock = std::chrono::steady_clock;
+  const auto heartbeat =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_seconds));
+  auto next_heartbeat = Clock::now();
+  bool announced_drain = false;
+  std::deque<proto::Envelope> inbox;
+  while (true) {
+    const auto until =
+        turn.busy() ? Clock::now() : std::min(next_heartbeat, Clock::now() + heartbeat);
+    inbox.clear();
+    if (!link.WaitForMessages(&inbox, until)) break;
+    for (auto& m : inbox) turn.handle(m);
+    turn.work();
+    if (draining && !announced_drain) {
+      announced_drain = true;
+      turn.send_load();
+      turn.announce_drain();
+    }
+    if (draining && turn.drained()) break;
+    if (Clock::now() >= next_heartbeat) {
+      turn.send_load();
+      next_heartbeat = Clock::now() + heartbeat;
+    }
+  }
+  Status lost = link.LostStatus();
+  if (lost.ok()) {
+    turn.send_load();
+    link.CloseAfterFlush(std::chrono::seconds(10));  // the last tokens reach the gateway
+  }
+  return lost;
+}
+
+Status ServeWithReconnects(GatewayLink& link, double reconnect_seconds,
+                           const std::function<Status()>& serve,
+                           const std::function<void()>& abandon,
+                           const std::function<bool()>& stopping) {
+  using Clock = std::chrono::steady_clock;
+  const auto window = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, reconnect_seconds)));
+  while (true) {
+    Status lost = serve();
+    if (lost.ok() || stopping()) return Status::Ok();
+    if (window.count() == 0) return lost;  // the process ends, and its requests with it
+    abandon();
+    spdlog::warn("lost the gateway ({}); dialling it again for up to {} s", lost.ToString(),
+                 reconnect_seconds);
+    Status again = link.Reconnect(Clock::now() + window, stopping);
+    if (stopping()) return Status::Ok();
+    if (!again.ok()) return again;
+  }
+}
+
+Status ConnectAndServe(const GatewayLinkOptions& gateway, const proto::Register& hello,
+                       double reconnect_seconds, std::unique_ptr<GatewayLink>* link,
+                       const std::function<Status()>& serve, const std::function<void()>& abandon,
+                       const std::function<bool()>& stopping) {
+  PDSERVE_ASSIGN_OR_RETURN(*link, GatewayLink::Connect(gateway, hello));
+  return ServeWithReconnects(**link, reconnect_seconds, serve, abandon, stopping);
+}
+
+}  // namespace pdserve

@@ -1,0 +1,36 @@
+// SharedWorkerOptions: the options every worker kind takes (the `pdserve prefill` and `pdserve
+// decode` flags they share), as a plain struct each worker's options extend. Built once from the
+// command line, then read-only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "model/engine.h"
+#include "worker/gateway_link.h"
+#include "worker/registration.h"
+#include "worker/worker_metrics.h"
+
+namespace pdserve {
+
+struct SharedWorkerOptions {
+  GatewayLinkOptions gateway;  // the gateway's control address; port required
+  WorkerIdentity identity;
+  std::string model_dir;
+  model::EngineOptions engine;
+  double heartbeat_seconds = 0.5;  // a Load this often while idle
+  int metrics_port = -1;           // Prometheus /metrics: -1 off, 0 chosen by the OS
+  // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
+  double gateway_reconnect_seconds = 60;
+
+  // Says which option is wrong (the identity's fields, a missing control port).
+  Status Validate() const;
+};
+
+// The worker's /metrics on 127.0.0.1 (series labelled with `role`), or null when
+// metrics_port is -1.
+Result<std::unique_ptr<WorkerMetrics>> StartWorkerMetrics(const SharedWorkerOptions& options,
+                                                          const std::string& role);
+
+}  // namespace pdserve
