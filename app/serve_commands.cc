@@ -224,7 +224,9 @@ void AddServeCommands(CLI::App& app) {
                  "Model directory (tokenizer, model id; default: built-in tiny)");
   gw->add_option("--served-model-name", g->model_id,
                  "Model id clients use (default: the directory name)");
-  gw->add_option("--host", g->host, "Address to listen on");
+  gw->add_option("--host", g->host, "Address the HTTP API listens on");
+  gw->add_option("--control-host", g->control_host,
+                 "Address workers dial (beyond loopback only with --cluster-token)");
   gw->add_option("--port", g->http_port, "HTTP port (0: any free port)");
   gw->add_option("--control-port", g->control_port, "Port workers dial (0: any free port)");
   gw->add_option("--cluster-token", g->cluster_token, "Workers must present this token");

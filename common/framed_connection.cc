@@ -50,10 +50,11 @@ void FramedConnection::ReadHeader() {
                                                  (uint32_t{self->header_[1]} << 16) |
                                                  (uint32_t{self->header_[2]} << 8) |
                                                  uint32_t{self->header_[3]};
-                         if (length > self->max_frame_) {
+                         const size_t limit = self->max_frame_;
+                         if (length > limit) {
                            return self->CloseOnStrand(InvalidArgument(
                                "frame of " + std::to_string(length) + " bytes from " + self->peer_ +
-                               " exceeds the limit of " + std::to_string(self->max_frame_)));
+                               " exceeds the limit of " + std::to_string(limit)));
                          }
                          self->ReadBody(length);
                        }));

@@ -11,6 +11,7 @@
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <deque>
 #include <functional>
@@ -39,6 +40,9 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   // Closes once every queued message has been written (a worker's last tokens on drain).
   void CloseAfterFlush(const Status& why);
   const std::string& peer() const { return peer_; }
+  // The limit for frames read from now on (a gateway raises it once a worker registered).
+  // Any thread; takes effect at the next frame header.
+  void set_max_frame_bytes(size_t bytes) { max_frame_ = bytes; }
 
  private:
   FramedConnection(boost::asio::ip::tcp::socket socket, size_t max_frame, size_t max_queued);
@@ -50,7 +54,7 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
 
   boost::asio::ip::tcp::socket socket_;
   boost::asio::strand<boost::asio::any_io_executor> strand_;
-  const size_t max_frame_;
+  std::atomic<size_t> max_frame_;
   const size_t max_queued_;
   std::string peer_;
   MessageHandler on_message_;

@@ -28,6 +28,9 @@ ApiError ApiError::TooLarge(std::string message, std::string param) {
 ApiError ApiError::HeadersTooLarge(std::string message) {
   return {431, "invalid_request_error", std::move(message), "", "request_headers_too_large"};
 }
+ApiError ApiError::UnsupportedMediaType(std::string message) {
+  return {415, "invalid_request_error", std::move(message), "", "unsupported_media_type"};
+}
 ApiError ApiError::RateLimited(std::string message) {
   return {429, "rate_limit_error", std::move(message), "", "rate_limit_exceeded"};
 }

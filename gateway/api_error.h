@@ -25,6 +25,7 @@ struct ApiError {
   static ApiError TooLarge(std::string message, std::string param = "");
   // 431: the request's header fields together are too long.
   static ApiError HeadersTooLarge(std::string message);
+  static ApiError UnsupportedMediaType(std::string message);  // 415
   static ApiError RateLimited(std::string message);
   static ApiError Unavailable(std::string message);
   static ApiError Internal(std::string message);

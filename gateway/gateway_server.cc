@@ -60,13 +60,25 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   }
   server->registry_ = std::make_shared<WorkerRegistry>(server->io_, registry_options);
   shared->registry = server->registry_;
-  PDSERVE_RETURN_IF_ERROR(server->registry_->Listen(o.host, o.control_port));
+  if (o.cluster_token.empty()) {
+    boost::system::error_code bad;
+    const auto control = asio::ip::make_address(o.control_host, bad);
+    if (bad) return InvalidArgument("bad control address '" + o.control_host + "'");
+    if (!control.is_loopback()) {
+      return InvalidArgument("the control port on " + o.control_host +
+                             " is reachable beyond this machine: set --cluster-token, which every "
+                             "worker must present to register");
+    }
+  }
+  PDSERVE_RETURN_IF_ERROR(server->registry_->Listen(o.control_host, o.control_port));
   server->shared_ = shared;
 
   boost::system::error_code ec;
   auto address = asio::ip::make_address(o.host, ec);
   if (ec) return InvalidArgument("bad listen address '" + o.host + "'");
   server->acceptor_ = std::make_unique<tcp::acceptor>(server->io_);
+  server->accept_backoff_ =
+      std::make_unique<AcceptBackoff>(server->io_.get_executor(), "the HTTP listener");
   tcp::endpoint endpoint(address, o.http_port);
   server->acceptor_->open(endpoint.protocol(), ec);
   if (!ec) server->acceptor_->set_option(tcp::acceptor::reuse_address(true), ec);
@@ -92,7 +104,7 @@ void GatewayServer::Accept() {
                               return;
                             if (!ec)
                               std::make_shared<HttpSession>(std::move(socket), shared_)->Run();
-                            Accept();
+                            accept_backoff_->Next(ec, [this] { Accept(); });
                           });
 }
 

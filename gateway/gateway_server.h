@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/accept_backoff.h"
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
@@ -20,9 +21,12 @@
 namespace pdserve::gateway {
 
 struct GatewayOptions {
-  std::string host = "127.0.0.1";
-  uint16_t http_port = 8000;  // 0: chosen by the OS
-  uint16_t control_port = 0;  // where workers dial; 0: chosen by the OS
+  std::string host = "127.0.0.1";  // the HTTP API's address
+  uint16_t http_port = 8000;       // 0: chosen by the OS
+  // Where workers dial. An address beyond loopback needs a cluster_token: without one, anything
+  // that reaches the port could register as a worker and be sent prompts.
+  std::string control_host = "127.0.0.1";
+  uint16_t control_port = 0;  // 0: chosen by the OS
   std::string model_dir;      // the tokenizer and the served model id come from here
   std::string model_id;       // empty: the model directory's name
   int max_context = 4096;     // prompt + max_tokens limit (the model's context)
@@ -68,6 +72,7 @@ class GatewayServer {
 
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<AcceptBackoff> accept_backoff_;  // the accept handler's
   std::shared_ptr<WorkerRegistry> registry_;
   std::shared_ptr<const Shared> shared_;
   std::string model_id_;

@@ -89,11 +89,19 @@ void HttpSession::Handle(Request request) {
     }
     if (tenant) tenant_ = *tenant;
   }
-  if (request.method() == http::verb::post && path == "/v1/completions") {
-    return HandleCompletion(request, Endpoint::kCompletions);
-  }
-  if (request.method() == http::verb::post && path == "/v1/chat/completions") {
-    return HandleCompletion(request, Endpoint::kChatCompletions);
+  const bool completions = path == "/v1/completions", chat = path == "/v1/chat/completions";
+  if (request.method() == http::verb::post && (completions || chat)) {
+    // JSON, as OpenAI's API takes it; a body sent as something else (curl -d's form encoding)
+    // would be read as JSON by accident at best. No Content-Type at all is taken as JSON.
+    const std::string type(request[http::field::content_type]);
+    std::string media = type.substr(0, type.find(';'));
+    media.erase(media.find_last_not_of(" \t") + 1);
+    if (!type.empty() && !boost::beast::iequals(media, "application/json")) {
+      return RespondError(ApiError::UnsupportedMediaType(
+          "Content-Type must be application/json, got '" + type + "'"));
+    }
+    return HandleCompletion(request,
+                            completions ? Endpoint::kCompletions : Endpoint::kChatCompletions);
   }
   if (request.method() == http::verb::get && path == "/v1/models") {
     nlohmann::json model = {{"id", shared_->model_id},
@@ -107,8 +115,12 @@ void HttpSession::Handle(Request request) {
     return Respond(200, shared_->metrics->Scrape(*shared_->registry), "text/plain; version=0.0.4");
   }
   if (request.method() == http::verb::get && path == "/health") {
-    // Each worker's latest load report too: tests and operators see what the workers run.
+    // Liveness for anyone; each worker's latest load report too (names, pids, pages) only for a
+    // caller with a key, or for anyone where the gateway takes no keys.
     const auto workers = shared_->registry->Workers();
+    if (shared_->keys && tenant_.empty()) {
+      return Respond(200, DumpJson(nlohmann::json{{"status", "ok"}, {"workers", workers.size()}}));
+    }
     nlohmann::json load = nlohmann::json::array();
     for (const WorkerSummary& w : workers) {
       load.push_back({{"id", w.id},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "common/json_text.h"
@@ -62,10 +63,13 @@ struct Reader {
       if (!v->is_number_integer()) {
         return Fail(std::string("'") + key + "' must be an integer, got " + DescribeJson(*v), key);
       }
-      const int64_t i = v->get<int64_t>();
-      if (i < lo || i > hi) {
+      // Above INT64_MAX only as an unsigned number, which get<int64_t> would wrap.
+      const bool too_large =
+          v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+      const int64_t i = too_large ? INT64_MAX : v->get<int64_t>();
+      if (too_large || i < lo || i > hi) {
         return Fail(std::string("'") + key + "' must be between " + std::to_string(lo) + " and " +
-                        std::to_string(hi) + ", got " + std::to_string(i),
+                        std::to_string(hi) + ", got " + DescribeJson(*v),
                     key);
       }
       *out = i;
@@ -137,6 +141,46 @@ void ReadMessages(Reader& r, GenerationRequest& req) {
   }
 }
 
+// OpenAI fields that would change what the client gets back and that pdserve does not do: a
+// request that sets one (to anything but its "off" value) is refused with the field named, so
+// that nobody reads an answer made without it. Fields that change nothing (user, metadata,
+// stream_options, ...) are read elsewhere or ignored.
+void RefuseUnsupported(Reader& r) {
+  auto refuse = [&](const char* key, const char* what) {
+    r.Fail(std::string("'") + key + "' is not supported by pdserve (" + what + ")", key);
+  };
+  auto truthy = [](const json& v) {
+    if (v.is_boolean()) return v.get<bool>();
+    if (v.is_number()) return v.get<double>() != 0;
+    if (v.is_string()) return !v.get<std::string>().empty();
+    if (v.is_array() || v.is_object()) return !v.empty();
+    return false;
+  };
+  if (const json* v = r.Find("logprobs"); v && truthy(*v))
+    refuse("logprobs", "no log-probabilities");
+  if (const json* v = r.Find("top_logprobs"); v && truthy(*v)) {
+    refuse("top_logprobs", "no log-probabilities");
+  }
+  if (const json* v = r.Find("echo"); v && truthy(*v)) refuse("echo", "the prompt is not echoed");
+  if (const json* v = r.Find("best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1)) {
+    refuse("best_of", "one completion per request");
+  }
+  if (const json* v = r.Find("suffix"); v && truthy(*v)) refuse("suffix", "no insertion");
+  if (const json* v = r.Find("logit_bias"); v && truthy(*v)) refuse("logit_bias", "no biases");
+  for (const char* key : {"tools", "functions"}) {
+    if (const json* v = r.Find(key); v && truthy(*v)) refuse(key, "no tool calls");
+  }
+  for (const char* key : {"tool_choice", "function_call"}) {
+    if (const json* v = r.Find(key); v && !(v->is_string() && v->get<std::string>() == "none")) {
+      refuse(key, "no tool calls");
+    }
+  }
+  if (const json* v = r.Find("response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) refuse("response_format", "text only: no JSON mode or schemas");
+  }
+}
+
 }  // namespace
 
 std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
@@ -189,8 +233,12 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
   if (req.top_p == 0.0f) r.Fail("'top_p' must be greater than 0", "top_p");
   r.Integer("top_k", -1, 1 << 20, &top_k);
   if (top_k) req.top_k = *top_k < 0 ? 0 : static_cast<int>(*top_k);  // vLLM: -1 means all
-  r.Integer("seed", INT64_MIN, INT64_MAX, &seed);
-  if (seed) req.seed = static_cast<uint64_t>(*seed);
+  if (const json* v = r.Find("seed"); v && v->is_number_unsigned()) {
+    req.seed = v->get<uint64_t>();  // all 64 bits, as sent
+  } else {
+    r.Integer("seed", INT64_MIN, INT64_MAX, &seed);
+    if (seed) req.seed = static_cast<uint64_t>(*seed);
+  }
   r.Bool("ignore_eos", &req.ignore_eos);
   if (const json* stop = r.Find("stop")) {
     if (stop->is_string()) {
@@ -209,6 +257,7 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
       if (s.empty()) r.Fail("'stop' strings must not be empty", "stop");
     }
   }
+  RefuseUnsupported(r);
   if (const json* user = r.Find("user")) {
     if (!user->is_string())
       r.Fail("'user' must be a string", "user");

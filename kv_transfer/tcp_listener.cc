@@ -22,6 +22,8 @@
 #include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
 
+#include "common/accept_backoff.h"
+
 namespace pdserve::kv_transfer {
 
 namespace asio = boost::asio;
@@ -55,7 +57,8 @@ class TcpKvListener::Impl {
       : receiver_(receiver),
         options_(std::move(options)),
         workers_(std::max(1, options_.verify_threads)),
-        acceptor_(io_) {}
+        acceptor_(io_),
+        accept_backoff_(io_.get_executor(), "the KV listener") {}
 
   ~Impl() {
     asio::post(io_, [this] {
@@ -115,6 +118,7 @@ class TcpKvListener::Impl {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
   tcp::acceptor acceptor_;
+  AcceptBackoff accept_backoff_;  // io_'s thread
   uint16_t port_ = 0;
   std::thread thread_;
 };
@@ -488,7 +492,7 @@ void TcpKvListener::Impl::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (!ec) std::make_shared<Session>(*this, std::move(socket))->Start();
-    Accept();
+    accept_backoff_.Next(ec, [this] { Accept(); });
   });
 }
 

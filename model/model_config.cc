@@ -174,7 +174,7 @@ Result<ModelConfig> ModelConfig::FromJson(const json& j, const std::string& sour
     c.max_seq_len = sw->get<int>();
   }
   try {
-    c.rms_norm_eps = j.value("rms_norm_eps", 1e-5f);
+    c.rms_norm_eps = j.value("rms_norm_eps", 1e-6f);  // Hugging Face's LlamaConfig default
     c.rope_theta = j.value("rope_theta", 10000.0);
     c.tie_word_embeddings = j.value("tie_word_embeddings", false);
     c.attention_bias = j.value("attention_bias", c.architecture == "Qwen2ForCausalLM");

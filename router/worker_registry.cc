@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace pdserve::gateway {
@@ -14,7 +15,11 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 WorkerRegistry::WorkerRegistry(asio::io_context& io, RegistryOptions options)
-    : io_(io), options_(std::move(options)), acceptor_(io), sweep_timer_(io) {
+    : io_(io),
+      options_(std::move(options)),
+      acceptor_(io),
+      sweep_timer_(io),
+      accept_backoff_(io.get_executor(), "the worker control listener") {
   if (!options_.router) options_.router = router::MakeDefaultRouter();
 }
 
@@ -55,27 +60,43 @@ void WorkerRegistry::Accept() {
   acceptor_.async_accept(
       [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
         if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-        if (!ec) {
-          auto conn = FramedConnection::Create(std::move(socket));
-          uint64_t id;
-          {
-            std::lock_guard lock(self->mu_);
-            id = self->next_id_++;
-            Worker& w = self->workers_[id];
-            w.id = id;
-            w.conn = conn;
-            w.last_seen = std::chrono::steady_clock::now();
-          }
-          std::weak_ptr<WorkerRegistry> weak = self;
-          conn->Start(
-              [weak, id](proto::Envelope&& m) {
-                if (auto s = weak.lock()) s->OnMessage(id, std::move(m));
-              },
-              [weak, id](const Status& why) {
-                if (auto s = weak.lock()) s->OnClose(id, why);
-              });
-        }
-        self->Accept();
+        if (!ec) self->Admit(std::move(socket));
+        self->accept_backoff_.Next(ec, [self] { self->Accept(); });
+      });
+}
+
+void WorkerRegistry::Admit(tcp::socket socket) {
+  boost::system::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  const std::string address = ec ? "unknown" : peer.address().to_string();
+  uint64_t id;
+  auto conn = FramedConnection::Create(std::move(socket), options_.unregistered_frame_bytes);
+  {
+    std::lock_guard lock(mu_);
+    int pending = 0;
+    for (const auto& [other, w] : workers_) pending += !w.registered && w.address == address;
+    if (pending >= options_.max_unregistered_per_address) {
+      spdlog::warn(
+          "refused a control connection from {}: {} of its connections have not "
+          "registered yet",
+          address, pending);
+      conn->Close(ResourceExhausted("too many unregistered connections"));
+      return;
+    }
+    id = next_id_++;
+    Worker& w = workers_[id];
+    w.id = id;
+    w.conn = conn;
+    w.address = address;
+    w.last_seen = std::chrono::steady_clock::now();
+  }
+  std::weak_ptr<WorkerRegistry> weak = shared_from_this();
+  conn->Start(
+      [weak, id](proto::Envelope&& m) {
+        if (auto s = weak.lock()) s->OnMessage(id, std::move(m));
+      },
+      [weak, id](const Status& why) {
+        if (auto s = weak.lock()) s->OnClose(id, why);
       });
 }
 
@@ -153,6 +174,7 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
         w.registered = true;
         w.joined = w.last_period_update = std::chrono::system_clock::now();
         w.load.set_free_pages(w.info.kv_pages());
+        conn->set_max_frame_bytes(options_.registered_frame_bytes);
         accepted = true;
         spdlog::info("worker {} joined: {} {} {} pages={} from {}", conn_id, w.info.name(),
                      w.info.role(), w.info.capacity_class(), w.info.kv_pages(), conn->peer());
@@ -160,6 +182,16 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
       }
     } else if (m.has_load()) {
       w.load = m.load();
+      // What it may claim is what it registered: no more free pages than its pool, no negatives.
+      if (w.load.free_pages() > w.info.kv_pages() && !w.overclaimed) {
+        w.overclaimed = true;
+        spdlog::warn("worker {} ({}) reports {} free KV pages of the {} it registered; counting {}",
+                     conn_id, w.info.name(), w.load.free_pages(), w.info.kv_pages(),
+                     w.info.kv_pages());
+      }
+      w.load.set_free_pages(std::clamp(w.load.free_pages(), 0, w.info.kv_pages()));
+      w.load.set_running(std::max(0, w.load.running()));
+      w.load.set_waiting(std::max(0, w.load.waiting()));
       const auto now = std::chrono::system_clock::now();
       if (options_.on_period && now - w.last_period_update >= std::chrono::seconds(1)) {
         w.last_period_update = now;
@@ -228,6 +260,24 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   if (it == attempts_.end()) return;
   InFlight& f = it->second;
   if (f.phase != Phase::kReserving || w.id != f.cost.decode_worker || !f.sink_active) return;
+  // Pages of its registered pool, enough for the prompt: else the prefill worker would write
+  // where the decode worker never reserved.
+  const int64_t needed = (static_cast<int64_t>(f.prompt.size()) + w.info.page_size() - 1) /
+                         std::max(1, w.info.page_size());
+  const bool in_pool = std::all_of(reserved.page_ids().begin(), reserved.page_ids().end(),
+                                   [&](int32_t p) { return p >= 0 && p < w.info.kv_pages(); });
+  if (!in_pool || reserved.page_ids_size() < needed ||
+      reserved.layout_hash() != w.info.layout_hash()) {
+    spdlog::warn(
+        "worker {} ({}) answered Reserve with {} pages that are not a reservation of its "
+        "pool of {} for {} prompt tokens; dropping it",
+        w.id, w.info.name(), reserved.page_ids_size(), w.info.kv_pages(), f.prompt.size());
+    actions.calls.push_back([conn = w.conn] {
+      conn->Close(InvalidArgument("a Reserved outside the registered KV pool"));
+    });
+    return FailLocked(it->first, f, "the decode worker answered with an invalid reservation", true,
+                      w.id, 0, actions);
+  }
   auto p = workers_.find(f.cost.prefill_worker);
   if (p == workers_.end()) {
     return FailLocked(it->first, f, "the prefill worker chosen for this request was lost", true,
@@ -241,6 +291,7 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   *prefill->mutable_destination() = reserved;
   prefill->set_deadline_seconds(options_.kv_deadline_seconds);
   f.phase = Phase::kPrefilling;
+  f.phase_since = std::chrono::steady_clock::now();
   f.open.insert(p->first);
   p->second.attempts.insert(it->first);
   p->second.sent_prompt_tokens += static_cast<int64_t>(f.prompt.size());
@@ -259,6 +310,7 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
     f.cost.kv_bytes = batch.kv_bytes();
     f.phase = Phase::kDecoding;
+    f.phase_since = std::chrono::steady_clock::now();
     if (f.sink_active && batch.finish_reason() != "cancelled") {
       proto::Envelope m;
       if (ended) {  // the request ends at its first token: the decode worker frees its pages
@@ -276,6 +328,7 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
     }
     return ReleaseLocked(id, f, &w, actions);
   }
+  f.phase_since = std::chrono::steady_clock::now();  // progress: the stall deadline restarts
   if (f.sink_active) {
     actions.calls.push_back([sink = f.sink, batch] { sink->OnTokens(batch); });
     if (ended) f.Deactivate();
@@ -380,12 +433,52 @@ void WorkerRegistry::SweepHeartbeats() {
           std::chrono::duration_cast<std::chrono::milliseconds>(stalled).count());
     }
     for (auto& c : stale) c->Close(DeadlineExceeded("no heartbeat"));
+    self->EnforcePhaseDeadlines(now);
     proto::Envelope heartbeat;
     heartbeat.mutable_heartbeat();
     for (auto& c : alive) c->Send(heartbeat);
     self->CloseAbandonedAttempts(now);
     self->SweepHeartbeats();
   });
+}
+
+void WorkerRegistry::EnforcePhaseDeadlines(std::chrono::steady_clock::time_point now) {
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    const auto prefill_deadline = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(options_.kv_deadline_seconds)) +
+                                  options_.prefill_grace;
+    std::vector<uint64_t> late;
+    for (const auto& [id, f] : attempts_) {
+      if (!f.sink_active) continue;
+      const auto in_phase = now - f.phase_since;
+      const bool past = f.phase == Phase::kReserving    ? in_phase > options_.reserve_timeout
+                        : f.phase == Phase::kPrefilling ? in_phase > prefill_deadline
+                                                        : in_phase > options_.token_stall_timeout;
+      if (past) late.push_back(id);
+    }
+    for (uint64_t id : late) {
+      InFlight& f = attempts_[id];
+      const char* phase = f.phase == Phase::kReserving    ? "reserve KV pages"
+                          : f.phase == Phase::kPrefilling ? "prefill the prompt"
+                                                          : "send its next tokens";
+      const uint64_t slow =
+          f.phase == Phase::kPrefilling ? f.cost.prefill_worker : f.cost.decode_worker;
+      std::string why = "the worker chosen to " + std::string(phase) + " did not answer in time";
+      spdlog::warn("attempt {}: {}", id, why);
+      if (f.phase == Phase::kReserving) {
+        // It heartbeats but does not serve: no more requests go to it.
+        if (auto w = workers_.find(slow); w != workers_.end()) {
+          actions.calls.push_back([conn = w->second.conn] {
+            conn->Close(DeadlineExceeded("did not answer Reserve in time"));
+          });
+        }
+      }
+      FailLocked(id, f, why, true, slow, 0, actions);
+    }
+  }
+  actions.Run();
 }
 
 void WorkerRegistry::CloseAbandonedAttempts(std::chrono::steady_clock::time_point now) {

@@ -8,7 +8,10 @@
 // - colocated: Generate to a worker of role both.
 // It shares every StepReport's time among the attempts in the step (by tokens) and, once every
 // worker of an attempt is done with it (finished, cancelled, failed or lost), tells the sink
-// what the attempt cost (OnAttemptClosed). A worker that disconnects or sends nothing for the
+// what the attempt cost (OnAttemptClosed). Nothing a worker says of itself is trusted past what it
+// registered: its free pages are capped by its pool, its Reserved pages must lie in that pool,
+// and every phase of an attempt has a deadline (RegistryOptions). A worker that disconnects or
+// sends nothing for the
 // heartbeat timeout (every message counts) leaves the registry; its attempts fail over to their
 // sinks (retryable before the first token). Time in which the gateway itself did not run (a
 // SIGSTOP, a VM pause: its sweep firing late) is not held against its workers, whose messages
@@ -30,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "common/accept_backoff.h"
 #include "common/framed_connection.h"
 #include "common/status.h"
 #include "router/router.h"
@@ -72,7 +76,21 @@ struct RegistryOptions {
   std::string model_id;       // workers must serve this model
   std::chrono::milliseconds heartbeat_timeout{3000};
   std::chrono::milliseconds heartbeat_interval{1000};  // gateway to worker
-  double kv_deadline_seconds = 30;                     // a reservation's KV must arrive within this
+  // Before a connection registered, its frames may hold this much (a Register is a few hundred
+  // bytes): a peer that has not shown its token cannot make the gateway allocate more.
+  size_t unregistered_frame_bytes = 4096;
+  size_t registered_frame_bytes = 64 << 20;
+  // Connections from one address that have not registered yet; more are closed at once.
+  int max_unregistered_per_address = 16;
+  // Deadlines of an attempt's phases, past which it fails over (retryable before its first
+  // token) to its sink: a decode worker must answer Reserve within reserve_timeout (one that does
+  // not is dropped: it is not serving, whatever its heartbeats say); a prefill worker must
+  // answer within the KV deadline plus prefill_grace; a running attempt that sends no tokens
+  // for token_stall_timeout has stalled.
+  std::chrono::milliseconds reserve_timeout{10000};
+  std::chrono::milliseconds prefill_grace{5000};
+  std::chrono::milliseconds token_stall_timeout{60000};
+  double kv_deadline_seconds = 30;  // a reservation's KV must arrive within this
   std::chrono::seconds abandon_after{60};
   // Called on register, at most once a second while a worker runs, and when it leaves.
   std::function<void(const WorkerPeriodUpdate&)> on_period;
@@ -124,10 +142,12 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::shared_ptr<FramedConnection> conn;
     std::chrono::steady_clock::time_point last_seen;
     std::chrono::system_clock::time_point joined, last_period_update;
+    std::string address;             // the peer's IP address
     std::set<uint64_t> attempts;     // attempts it holds a part of
     int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
     double busy_seconds = 0;
     bool registered = false;
+    bool overclaimed = false;  // reported more free pages than it registered (logged once)
   };
   enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
   struct InFlight {
@@ -139,6 +159,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
       sink_active = false;
     }
     Phase phase = Phase::kGenerating;
+    // When the phase began, or (decoding) its last tokens came: its deadline counts from here.
+    std::chrono::steady_clock::time_point phase_since = std::chrono::steady_clock::now();
     std::set<uint64_t> open;  // workers still holding a part of it
     AttemptUsage cost;
     std::vector<int32_t> prompt;  // until Prefill is sent
@@ -153,9 +175,14 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   };
 
   void Accept();
+  // Takes a new control connection, unless its address holds too many unregistered ones.
+  void Admit(boost::asio::ip::tcp::socket socket);
   void OnMessage(uint64_t conn_id, proto::Envelope&& message);
   void OnClose(uint64_t conn_id, const Status& why);
   void SweepHeartbeats();
+  // Fails attempts past their phase's deadline; drops decode workers that did not answer
+  // Reserve in time.
+  void EnforcePhaseDeadlines(std::chrono::steady_clock::time_point now);
   // Closes attempts whose workers did not confirm their end within abandon_after of the cancel
   // or failure (a worker bug: its part is forgotten, and its cost is what was reported so far).
   void CloseAbandonedAttempts(std::chrono::steady_clock::time_point now);
@@ -178,6 +205,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   RegistryOptions options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer sweep_timer_;
+  AcceptBackoff accept_backoff_;  // the accept handler's
   uint16_t port_ = 0;
   // The sweep timer's handler only (one at a time).
   std::chrono::steady_clock::time_point last_sweep_, last_heartbeat_;

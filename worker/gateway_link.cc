@@ -27,6 +27,7 @@ Result<std::unique_ptr<GatewayLink>> GatewayLink::Connect(const GatewayLinkOptio
                            DialTcp(link->io_, options.host, options.port, options.connect_timeout));
   link->Attach(std::move(socket));
   link->last_tick_ = std::chrono::steady_clock::now();
+  link->MarkProgress();
   link->ArmTick();
   GatewayLink* self = link.get();
   link->network_ = std::thread([self] {
@@ -119,7 +120,19 @@ void GatewayLink::ArmTick() {
     {
       std::lock_guard lock(send_mu_);
       if (paused) last_heard_ = now;
-      if (options_.keepalive.count() > 0 && last_load_ && now - last_send_ >= options_.keepalive) {
+      const auto progress = std::chrono::steady_clock::time_point(
+          std::chrono::steady_clock::duration(last_progress_));
+      const bool stalled =
+          options_.stall_timeout.count() > 0 && now - progress > options_.stall_timeout;
+      if (stalled && !stall_logged_) {
+        spdlog::error(
+            "the engine thread has not turned for {} ms; no more keepalives, so that "
+            "the gateway takes this worker for lost",
+            options_.stall_timeout.count());
+      }
+      stall_logged_ = stalled;
+      if (options_.keepalive.count() > 0 && last_load_ && !stalled &&
+          now - last_send_ >= options_.keepalive) {
         last_send_ = now;
         conn_->Send(*last_load_);
       }
@@ -177,6 +190,10 @@ bool GatewayLink::WaitForMessages(std::deque<proto::Envelope>* out,
   for (auto& m : inbox_) out->push_back(std::move(m));
   inbox_.clear();
   return !lost_ || !out->empty();
+}
+
+void GatewayLink::MarkProgress() {
+  last_progress_ = std::chrono::steady_clock::now().time_since_epoch().count();
 }
 
 void GatewayLink::Wake() {

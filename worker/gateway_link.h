@@ -11,8 +11,8 @@
 // restarting, a network fault), Reconnect dials again and registers anew on the same link
 // object, so that other threads holding it need not know.
 //
-// Threads: Send, Wake and LostStatus may be called from any thread; WaitForMessages, Reconnect
-// and CloseAfterFlush from the engine thread only.
+// Threads: Send, Wake, MarkProgress and LostStatus may be called from any thread; WaitForMessages,
+// Reconnect and CloseAfterFlush from the engine thread only.
 #pragma once
 
 #include <atomic>
@@ -49,6 +49,11 @@ struct GatewayLinkOptions {
   // frozen one. 0: never. Time the worker itself was paused (its timer firing late) does not
   // count against the gateway.
   std::chrono::milliseconds silence_timeout{10000};
+  // The keepalive repeats the last Load only while the engine thread turns (MarkProgress) at
+  // least this often: an engine thread stuck in a step stops the keepalives, and the gateway
+  // drops the worker. Longer than any step takes (a long prompt chunk on a loaded CPU). 0: no
+  // such check.
+  std::chrono::milliseconds stall_timeout{60000};
 };
 
 class GatewayLink {
@@ -68,6 +73,8 @@ class GatewayLink {
                        std::chrono::steady_clock::time_point until);
   // Ends a WaitForMessages early (a drain signal, a finished transfer).
   void Wake();
+  // The engine thread turned (it is not stuck in a step): the keepalive may go on.
+  void MarkProgress();
   // OK while connected; why it was lost otherwise.
   Status LostStatus() const;
   bool registered() const { return registered_; }
@@ -99,6 +106,8 @@ class GatewayLink {
   std::shared_ptr<FramedConnection> conn_;           // guarded by send_mu_; replaced by Reconnect
   boost::asio::steady_timer tick_timer_{io_};        // network thread only
   std::chrono::steady_clock::time_point last_tick_;  // network thread only
+  bool stall_logged_ = false;                        // network thread only
+  std::atomic<std::chrono::steady_clock::rep> last_progress_{0};  // steady_clock ticks
   std::thread network_;
   // Sends happen under send_mu_, so that a repeated Load never overtakes a newer one.
   std::mutex send_mu_;

@@ -1,5 +1,7 @@
 #include "worker/metrics_http_server.h"
 
+#include "common/accept_backoff.h"
+
 #include <prometheus/text_serializer.h>
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange
@@ -65,7 +67,9 @@ class Scrape : public std::enable_shared_from_this<Scrape> {
 class MetricsHttpServer::Impl {
  public:
   explicit Impl(std::shared_ptr<prometheus::Registry> registry)
-      : registry_(std::move(registry)), acceptor_(io_) {}
+      : registry_(std::move(registry)),
+        acceptor_(io_),
+        accept_backoff_(io_.get_executor(), "the metrics listener") {}
 
   Status Listen(const std::string& bind_address, int port) {
     boost::system::error_code ec;
@@ -98,13 +102,14 @@ class MetricsHttpServer::Impl {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
       if (!ec) std::make_shared<Scrape>(std::move(socket), registry_)->Run();
-      Accept();
+      accept_backoff_.Next(ec, [this] { Accept(); });
     });
   }
 
   std::shared_ptr<prometheus::Registry> registry_;
   asio::io_context io_;
   tcp::acceptor acceptor_;
+  AcceptBackoff accept_backoff_;  // io_'s thread
   uint16_t port_ = 0;
   std::thread thread_;
 };

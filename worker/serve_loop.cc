@@ -17,6 +17,7 @@ Status ServeUntilDrainedOrLost(GatewayLink& link, double heartbeat_seconds,
   bool announced_drain = false;
   std::deque<proto::Envelope> inbox;
   while (true) {
+    link.MarkProgress();
     const auto until =
         turn.busy() ? Clock::now() : std::min(next_heartbeat, Clock::now() + heartbeat);
     inbox.clear();

@@ -30,5 +30,16 @@ TEST(ServeCommandsTest, UnknownKvPathAndDtypeAreRefusedByTheParser) {
   EXPECT_NE(dtype.out.find("--dtype"), std::string::npos) << dtype.out;
 }
 
+// Workers register on the control port and are then sent prompts: beyond loopback that port
+// needs a cluster token, or anyone who reaches it could join. The gateway refuses to start so.
+TEST(ServeCommandsTest, AControlPortBeyondLoopbackNeedsAClusterToken) {
+  auto open = Pdserve("gateway --port 0 --control-port 0 --control-host 0.0.0.0 --no-auth", 60);
+  EXPECT_EQ(open.exit_code, 1) << open.out;
+  EXPECT_NE(open.out.find("set --cluster-token"), std::string::npos) << open.out;
+  auto bad = Pdserve("gateway --port 0 --control-port 0 --control-host not-an-address", 60);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("bad control address 'not-an-address'"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace pdserve

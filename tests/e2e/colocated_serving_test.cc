@@ -70,6 +70,24 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
   }
   auto path = Curl(http_, "/v2/nothing");
   EXPECT_EQ(path.status, 404);
+  // A body that is not declared JSON (curl -d's form encoding, text) is refused as such; a
+  // JSON type with parameters, or none at all, is JSON.
+  const std::string hi = R"({"model":"tiny","prompt":"hi","max_tokens":2})";
+  for (const std::string type : {"application/x-www-form-urlencoded", "text/plain"}) {
+    auto wrong = testing::RunCurl(
+        "curl -s --max-time 30 -w '\\n%{http_code}' -H 'Content-Type: " + type + "' -d '" + hi +
+        "' http://127.0.0.1:" + std::to_string(http_) + "/v1/completions");
+    EXPECT_EQ(wrong.status, 415) << type << ": " << wrong.body;
+    EXPECT_NE(wrong.body.find("must be application/json, got '" + type + "'"), std::string::npos)
+        << wrong.body;
+  }
+  for (const std::string header :
+       {"-H 'Content-Type: application/json; charset=utf-8'", "-H 'Content-Type:'"}) {
+    auto fine =
+        testing::RunCurl("curl -s --max-time 30 -w '\\n%{http_code}' " + header + " -d '" + hi +
+                         "' http://127.0.0.1:" + std::to_string(http_) + "/v1/completions");
+    EXPECT_EQ(fine.status, 200) << header << ": " << fine.body;
+  }
   auto ok = Curl(http_, "/v1/chat/completions",
                  R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
   EXPECT_EQ(ok.status, 200) << ok.body;

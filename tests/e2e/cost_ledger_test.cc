@@ -110,7 +110,8 @@ nlohmann::json Body(const std::string& prompt, int max_tokens, bool stream) {
 TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   auto prefill = StartWorker("prefill", "4.0", "reserved");
   auto decode = StartWorker("decode", "1.5", "burst");
-  ASSERT_TRUE(testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60)));
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
 
   // What each client saw: request id -> (prompt tokens, completion tokens, cost).
   struct Seen {
@@ -154,7 +155,8 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
 
   // Drain the survivors so their periods end with every step reported, then read the ledger.
   decode = StartWorker("decode", "1.5", "burst");
-  ASSERT_TRUE(testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60)));
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
   auto last = Post("alpha-key", Body("after", 4, false));
   ASSERT_EQ(last.status, 200) << last.body;
   {
@@ -214,7 +216,8 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
 
 TEST_F(CostLedgerTest, RowSurvivesKillNineOfTheGatewayRightAfterTheResponse) {
   auto worker = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "w.log");
-  ASSERT_TRUE(testing::WaitForWorkerLoad(gateway_.http_port, 1, std::chrono::seconds(60)));
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 1, std::chrono::seconds(60), "alpha-key"));
   auto r = Post("alpha-key", Body("durable", 4, false));
   ASSERT_EQ(r.status, 200) << r.body;
   gateway_.process->Kill(SIGKILL);

@@ -33,7 +33,7 @@ class AuthenticatedGatewayTest : public ::testing::Test {
     ASSERT_TRUE(gateway_.process) << "gateway did not start";
     http_ = gateway_.http_port;
     worker_ = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "worker.log");
-    ASSERT_TRUE(testing::WaitForWorkerLoad(http_, 1, std::chrono::seconds(30)))
+    ASSERT_TRUE(testing::WaitForWorkerLoad(http_, 1, std::chrono::seconds(30), "sk-good"))
         << "the worker did not register";
   }
 
@@ -53,6 +53,20 @@ class AuthenticatedGatewayTest : public ::testing::Test {
   std::unique_ptr<Process> worker_;
   int http_ = 0;
 };
+
+// /health is liveness for anyone; what runs where (worker names with their pids, pages, loads)
+// only for a caller with a key.
+TEST_F(AuthenticatedGatewayTest, HealthShowsWorkersOnlyToAKey) {
+  auto open = testing::Curl(http_, "/health");
+  ASSERT_EQ(open.status, 200) << open.body;
+  const auto anyone = nlohmann::json::parse(open.body);
+  EXPECT_EQ(anyone["status"], "ok");
+  EXPECT_EQ(anyone["workers"], 1);
+  EXPECT_FALSE(anyone.contains("worker_load")) << open.body;
+  EXPECT_EQ(open.body.find("name"), std::string::npos) << open.body;
+  EXPECT_EQ(testing::WorkerLoad(http_, "sk-good").size(), 1u);
+  EXPECT_TRUE(testing::WorkerLoad(http_, "sk-wrong").empty());
+}
 
 TEST_F(AuthenticatedGatewayTest, TenantOverItsRequestQuotaGets429WithRetryAfter) {
   const std::string body = R"({"model":"tiny","prompt":"hi","max_tokens":2})";

@@ -339,9 +339,14 @@ class HttpConnection {
   std::string buffer_;
 };
 
-// The gateway's /health worker_load entries (each worker's latest load report).
-inline nlohmann::json WorkerLoad(int port) {
-  auto h = Curl(port, "/health");
+// The gateway's /health worker_load entries (each worker's latest load report); `key`: the API
+// key a gateway with keys needs before it shows them.
+inline nlohmann::json WorkerLoad(int port, const std::string& key = "") {
+  auto h = key.empty() ? Curl(port, "/health")
+                       : RunCurl(
+                             "curl -s --max-time 10 -w '\\n%{http_code}' -H 'Authorization: "
+                             "Bearer " +
+                             key + "' http://127.0.0.1:" + std::to_string(port) + "/health");
   if (h.status != 200) return nlohmann::json::array();
   auto j = nlohmann::json::parse(h.body, nullptr, false);
   if (j.is_discarded() || !j.contains("worker_load")) return nlohmann::json::array();
@@ -456,10 +461,11 @@ inline std::string ExpectGreedyMatchesGenerate(int http_port, const std::string&
 }
 
 // Waits up to `timeout` until `n` workers have registered and sent a load report.
-inline bool WaitForWorkerLoad(int http_port, size_t n, std::chrono::seconds timeout) {
+inline bool WaitForWorkerLoad(int http_port, size_t n, std::chrono::seconds timeout,
+                              const std::string& key = "") {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
-    if (WorkerLoad(http_port).size() == n) return true;
+    if (WorkerLoad(http_port, key).size() == n) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;

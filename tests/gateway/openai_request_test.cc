@@ -98,6 +98,41 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
   EXPECT_EQ(Bad("[1]").message, "The request body must be a JSON object");
 }
 
+// Fields that would change the answer, which pdserve does not do, are refused by name rather
+// than silently ignored; their "off" values pass.
+TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
+  const char* base = R"("model":"m","prompt":"hi")";
+  for (const std::string field :
+       {R"("logprobs":2)", R"("logprobs":true)", R"("top_logprobs":3)", R"("echo":true)",
+        R"("best_of":3)", R"("suffix":"end")", R"("logit_bias":{"5":100})",
+        R"("tools":[{"type":"function","function":{"name":"f"}}])", R"("tool_choice":"auto")",
+        R"("functions":[{"name":"f"}])", R"("function_call":"auto")",
+        R"("response_format":{"type":"json_object"})"}) {
+    const ApiError e = Bad("{" + std::string(base) + "," + field + "}");
+    const std::string name = field.substr(1, field.find('"', 1) - 1);
+    EXPECT_EQ(e.http_status, 400) << field;
+    EXPECT_EQ(e.param, name) << field;
+    EXPECT_NE(e.message.find("'" + name + "' is not supported"), std::string::npos) << e.message;
+  }
+  for (const std::string field :
+       {R"("logprobs":false)", R"("logprobs":null)", R"("logprobs":0)", R"("echo":false)",
+        R"("best_of":1)", R"("suffix":"")", R"("logit_bias":{})", R"("tools":[])",
+        R"("tool_choice":"none")", R"("response_format":{"type":"text"})"}) {
+    Ok("{" + std::string(base) + "," + field + "}");
+  }
+}
+
+// Integers past int64 (JSON has no bound) are reported as sent, not wrapped to -1.
+TEST(OpenAiRequestTest, IntegersPastInt64AreReportedAsSent) {
+  const ApiError e = Bad(R"({"model":"m","prompt":"hi","max_tokens":18446744073709551615})");
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_NE(e.message.find("got 18446744073709551615"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("-1"), std::string::npos) << e.message;
+  // A seed is 64 bits either way: an unsigned one is taken as it is.
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":"hi","seed":18446744073709551615})").seed,
+            std::optional<uint64_t>(UINT64_MAX));
+}
+
 TEST(ApiErrorTest, SerialisesAsOpenAiDoes) {
   auto j = ApiError::ModelNotFound("gpt-x").ToJson();
   EXPECT_EQ(j["error"]["message"], "The model 'gpt-x' does not exist");

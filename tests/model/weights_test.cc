@@ -228,6 +228,18 @@ TEST(WeightsTest, HeadersThatOverflowOrNestDeeplyAreClearErrors) {
       << dim.status().message();
 }
 
+// Hugging Face's LlamaConfig (and Mistral's, Qwen2's) default: a config.json without the field
+// means 1e-6, not the 1e-5 some checkpoints write out.
+TEST(ModelConfigTest, AMissingRmsNormEpsIsHuggingFacesDefault) {
+  nlohmann::json j = SmallConfig().ToJson();
+  j.erase("rms_norm_eps");
+  auto c = ModelConfig::FromJson(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+  j["rms_norm_eps"] = 1e-5;
+  EXPECT_FLOAT_EQ(ModelConfig::FromJson(j, "config.json")->rms_norm_eps, 1e-5f);
+}
+
 TEST(ModelConfigTest, FieldsOfAnotherTypeOrPastAnyModelAreClearErrors) {
   const nlohmann::json good = SmallConfig().ToJson();
   nlohmann::json j = good;

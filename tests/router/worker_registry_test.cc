@@ -5,6 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fcntl.h>
 #include <deque>
 #include <future>
 #include <limits>
@@ -87,22 +95,30 @@ TEST(WorkerRegistryTest, RefusesFiguresNoWorkerCanHave) {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// A worker stood in for by one control connection: it registers, reports a Load and keeps
-// what the gateway sends it.
+// How a stand-in answers a message from the gateway (nothing: nullopt).
+using Answer = std::function<std::optional<proto::Envelope>(const proto::Envelope&)>;
+
+// A worker stood in for by one control connection: it registers, reports a Load, keeps what the
+// gateway sends it and answers as `answer` says.
 class WorkerStandIn {
  public:
   // Its connection runs on `io` (already running).
-  WorkerStandIn(asio::io_context& io, uint16_t port, proto::Register hello, int free_pages) {
+  WorkerStandIn(asio::io_context& io, uint16_t port, proto::Register hello, int free_pages,
+                Answer answer = {}) {
     auto socket = DialTcp(io, "127.0.0.1", port, 5s);
     EXPECT_TRUE(socket.ok()) << socket.status().ToString();
     if (!socket.ok()) return;
     conn_ = FramedConnection::Create(std::move(*socket));
+    FramedConnection* raw = conn_.get();
     conn_->Start(
-        [inbox = inbox_](proto::Envelope&& m) {
+        [inbox = inbox_, answer, raw](proto::Envelope&& m) {
+          if (answer) {
+            if (auto reply = answer(m)) raw->Send(*reply);
+          }
           std::lock_guard lock(inbox->mu);
           inbox->received.push_back(std::move(m));
         },
-        [](const Status&) {});
+        [inbox = inbox_](const Status&) { inbox->closed = true; });
     proto::Envelope r;
     *r.mutable_register_() = hello;
     conn_->Send(r);
@@ -122,12 +138,15 @@ class WorkerStandIn {
     }
     return out;
   }
+  bool closed() const { return inbox_->closed; }
+  void Send(const proto::Envelope& m) { conn_->Send(m); }
 
  private:
   // Shared with the connection's handler, which may run after the stand-in is gone.
   struct Inbox {
     std::mutex mu;
     std::deque<proto::Envelope> received;
+    std::atomic<bool> closed{false};
   };
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::shared_ptr<FramedConnection> conn_;
@@ -140,6 +159,25 @@ class NullSink : public RequestSink {
   void OnAttemptClosed(const AttemptUsage&) override {}
 };
 
+// Keeps the failure an attempt ended with.
+class FailureSink : public RequestSink {
+ public:
+  void OnTokens(const proto::TokenBatch&) override {}
+  void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) override {
+    std::lock_guard lock(mu);
+    this->message = message;
+    this->retryable = retryable;
+    this->failed_worker = failed_worker;
+    failed = true;
+  }
+  void OnAttemptClosed(const AttemptUsage&) override {}
+  std::mutex mu;
+  std::atomic<bool> failed{false};
+  std::string message;
+  bool retryable = false;
+  uint64_t failed_worker = 0;
+};
+
 proto::Register Colocated() {
   proto::Register r = Decode();
   r.set_role("both");
@@ -147,30 +185,33 @@ proto::Register Colocated() {
   return r;
 }
 
-class RoutingTest : public ::testing::Test {
+// A registry on loopback with workers stood in for. Tests Start it with the options they need.
+class RegistryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    RegistryOptions o;
+  void Start(RegistryOptions o) {
     o.model_id = "tiny";
-    o.router = router_;
     registry_ = std::make_shared<WorkerRegistry>(io_, o);
     ASSERT_TRUE(registry_->Listen("127.0.0.1", 0).ok());
     thread_ = std::thread([this] { io_.run(); });
   }
   void TearDown() override {
     workers_.clear();
-    registry_->Stop();
+    if (registry_) registry_->Stop();
     work_.reset();
     io_.stop();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
-  // Registers a stand-in and waits until the registry lists it (ids follow the order).
-  WorkerStandIn& Join(proto::Register hello, int free_pages) {
+  // Registers a stand-in and waits until the registry lists it (ids follow the order) with the
+  // free pages it reports (`listed_free`: as the registry counts them, when not the same).
+  WorkerStandIn& Join(proto::Register hello, int free_pages, Answer answer = {},
+                      std::optional<int> listed_free = std::nullopt) {
     const size_t before = registry_->Workers().size();
-    workers_.push_back(std::make_unique<WorkerStandIn>(io_, registry_->port(), hello, free_pages));
+    workers_.push_back(std::make_unique<WorkerStandIn>(io_, registry_->port(), hello, free_pages,
+                                                       std::move(answer)));
     EXPECT_TRUE(Eventually([&] {
       auto snapshot = registry_->LoadSnapshot();
-      return snapshot.size() == before + 1 && snapshot.back().free_pages == free_pages;
+      return snapshot.size() == before + 1 &&
+             snapshot.back().free_pages == listed_free.value_or(free_pages);
     }));
     return *workers_.back();
   }
@@ -178,9 +219,18 @@ class RoutingTest : public ::testing::Test {
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
   std::thread thread_;
-  std::shared_ptr<router::FakeRouter> router_ = std::make_shared<router::FakeRouter>();
   std::shared_ptr<WorkerRegistry> registry_;
   std::vector<std::unique_ptr<WorkerStandIn>> workers_;
+};
+
+class RoutingTest : public RegistryTest {
+ protected:
+  void SetUp() override {
+    RegistryOptions o;
+    o.router = router_;
+    Start(o);
+  }
+  std::shared_ptr<router::FakeRouter> router_ = std::make_shared<router::FakeRouter>();
 };
 
 TEST_F(RoutingTest, TheRoutersChoiceGetsTheRequestWithTheLoadsItSaw) {
@@ -231,6 +281,189 @@ TEST_F(RoutingTest, NoRouteIsUnavailableAndAnImpossibleOneIsAnInternalError) {
 TEST_F(RoutingTest, RegisteredWorkersGetHeartbeats) {
   WorkerStandIn& w = Join(Colocated(), 30);
   EXPECT_TRUE(Eventually([&] { return w.Received(proto::Envelope::kHeartbeat).size() >= 2; }));
+}
+
+// --- What a worker says of itself is checked against what it registered and what it does. ---
+
+proto::Register Prefill() {
+  proto::Register r = Decode();
+  r.set_role("prefill");
+  r.clear_kv_endpoint();
+  return r;
+}
+
+// A registered decode worker claiming 2^31 free pages counts as its registered pool (512): it
+// cannot win every pick on words alone.
+TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
+  Start({});
+  Join(Decode(), std::numeric_limits<int32_t>::max(), {}, /*listed_free=*/512);
+  Join(Decode(), -40, {}, /*listed_free=*/0);
+  const auto snapshot = registry_->LoadSnapshot();
+  ASSERT_EQ(snapshot.size(), 2u);
+  EXPECT_EQ(snapshot[0].free_pages, 512);
+  EXPECT_EQ(snapshot[1].free_pages, 0);
+}
+
+// A decode worker that heartbeats but never answers Reserve: the attempt fails over within the
+// reserve deadline, retryable and blaming that worker, which is dropped so that the next request
+// does not go to it. (Before: the attempt waited forever, and clients hung.)
+TEST_F(RegistryTest, ADecodeWorkerThatNeverAnswersReserveIsFailedOverAndDropped) {
+  RegistryOptions o;
+  o.reserve_timeout = 300ms;
+  Start(o);
+  Join(Decode(), 512);  // silent
+  Join(Prefill(), 512);
+  const uint64_t silent = registry_->LoadSnapshot()[0].id;
+  auto sink = std::make_shared<FailureSink>();
+  proto::Sampling sampling;
+  sampling.set_max_tokens(4);
+  const auto started = std::chrono::steady_clock::now();
+  auto attempt = registry_->Dispatch(5, {1, 2, 3}, sampling, sink);
+  ASSERT_TRUE(attempt.ok()) << attempt.status().ToString();
+  EXPECT_EQ(attempt->decode_worker, silent);
+  ASSERT_TRUE(Eventually([&] { return sink->failed.load(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  {
+    std::lock_guard lock(sink->mu);
+    EXPECT_TRUE(sink->retryable);
+    EXPECT_EQ(sink->failed_worker, silent);
+    EXPECT_NE(sink->message.find("reserve"), std::string::npos) << sink->message;
+  }
+  EXPECT_TRUE(Eventually([&] { return workers_[0]->closed(); }));
+  EXPECT_TRUE(Eventually([&] { return registry_->Workers().size() == 1; }));
+}
+
+// A Reserved naming pages outside the pool the worker registered would have the prefill worker
+// write where nothing was reserved: the attempt fails over and the worker is dropped.
+TEST_F(RegistryTest, AReservationOutsideTheRegisteredPoolIsRefused) {
+  Start({});
+  Join(Decode(), 512, [](const proto::Envelope& m) -> std::optional<proto::Envelope> {
+    if (!m.has_reserve()) return std::nullopt;
+    proto::Envelope r;
+    r.mutable_reserved()->set_request_id(m.reserve().request_id());
+    r.mutable_reserved()->add_page_ids(4096);  // the pool has 512
+    r.mutable_reserved()->set_layout_hash(42);
+    return r;
+  });
+  WorkerStandIn& prefill = Join(Prefill(), 512);
+  auto sink = std::make_shared<FailureSink>();
+  ASSERT_TRUE(registry_->Dispatch(6, {1, 2}, proto::Sampling(), sink).ok());
+  ASSERT_TRUE(Eventually([&] { return sink->failed.load(); }));
+  EXPECT_TRUE(sink->retryable);
+  EXPECT_TRUE(Eventually([&] { return workers_[0]->closed(); }));
+  EXPECT_TRUE(prefill.Received(proto::Envelope::kPrefill).empty()) << "no Prefill to those pages";
+}
+
+// A connected socket to the registry's control port, for bytes no worker would send.
+int RawConnect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// Whether the peer closed `fd` within `timeout` (reads return end of file or a reset).
+bool ClosedWithin(int fd, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return true;
+  }
+  return false;
+}
+
+// Before it registered, a connection may not announce a frame past a few KiB: the registry
+// closes it at once instead of allocating 64 MiB for whoever dials. After registering, frames
+// up to the registered limit pass.
+TEST_F(RegistryTest, AnUnregisteredConnectionMayNotSendALargeFrame) {
+  Start({});
+  const int fd = RawConnect(registry_->port());
+  const unsigned char header[4] = {0x04, 0x00, 0x00, 0x00};  // 64 MiB follow
+  ASSERT_EQ(::send(fd, header, 4, MSG_NOSIGNAL), 4);
+  EXPECT_TRUE(ClosedWithin(fd, 2s)) << "the registry waited for the frame's body";
+  ::close(fd);
+
+  WorkerStandIn& w = Join(Colocated(), 30);
+  proto::Register big = Colocated();
+  big.set_name(std::string(1 << 20, 'x'));  // a 1 MiB frame, once registered
+  proto::Envelope m;
+  *m.mutable_register_() = big;  // a second Register is ignored, but its frame is read
+  w.Send(m);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(w.closed());
+  EXPECT_EQ(registry_->Workers().size(), 1u);
+}
+
+// One address may hold only so many connections that have not registered: past that, new ones
+// are closed at once, and those that register are not counted.
+TEST_F(RegistryTest, UnregisteredConnectionsPerAddressAreCapped) {
+  RegistryOptions o;
+  o.max_unregistered_per_address = 3;
+  Start(o);
+  std::vector<int> fds;
+  for (int i = 0; i < 5; ++i) {
+    fds.push_back(RawConnect(registry_->port()));
+    std::this_thread::sleep_for(50ms);  // accepted in order
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(ClosedWithin(fds[i], 500ms), i >= 3) << "connection " << i;
+  }
+  for (int fd : fds) ::close(fd);
+  Join(Colocated(), 30);  // a worker still gets in once the others are gone
+}
+
+// Out of file descriptors, accept fails while the connection waits in the backlog: the
+// registry must wait before accepting again, not spin a core, and take the connection once
+// descriptors are free again.
+TEST_F(RegistryTest, AcceptBacksOffWhenOutOfFileDescriptors) {
+  Start({});
+  std::vector<int> clients;
+  for (int i = 0; i < 3; ++i) clients.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<int> filler;
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 4096);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+  ASSERT_EQ(errno, EMFILE);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(registry_->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int c : clients) EXPECT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timespec t0{}, t1{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+  std::this_thread::sleep_for(1s);
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+  const double cpu = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  for (int fd : filler) ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_LT(cpu, 0.3) << "CPU seconds in one second while accept failed";
+  // Free descriptors again: the waiting connections are taken (and then, never registering,
+  // closed by the heartbeat sweep; here they are at least accepted and kept for now).
+  for (int c : clients) {
+    proto::Envelope m;
+    *m.mutable_register_() = Colocated();
+    std::string frame(4, '\0');
+    m.AppendToString(&frame);
+    const uint32_t n = static_cast<uint32_t>(frame.size() - 4);
+    frame[0] = static_cast<char>(n >> 24);
+    frame[1] = static_cast<char>(n >> 16);
+    frame[2] = static_cast<char>(n >> 8);
+    frame[3] = static_cast<char>(n);
+    EXPECT_EQ(::send(c, frame.data(), frame.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(frame.size()));
+  }
+  EXPECT_TRUE(Eventually([&] { return registry_->Workers().size() == clients.size(); }));
+  for (int c : clients) ::close(c);
 }
 
 }  // namespace

@@ -182,6 +182,32 @@ TEST(GatewayLinkTest, NoSilenceTimeoutWaitsOnAQuietGateway) {
   EXPECT_TRUE((*link)->LostStatus().ok()) << (*link)->LostStatus().ToString();
 }
 
+// Liveness is the engine thread's progress, not a live socket: while the engine thread turns
+// (MarkProgress) the keepalive repeats the last Load; once it has not turned for the stall
+// timeout the repeats stop, so that the gateway drops a worker stuck in a step; they resume
+// when it turns again.
+TEST(GatewayLinkTest, AnEngineThreadThatStopsTurningStopsTheKeepalive) {
+  FakeGateway gateway;
+  GatewayLinkOptions o = OptionsFor(gateway, 50ms);
+  o.stall_timeout = 500ms;
+  auto link = GatewayLink::Connect(o, proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  (*link)->Send(Load(3));
+  for (int i = 0; i < 10; ++i) {  // turning: 1 s of repeats
+    (*link)->MarkProgress();
+    std::this_thread::sleep_for(100ms);
+  }
+  const size_t turning = gateway.loads().size();
+  EXPECT_GE(turning, 8u);
+  std::this_thread::sleep_for(1s);  // stuck: repeats for the stall timeout at most, then none
+  const size_t stuck = gateway.loads().size();
+  EXPECT_LE(stuck - turning, 14u);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(gateway.loads().size(), stuck) << "repeats went on for a stuck engine thread";
+  (*link)->MarkProgress();
+  EXPECT_TRUE(Eventually([&] { return gateway.loads().size() > stuck; }));
+}
+
 TEST(GatewayLinkTest, DeadlinesFromTheGatewayDefaultAndAreBounded) {
   const auto now = std::chrono::steady_clock::now();
   auto given = DeadlineFromGateway(5);
