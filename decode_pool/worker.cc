@@ -207,6 +207,8 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   out->set_layout_hash(layout_->hash);
   out->set_device(engine_->backend().device());  // normalised: "cuda:0", never "cuda"
   out->set_host_id(HostIdentity());
+  out->set_transfer_secret(reinterpret_cast<const char*>(reservation->secret.data()),
+                           reservation->secret.size());
   link_->Send(reply);
 }
 

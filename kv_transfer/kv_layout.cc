@@ -49,9 +49,11 @@ model::KvCacheShape KvLayout::Shape(int num_pages) const {
   return s;
 }
 
-std::string KvLayout::ToString() const {
-  return fmt::format("{} {} L{} H{}x{} P{} v{} #{:016x}", model_id, model::DTypeName(dtype),
-                     n_layers, n_kv_heads, head_dim, page_size, version, hash);
+std::string KvLayout::ToString() const { return fmt::format("{} #{:016x}", Shape(), hash); }
+
+std::string KvLayout::Shape() const {
+  return fmt::format("{} {} L{} H{}x{} P{} v{}", model_id, model::DTypeName(dtype), n_layers,
+                     n_kv_heads, head_dim, page_size, version);
 }
 
 uint64_t ComputeLayoutHash(const KvLayout& layout) {

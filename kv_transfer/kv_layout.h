@@ -45,6 +45,8 @@ struct KvLayout {
   model::KvCacheShape Shape(int num_pages) const;
   // "model-id f16 L32 H8x128 P16 v1 #0123456789abcdef", for logs and errors.
   std::string ToString() const;
+  // The same without the hash, for what a peer is told ("model-id f16 L32 H8x128 P16 v1").
+  std::string Shape() const;
 };
 
 // SHA-256 of a canonical encoding of the fields, truncated to 64 bits: stable across builds,

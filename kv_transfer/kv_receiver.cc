@@ -1,5 +1,8 @@
 #include "kv_transfer/kv_receiver.h"
 
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +11,16 @@
 
 namespace pdserve::kv_transfer {
 namespace {
+
+// The one answer to a chunk whose request id and secret match no reservation: it says nothing
+// about which of the two was wrong.
+constexpr const char* kNoSuchReservation =
+    "KV chunk: no reservation matches its request and secret";
+
+// In constant time, so that timing tells nothing about how much of a guess was right.
+bool SecretMatches(const TransferSecret& mine, const TransferSecret& theirs) {
+  return CRYPTO_memcmp(mine.data(), theirs.data(), mine.size()) == 0;
+}
 
 // Failed requests remembered for State and Wait after their pages are freed.
 constexpr size_t kRetiredKept = 4096;
@@ -87,14 +100,19 @@ Result<Reservation> KvReceiver::Reserve(uint64_t request_id, int num_pages,
   }
   PDSERVE_ASSIGN_OR_RETURN(auto pages, pool_.Allocate(num_pages));
   std::sort(pages.begin(), pages.end());
+  TransferSecret secret;
+  if (RAND_bytes(secret.data(), static_cast<int>(secret.size())) != 1) {
+    return Internal("KV reserve: the random generator failed");
+  }
   Request r;
   r.deadline = deadline;
+  r.secret = secret;
   r.pages = pages;
   r.filled_pages = filled_pages;
   r.claimed.assign(static_cast<size_t>(layout_.n_layers) * pages.size(), 0);
   requests_.emplace(request_id, std::move(r));
   watchdog_.Schedule(request_id, deadline);
-  return Reservation{request_id, std::move(pages), layout_.hash};
+  return Reservation{request_id, std::move(pages), layout_.hash, secret};
 }
 
 Status KvReceiver::Wait(uint64_t request_id) {
@@ -174,8 +192,8 @@ bool KvReceiver::PlausibleChunk(const FrameHeader& h) const {
 
 Result<KvReceiver::ChunkTarget> KvReceiver::BeginChunk(PeerId peer, const FrameHeader& h) {
   if (h.layout_hash != layout_.hash) {
-    return FailedPrecondition(fmt::format("KV chunk: layout hash {:016x}, this receiver has {}",
-                                          h.layout_hash, layout_.ToString()));
+    return FailedPrecondition("KV chunk: another KV layout than this receiver's " +
+                              layout_.Shape());
   }
   if (!PlausibleChunk(h)) {
     return InvalidArgument(fmt::format("KV chunk: {} pages in {} bytes over {}", h.page_count,
@@ -191,8 +209,8 @@ Result<KvReceiver::ChunkTarget> KvReceiver::BeginChunk(PeerId peer, const FrameH
   }
   std::lock_guard lock(mu_);
   auto it = requests_.find(h.request_id);
-  if (it == requests_.end()) {
-    return NotFound(fmt::format("KV chunk: unknown request {}", h.request_id));
+  if (it == requests_.end() || !SecretMatches(it->second.secret, h.secret)) {
+    return NotFound(kNoSuchReservation);
   }
   Request& r = it->second;
   if (r.peer != 0 && r.peer != peer) {
@@ -266,10 +284,11 @@ Status KvReceiver::EndChunk(PeerId peer, const FrameHeader& h, const Status& app
   return result;
 }
 
-void KvReceiver::FailFromPeer(PeerId peer, uint64_t request_id, const Status& why) {
+void KvReceiver::FailFromPeer(PeerId peer, uint64_t request_id, const TransferSecret& secret,
+                              const Status& why) {
   std::lock_guard lock(mu_);
   auto it = requests_.find(request_id);
-  if (it == requests_.end()) return;
+  if (it == requests_.end() || !SecretMatches(it->second.secret, secret)) return;
   if (it->second.peer != 0 && it->second.peer != peer) return;  // not that peer's to cancel
   FailLocked(request_id, it->second, why);
 }

@@ -33,6 +33,9 @@ struct Reservation {
   uint64_t request_id = 0;
   std::vector<int32_t> pages;  // ascending, so runs coalesce; the request's block table
   uint64_t layout_hash = 0;
+  // Random (128 bits from the OS's generator), for the one sender the gateway names: every chunk
+  // and cancel for the reservation must carry it (Reserved.transfer_secret).
+  TransferSecret secret{};
 };
 
 class KvReceiver {
@@ -92,15 +95,20 @@ class KvReceiver {
   PeerId AddPeer(PeerHooks hooks);
   // The peer's connection is gone: all its unfinished requests Fail with `why`.
   void RemovePeer(PeerId peer, const Status& why);
-  // Validates a chunk header (layout hash, request, its state and peer, layer, page range,
-  // byte count for the path) and pins the request's pages until EndChunk. The first chunk binds
-  // the request to the peer; another peer's chunks are refused.
+  // Validates a chunk header (layout hash, byte count for the path, layer, page range, then the
+  // request and its transfer secret, its state and peer) and pins the request's pages until
+  // EndChunk. A request id nobody reserved and a wrong secret get one and the same answer, which
+  // names neither, and change nothing: a peer without the secret can neither write into a
+  // reservation nor learn which ids exist. The first chunk binds the request to the peer;
+  // another peer's chunks are refused.
   Result<ChunkTarget> BeginChunk(PeerId peer, const FrameHeader& h);
   // `applied`: OK when the bytes are in place (CRC verified); otherwise the request Fails with
   // it. Returns the status to acknowledge the chunk with.
   Status EndChunk(PeerId peer, const FrameHeader& h, const Status& applied);
-  // Fails a request on the peer's word (a kCancel frame from the sender).
-  void FailFromPeer(PeerId peer, uint64_t request_id, const Status& why);
+  // Fails a request on the peer's word (a kCancel frame from the sender), when `secret` is the
+  // reservation's; anything else is ignored.
+  void FailFromPeer(PeerId peer, uint64_t request_id, const TransferSecret& secret,
+                    const Status& why);
   // Whether a chunk header's byte count is one this receiver would ever accept; a transport
   // drains the payload of a refused chunk only when it is, and drops the connection otherwise.
   bool PlausibleChunk(const FrameHeader& h) const;
@@ -116,6 +124,7 @@ class KvReceiver {
     int pins = 0;                  // chunks being written
     PeerId peer = 0;               // 0 until the first chunk
     Clock::time_point deadline;    // as reserved
+    TransferSecret secret{};
   };
 
   // Moves the request to Failed (if it is not final yet), frees its pages unless pinned, wakes

@@ -34,6 +34,7 @@ Status OutgoingTransfers::Open(const OutgoingRequest& req) {
   Request r;
   r.runs = std::move(runs);
   r.pushed.assign(n_layers_, 0);
+  r.secret = req.secret;
   requests_.emplace(req.request_id, std::move(r));
   watchdog_.Schedule(req.request_id, req.deadline);
   return Status::Ok();
@@ -122,6 +123,12 @@ void OutgoingTransfers::Cancel(uint64_t id, const Status& why) {
       failed = FailLocked(id, it->second, why);
   }
   if (failed && on_local_failure_) on_local_failure_(id, why);
+}
+
+TransferSecret OutgoingTransfers::Secret(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = requests_.find(id);
+  return it == requests_.end() ? TransferSecret{} : it->second.secret;
 }
 
 std::optional<TransferState> OutgoingTransfers::State(uint64_t id) const {

@@ -48,6 +48,8 @@ class OutgoingTransfers {
   Status Wait(uint64_t request_id);
   void Cancel(uint64_t request_id, const Status& why);
   std::optional<TransferState> State(uint64_t request_id) const;
+  // The secret the request was opened with, for its chunks and cancels (zero once forgotten).
+  TransferSecret Secret(uint64_t request_id) const;
   // Whether a request can still use the connection (for dropping queued chunks).
   bool Live(uint64_t request_id) const;
 
@@ -59,6 +61,7 @@ class OutgoingTransfers {
     std::vector<uint8_t> pushed;  // [n_layers]
     int layers_pushed = 0;
     std::multiset<std::pair<uint32_t, int32_t>> unacked;  // (layer, dst_first)
+    TransferSecret secret{};
   };
 
   // Returns true when it moved the request to Failed. Requires mu_.

@@ -216,7 +216,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
         return ReadControlPayload(h, [](Session& s, const FrameHeader& hh) {
           Status why = hh.status == StatusCode::kOk ? Status(StatusCode::kCancelled, "")
                                                     : Status(hh.status, "");
-          s.receiver_.FailFromPeer(s.peer_, hh.request_id,
+          s.receiver_.FailFromPeer(s.peer_, hh.request_id, hh.secret,
                                    Status(why.code(), "KV sender: " + s.control_payload_));
           s.ReadHeader();
         });
@@ -244,9 +244,7 @@ class TcpKvListener::Impl::Session : public std::enable_shared_from_this<Session
     Status refusal;
     std::string reply;
     if (h.layout_hash != layout.hash) {
-      refusal = FailedPrecondition(
-          fmt::format("KV layout mismatch: the sender's hash is {:016x}, this receiver has {}",
-                      h.layout_hash, layout.ToString()));
+      refusal = FailedPrecondition("KV layout mismatch: this receiver has " + layout.Shape());
     } else if ((h.path != PayloadPath::kTcp) != listener_.options_.pools_on_device) {
       refusal = FailedPrecondition(fmt::format(
           "KV path {} cannot reach this receiver: its KV pages are in {} memory (send them by {})",

@@ -221,6 +221,7 @@ class TcpTransport::Impl {
     const bool splice = layer_bytes >= options_.splice_min_layer_bytes &&
                         layer_bytes <= options_.splice_max_layer_bytes;
     const auto device_deadline = Clock::now() + std::chrono::seconds(60);
+    const TransferSecret secret = table_.Secret(id);
     auto frame_of = [&](const PageRun& c) {
       OutFrame f;
       f.chunk = true;
@@ -230,6 +231,7 @@ class TcpTransport::Impl {
       h.path = options_.path;
       h.request_id = id;
       h.layout_hash = layout_.hash;
+      h.secret = secret;
       h.layer = static_cast<uint32_t>(layer);
       h.first_page = c.dst_first;
       h.page_count = static_cast<uint32_t>(c.count);
@@ -313,6 +315,7 @@ class TcpTransport::Impl {
     h.type = FrameType::kCancel;
     h.request_id = id;
     h.layout_hash = layout_.hash;
+    h.secret = table_.Secret(id);
     h.status = why.code();
     h.byte_count = f.owned.size();
     f.header = EncodeHeader(h);

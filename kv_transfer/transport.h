@@ -17,6 +17,7 @@
 
 #include "common/status.h"
 #include "kv_transfer/kv_layout.h"
+#include "kv_transfer/wire.h"
 
 namespace pdserve::kv_transfer {
 
@@ -33,6 +34,7 @@ struct OutgoingRequest {
   std::vector<int32_t> src_pages;  // page ids in the sender's pool, in block-table order
   std::vector<int32_t> dst_pages;  // the receiver's reservation for the request, same order
   Clock::time_point deadline;      // the request Fails if not Done by then
+  TransferSecret secret{};         // the reservation's (Reserved.transfer_secret)
 };
 
 class Transport {

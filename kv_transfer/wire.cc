@@ -12,10 +12,12 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
-// Byte offsets within the 64-byte header.
+// Byte offsets within the 80-byte header (68..75 are zero).
 constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffType = 6, kOffPath = 7, kOffRequest = 8,
                  kOffHash = 16, kOffLayer = 24, kOffFirst = 28, kOffCount = 32, kOffStatus = 36,
-                 kOffBytes = 40, kOffPayloadCrc = 48, kOffHeaderCrc = 60;
+                 kOffBytes = 40, kOffPayloadCrc = 48, kOffSecret = 52, kOffHeaderCrc = 76;
+static_assert(kOffSecret + kTransferSecretBytes <= kOffHeaderCrc);
+static_assert(kOffHeaderCrc + 4 == kHeaderBytes);
 
 template <typename T>
 void Put(HeaderBytes& b, size_t off, T v) {
@@ -44,6 +46,7 @@ HeaderBytes EncodeHeader(const FrameHeader& h) {
   Put<uint32_t>(b, kOffStatus, static_cast<uint32_t>(h.status));
   Put<uint64_t>(b, kOffBytes, h.byte_count);
   Put<uint32_t>(b, kOffPayloadCrc, h.payload_crc);
+  std::memcpy(b.data() + kOffSecret, h.secret.data(), kTransferSecretBytes);
   Put<uint32_t>(b, kOffHeaderCrc, Crc32c(b.data(), kOffHeaderCrc));
   return b;
 }
@@ -78,6 +81,7 @@ Result<FrameHeader> ParseHeader(const HeaderBytes& b) {
   h.status = static_cast<StatusCode>(status);
   h.byte_count = Get<uint64_t>(b, kOffBytes);
   h.payload_crc = Get<uint32_t>(b, kOffPayloadCrc);
+  std::memcpy(h.secret.data(), b.data() + kOffSecret, kTransferSecretBytes);
   if (h.type != FrameType::kChunk && h.byte_count > kMaxControlPayload) {
     return InvalidArgument(fmt::format("KV frame: {} payload of {} bytes (limit {})",
                                        FrameTypeName(h.type), h.byte_count, kMaxControlPayload));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace pdserve::prefill_pool {
 
@@ -189,6 +190,12 @@ void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   const auto deadline = DeadlineFromGateway(p.deadline_seconds());
   if (!deadline.ok()) return SendError(p.request_id(), deadline.status().message(), false);
   const proto::Reserved& dst = p.destination();
+  if (dst.transfer_secret().size() != kv_transfer::kTransferSecretBytes) {
+    return SendError(p.request_id(),
+                     "the decode worker's reservation carries no transfer secret (an older "
+                     "decode worker?)",
+                     true, true);
+  }
   if (dst.layout_hash() != layout_.hash) {
     return SendError(p.request_id(),
                      "the decode worker's KV layout differs from this prefill worker's (" +
@@ -253,6 +260,7 @@ void PrefillWorker::OnLayer(int layer, std::span<const model::PromptDone> done) 
       out.src_pages.assign(d.pages.begin(), d.pages.begin() + n);
       out.dst_pages.assign(p.destination.page_ids().begin(), p.destination.page_ids().begin() + n);
       out.deadline = p.deadline;
+      std::memcpy(out.secret.data(), p.destination.transfer_secret().data(), out.secret.size());
       p.failed = p.transport->Open(out);
       p.opened = p.failed.ok();
       {

@@ -95,7 +95,7 @@ struct KvTiming {
 
 // One KV message: open, push the layer, wait for every chunk's ack.
 Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
-                        const std::vector<int32_t>& dst) {
+                        const std::vector<int32_t>& dst, const kvt::TransferSecret& secret) {
   std::vector<int32_t> src(n);
   for (int i = 0; i < n; ++i) src[i] = i;
   auto since = [](Clock::time_point t) {
@@ -105,7 +105,8 @@ Result<KvTiming> TimeKv(kvt::TcpTransport& transport, uint64_t id, int n,
   PDSERVE_ASSIGN_OR_RETURN(const std::vector<kvt::PageRun> runs, kvt::CoalesceRuns(src, dst));
   t.runs = runs.size();
   auto t0 = Clock::now();
-  PDSERVE_RETURN_IF_ERROR(transport.Open({id, src, dst, Clock::now() + std::chrono::seconds(100)}));
+  PDSERVE_RETURN_IF_ERROR(
+      transport.Open({id, src, dst, Clock::now() + std::chrono::seconds(100), secret}));
   t.open = since(t0);
   t0 = Clock::now();
   PDSERVE_RETURN_IF_ERROR(transport.PushLayer(id, 0));
@@ -204,6 +205,12 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       PDSERVE_ASSIGN_OR_RETURN(json reserved, RecvJson(fd));
       if (reserved.contains("error")) return Internal(reserved["error"].get<std::string>());
       const std::vector<int32_t> dst = reserved["pages"].get<std::vector<int32_t>>();
+      const auto secret_bytes = reserved["secret"].get<std::vector<int>>();
+      if (secret_bytes.size() != kvt::kTransferSecretBytes) {
+        return Internal("the receiver's reservation carries no transfer secret");
+      }
+      kvt::TransferSecret secret;
+      std::copy(secret_bytes.begin(), secret_bytes.end(), secret.begin());
       // The two timings of one iteration run back to back, in alternating order, so the noise
       // of a shared machine hits both alike; the ratio is the median of the paired ratios.
       // The checksummed baseline, when asked for, takes the other side of the KV timing.
@@ -226,7 +233,7 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
       const bool baseline_first = it % 2 != 0;
       if (!ipc) PDSERVE_RETURN_IF_ERROR(time_baseline(baseline_first));
       const double kv_cpu0 = ProcessCpuSeconds();
-      PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst));
+      PDSERVE_ASSIGN_OR_RETURN(const KvTiming kv, TimeKv(*transport, id, s.pages, dst, secret));
       const double kv_tx_cpu = ProcessCpuSeconds() - kv_cpu0;
       const double kv_s = kv.total();
       s.runs = static_cast<int>(kv.runs);

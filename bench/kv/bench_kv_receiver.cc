@@ -60,7 +60,9 @@ Status ServeBenchKv(const BenchKvOptions& o, int listen_fd) {
       if (!r.ok()) {
         PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"error", r.status().ToString()}}));
       } else {
-        PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"pages", r->pages}}));
+        PDSERVE_RETURN_IF_ERROR(
+            SendJson(fd, {{"pages", r->pages},
+                          {"secret", std::vector<int>(r->secret.begin(), r->secret.end())}}));
       }
     } else if (op == "wait") {
       const uint64_t id = cmd.value("id", 0ull);

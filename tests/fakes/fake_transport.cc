@@ -13,8 +13,9 @@ FakeTransport::FakeTransport(const KvLayout& layout, std::vector<const void*> la
                                 table_.FailFromPeer(id, why.WithContext("KV receiver"));
                               },
                               nullptr})),
-      table_(layout.n_layers, num_pages,
-             [this](uint64_t id, const Status& why) { receiver_.FailFromPeer(peer_, id, why); }) {}
+      table_(layout.n_layers, num_pages, [this](uint64_t id, const Status& why) {
+        receiver_.FailFromPeer(peer_, id, table_.Secret(id), why);
+      }) {}
 
 FakeTransport::~FakeTransport() { DropConnection(); }
 
@@ -31,6 +32,7 @@ Status FakeTransport::PushLayer(uint64_t request_id, int layer) {
     FrameHeader h;
     h.type = FrameType::kChunk;
     h.request_id = request_id;
+    h.secret = table_.Secret(request_id);
     h.layout_hash = layout_.hash;
     h.layer = static_cast<uint32_t>(layer);
     h.first_page = c.dst_first;

@@ -89,6 +89,7 @@ void RunPair(PayloadPath path, int send_device, int recv_device, bool scattered 
     if (!res.ok()) _exit(3);
     to_sender.Write((*listener)->port());
     for (int32_t p : res->pages) to_sender.Write(static_cast<uint64_t>(p));
+    to_sender.WriteSecret(res->secret);
     if (!receiver.Wait(5).ok()) _exit(4);
     if (!pool.Check(5, res->pages)) _exit(5);
     pages.Free(*receiver.TakePages(5));
@@ -103,6 +104,8 @@ void RunPair(PayloadPath path, int send_device, int recv_device, bool scattered 
     dst[i] = static_cast<int32_t>(w);
     src[i] = scattered ? (i * 7) % kPages : i;  // 7 is prime to kPages: distinct pages
   }
+  TransferSecret secret;
+  ASSERT_TRUE(to_sender.ReadSecret(&secret));
   DevicePool pool(layout, send_device, kPages);
   pool.Fill(5, src);
   TcpTransportOptions o;
@@ -114,7 +117,7 @@ void RunPair(PayloadPath path, int send_device, int recv_device, bool scattered 
   std::vector<const void*> bases(pool.bases.begin(), pool.bases.end());
   auto t = TcpTransport::Connect(layout, bases, kPages, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  ASSERT_TRUE((*t)->Open({5, src, dst, Clock::now() + 60s}).ok());
+  ASSERT_TRUE((*t)->Open({5, src, dst, Clock::now() + 60s, secret}).ok());
   for (int l = 0; l < layout.n_layers; ++l) ASSERT_TRUE((*t)->PushLayer(5, l).ok());
   Status s = (*t)->Wait(5);
   EXPECT_TRUE(s.ok()) << s.ToString();

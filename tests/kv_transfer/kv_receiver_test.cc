@@ -36,7 +36,7 @@ struct Pair {
         FillPage(send.page(l, (*src)[i]), layout.page_bytes(), id, l, i);
       }
     }
-    EXPECT_TRUE(transport.Open({id, *src, r->pages, Clock::now() + timeout}).ok());
+    EXPECT_TRUE(transport.Open({id, *src, r->pages, Clock::now() + timeout, r->secret}).ok());
     return *r;
   }
   KvLayout layout;
@@ -76,7 +76,7 @@ TEST(KvReceiver, DoneWhenTheFilledPagesArriveAndRefusesChunksPastThem) {
   auto src = p.send.pool.Allocate(2);
   ASSERT_TRUE(src.ok());
   std::vector<int32_t> dst(r->pages.begin(), r->pages.begin() + 2);
-  ASSERT_TRUE(p.transport.Open({9, *src, dst, Clock::now() + 10s}).ok());
+  ASSERT_TRUE(p.transport.Open({9, *src, dst, Clock::now() + 10s, r->secret}).ok());
   for (int l = 0; l < 3; ++l) ASSERT_TRUE(p.transport.PushLayer(9, l).ok());
   ASSERT_TRUE(p.receiver.Wait(9).ok());
   EXPECT_EQ(p.receiver.State(9), TransferState::kDone);
@@ -91,6 +91,7 @@ TEST(KvReceiver, DoneWhenTheFilledPagesArriveAndRefusesChunksPastThem) {
   h.layout_hash = p.layout.hash;
   h.request_id = 10;
   h.layer = 0;
+  h.secret = again->secret;
   h.first_page = again->pages[1];  // the second page: room for generated tokens, not KV
   h.page_count = 1;
   h.byte_count = p.layout.page_bytes();
@@ -119,6 +120,7 @@ TEST(KvReceiver, RefusesRunsOverUnreservedPagesAndPagesSentTwice) {
     FrameHeader h;
     h.layout_hash = p.layout.hash;
     h.request_id = 23;
+    h.secret = r->secret;
     h.layer = 1;
     h.first_page = first;
     h.page_count = count;
@@ -198,6 +200,41 @@ TEST(KvReceiver, CorruptChunkFailsTheRequest) {
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
 }
 
+// Only the reservation's secret opens it: a chunk with another gets the answer of a request that
+// does not exist, word for word, and changes nothing; so does a cancel.
+TEST(KvReceiver, AChunkOrCancelWithoutTheSecretIsTheAnswerToNoReservation) {
+  Pair p;
+  Reservation r = p.Start(8, 4);
+  Reservation other = p.Start(9, 2);
+  EXPECT_NE(r.secret, other.secret);
+  EXPECT_NE(r.secret, TransferSecret{});
+  const auto peer = p.receiver.AddPeer({});
+  FrameHeader h;
+  h.type = FrameType::kChunk;
+  h.request_id = 8;
+  h.layout_hash = p.layout.hash;
+  h.first_page = r.pages[0];
+  h.page_count = 1;
+  h.byte_count = p.layout.page_bytes();
+  h.secret = other.secret;  // a real secret, of another reservation
+  const auto wrong = p.receiver.BeginChunk(peer, h);
+  h.request_id = 12345;  // no such reservation
+  const auto unknown = p.receiver.BeginChunk(peer, h);
+  ASSERT_FALSE(wrong.ok());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(wrong.status().code(), unknown.status().code());
+  EXPECT_EQ(wrong.status().message(), unknown.status().message());
+  EXPECT_EQ(wrong.status().message().find("8"), std::string::npos) << wrong.status().message();
+  EXPECT_EQ(p.receiver.State(8), TransferState::kReserved);
+  p.receiver.FailFromPeer(peer, 8, other.secret, Status(StatusCode::kCancelled, "a spray"));
+  p.receiver.FailFromPeer(peer, 8, TransferSecret{}, Status(StatusCode::kCancelled, "a spray"));
+  EXPECT_EQ(p.receiver.State(8), TransferState::kReserved);
+  p.receiver.FailFromPeer(peer, 8, r.secret, Status(StatusCode::kCancelled, "the sender gave up"));
+  EXPECT_EQ(p.receiver.State(8), TransferState::kFailed);
+  p.receiver.Cancel(9, "test over");
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
 TEST(KvReceiver, RefusesEveryBadHeaderField) {
   Pair p;
   Reservation r = p.Start(8, 4);
@@ -207,6 +244,7 @@ TEST(KvReceiver, RefusesEveryBadHeaderField) {
     FrameHeader h;
     h.type = FrameType::kChunk;
     h.request_id = id;
+    h.secret = r.secret;
     h.layout_hash = p.layout.hash;
     h.layer = layer;
     h.first_page = first;
@@ -255,6 +293,7 @@ TEST(KvReceiver, ChunkFailingAfterTheRequestFailedStillFreesItsPages) {
   FrameHeader h;
   h.type = FrameType::kChunk;
   h.request_id = 9;
+  h.secret = r.secret;
   h.layout_hash = p.layout.hash;
   h.layer = 0;
   h.first_page = r.pages[0];
@@ -338,7 +377,7 @@ TEST(KvReceiver, LayoutMismatchRefusedBeforeAnyByte) {
   FakeTransport t(theirs, send.const_bases(), 8, receiver);
   auto r = receiver.Reserve(1, 2, Clock::now() + 5s);
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(t.Open({1, {0, 1}, r->pages, Clock::now() + 5s}).ok());
+  ASSERT_TRUE(t.Open({1, {0, 1}, r->pages, Clock::now() + 5s, r->secret}).ok());
   EXPECT_EQ(t.PushLayer(1, 0).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(receiver.State(1), TransferState::kReserved);
   receiver.Cancel(1, "test");

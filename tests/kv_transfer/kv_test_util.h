@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kv_transfer/kv_layout.h"
+#include "kv_transfer/wire.h"
 #include "model/kv_pool.h"
 
 namespace pdserve::kv_transfer::testing {
@@ -87,6 +88,19 @@ class WordPipe {
       if (n <= 0) return;
       p += n, left -= n;
     }
+  }
+  // A reservation's transfer secret, as two words.
+  void WriteSecret(const TransferSecret& s) {
+    uint64_t w[2];
+    std::memcpy(w, s.data(), sizeof w);
+    Write(w[0]);
+    Write(w[1]);
+  }
+  bool ReadSecret(TransferSecret* s) {
+    uint64_t w[2];
+    if (!Read(&w[0]) || !Read(&w[1])) return false;
+    std::memcpy(s->data(), w, sizeof w);
+    return true;
   }
   // False on timeout or EOF.
   bool Read(uint64_t* w, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

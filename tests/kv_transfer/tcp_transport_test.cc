@@ -3,6 +3,7 @@
 // layout mismatch; garbage from a peer. After each test the receiver's used pages are zero.
 #include "kv_transfer/tcp_transport.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -36,6 +37,7 @@ using testing::WordPipe;
   if (!pipe.Read(&port) || !pipe.Read(&n_requests)) _exit(10);
   std::vector<uint64_t> ids(n_requests);
   std::vector<std::vector<int32_t>> dst(n_requests);
+  std::vector<TransferSecret> secrets(n_requests);
   for (uint64_t r = 0; r < n_requests; ++r) {
     uint64_t n = 0;
     if (!pipe.Read(&ids[r]) || !pipe.Read(&n)) _exit(11);
@@ -45,6 +47,7 @@ using testing::WordPipe;
       if (!pipe.Read(&w)) _exit(12);
       p = static_cast<int32_t>(w);
     }
+    if (!pipe.ReadSecret(&secrets[r])) _exit(15);
   }
   HostKvPool pool(layout, pool_pages);
   std::mt19937_64 rng(1234);
@@ -69,7 +72,7 @@ using testing::WordPipe;
   auto t = TcpTransport::Connect(layout, pool.const_bases(), pool_pages, o);
   if (!t.ok()) _exit(13);
   for (uint64_t r = 0; r < n_requests; ++r) {
-    if (!(*t)->Open({ids[r], src[r], dst[r], Clock::now() + 60s}).ok()) _exit(14);
+    if (!(*t)->Open({ids[r], src[r], dst[r], Clock::now() + 60s, secrets[r]}).ok()) _exit(14);
   }
   if (stall_after_layers >= 0) {
     for (int l = 0; l < stall_after_layers; ++l) (void)(*t)->PushLayer(ids[0], l);
@@ -139,6 +142,7 @@ TEST_P(TcpBitExact, RandomPagesArriveBitExactFromAnotherProcess) {
       pipe.Write(res->request_id);
       pipe.Write(res->pages.size());
       for (int32_t p : res->pages) pipe.Write(static_cast<uint64_t>(p));
+      pipe.WriteSecret(res->secret);
       reservations.push_back(*res);
     }
     for (const Reservation& res : reservations) {
@@ -193,6 +197,7 @@ TEST(TcpTransport, SenderKilledMidTransferFailsTheRequestAndFreesPages) {
   pipe.Write(7);
   pipe.Write(16);
   for (int32_t p : res->pages) pipe.Write(static_cast<uint64_t>(p));
+  pipe.WriteSecret(res->secret);
   const auto give_up = Clock::now() + 10s;
   while (receiver.State(7) != TransferState::kReceiving && Clock::now() < give_up) {
     std::this_thread::sleep_for(2ms);
@@ -221,6 +226,7 @@ TEST(TcpTransport, ReceiverKilledFailsTheSendersRequest) {
     if (!res.ok()) _exit(2);
     pipe.Write((*listener)->port());
     for (int32_t p : res->pages) pipe.Write(static_cast<uint64_t>(p));
+    pipe.WriteSecret(res->secret);
     for (;;) pause();
   }
   uint64_t port = 0;
@@ -231,12 +237,14 @@ TEST(TcpTransport, ReceiverKilledFailsTheSendersRequest) {
     ASSERT_TRUE(pipe.Read(&w));
     p = static_cast<int32_t>(w);
   }
+  TransferSecret secret;
+  ASSERT_TRUE(pipe.ReadSecret(&secret));
   HostKvPool send(layout, 64);
   TcpTransportOptions o;
   o.port = static_cast<uint16_t>(port);
   auto t = TcpTransport::Connect(layout, send.const_bases(), 64, o);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  ASSERT_TRUE((*t)->Open({9, {0, 1, 2, 3, 4, 5, 6, 7}, dst, Clock::now() + 10s}).ok());
+  ASSERT_TRUE((*t)->Open({9, {0, 1, 2, 3, 4, 5, 6, 7}, dst, Clock::now() + 10s, secret}).ok());
   ASSERT_TRUE((*t)->PushLayer(9, 0).ok());
   ::kill(child, SIGKILL);
   const auto killed = Clock::now();
@@ -275,7 +283,8 @@ TEST(TcpTransport, FlippedBitIsACrcErrorAndFailsTheRequest) {
   auto& t = *p.connected;
   auto res = p.receiver.Reserve(1, 8, Clock::now() + 10s);
   ASSERT_TRUE(res.ok());
-  ASSERT_TRUE(t->Open({1, {0, 1, 2, 3, 4, 5, 6, 7}, res->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE(
+      t->Open({1, {0, 1, 2, 3, 4, 5, 6, 7}, res->pages, Clock::now() + 10s, res->secret}).ok());
   for (int l = 0; l < 3; ++l) {
     // The receiver's CRC error may come back before the last layer is pushed; that push then
     // reports the failure.
@@ -291,7 +300,7 @@ TEST(TcpTransport, FlippedBitIsACrcErrorAndFailsTheRequest) {
   // The connection survives: the next request goes through.
   auto res2 = p.receiver.Reserve(2, 4, Clock::now() + 10s);
   ASSERT_TRUE(res2.ok());
-  ASSERT_TRUE(t->Open({2, {8, 9, 10, 11}, res2->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE(t->Open({2, {8, 9, 10, 11}, res2->pages, Clock::now() + 10s, res2->secret}).ok());
   for (int l = 0; l < 3; ++l) ASSERT_TRUE(t->PushLayer(2, l).ok());
   EXPECT_TRUE(t->Wait(2).ok());
   p.recv.pool.Free(*p.receiver.TakePages(2));
@@ -322,7 +331,7 @@ void ExpectAFlippedBitCaughtAndTheNextRequestIntact(TcpKvListenerOptions lo, Tcp
   for (int i = 0; i < pages; ++i) src[i] = i;
   auto bad = receiver.Reserve(1, pages, Clock::now() + 10s);
   ASSERT_TRUE(bad.ok());
-  ASSERT_TRUE((*t)->Open({1, src, bad->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE((*t)->Open({1, src, bad->pages, Clock::now() + 10s, bad->secret}).ok());
   for (int l = 0; l <= flip_chunk; ++l) {
     Status pushed = (*t)->PushLayer(1, l);
     ASSERT_TRUE(pushed.ok()) << pushed.ToString();
@@ -334,7 +343,7 @@ void ExpectAFlippedBitCaughtAndTheNextRequestIntact(TcpKvListenerOptions lo, Tcp
   auto good = receiver.Reserve(2, pages, Clock::now() + 10s);
   ASSERT_TRUE(good.ok());
   for (int i = 0; i < pages; ++i) src[i] = pages + i;
-  ASSERT_TRUE((*t)->Open({2, src, good->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE((*t)->Open({2, src, good->pages, Clock::now() + 10s, good->secret}).ok());
   for (int l = 0; l < 2; ++l) ASSERT_TRUE((*t)->PushLayer(2, l).ok());
   Status ok = (*t)->Wait(2);
   ASSERT_TRUE(ok.ok()) << ok.ToString();
@@ -389,18 +398,19 @@ TEST(TcpTransport, PeerLostMidPayloadWhileThePoolChecksSpansFreesThePages) {
   hello.type = FrameType::kHello;
   hello.layout_hash = layout.hash;
   const HeaderBytes hb = EncodeHeader(hello);
-  ASSERT_EQ(::send(fd, hb.data(), hb.size(), MSG_NOSIGNAL), 64);
+  ASSERT_EQ(::send(fd, hb.data(), hb.size(), MSG_NOSIGNAL), static_cast<ssize_t>(kHeaderBytes));
   // A 1 MiB chunk into the reserved pages, of which 600 KiB arrive: two spans go to the pool.
   FrameHeader chunk;
   chunk.type = FrameType::kChunk;
   chunk.request_id = 5;
+  chunk.secret = res->secret;
   chunk.layout_hash = layout.hash;
   chunk.first_page = res->pages[0];
   chunk.page_count = 16;
   chunk.byte_count = 16 * layout.page_bytes();
   chunk.payload_crc = 0x12345678;
   const HeaderBytes cb = EncodeHeader(chunk);
-  ASSERT_EQ(::send(fd, cb.data(), cb.size(), MSG_NOSIGNAL), 64);
+  ASSERT_EQ(::send(fd, cb.data(), cb.size(), MSG_NOSIGNAL), static_cast<ssize_t>(kHeaderBytes));
   const std::vector<unsigned char> part(600 << 10, 0xab);
   for (size_t sent = 0; sent < part.size();) {
     const ssize_t n = ::send(fd, part.data() + sent, part.size() - sent, MSG_NOSIGNAL);
@@ -429,6 +439,11 @@ TEST(TcpTransport, LayoutMismatchIsRefusedBeforeAnyData) {
   EXPECT_EQ(p.connected.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(p.connected.status().message().find("layout mismatch"), std::string::npos)
       << p.connected.status().ToString();
+  // What it is told names the receiver's layout but not its hash (nor echoes the sender's).
+  for (uint64_t hash : {p.layout.hash, other->hash}) {
+    EXPECT_EQ(p.connected.status().message().find(fmt::format("{:016x}", hash)), std::string::npos)
+        << p.connected.status().message();
+  }
   EXPECT_EQ(p.receiver.State(1), TransferState::kReserved);  // not a byte arrived
   p.receiver.Cancel(1, "test over");
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
@@ -517,8 +532,8 @@ TEST(TcpTransport, DeadlineAndCancelFailBothSides) {
   auto a = p.receiver.Reserve(1, 4, Clock::now() + 300ms);
   auto b = p.receiver.Reserve(2, 4, Clock::now() + 10s);
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(t->Open({1, {0, 1, 2, 3}, a->pages, Clock::now() + 10s}).ok());
-  ASSERT_TRUE(t->Open({2, {4, 5, 6, 7}, b->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE(t->Open({1, {0, 1, 2, 3}, a->pages, Clock::now() + 10s, a->secret}).ok());
+  ASSERT_TRUE(t->Open({2, {4, 5, 6, 7}, b->pages, Clock::now() + 10s, b->secret}).ok());
   ASSERT_TRUE(t->PushLayer(1, 0).ok());  // then stall: the receiver's deadline fires
   const auto t0 = Clock::now();
   EXPECT_EQ(p.receiver.Wait(1).code(), StatusCode::kDeadlineExceeded);
@@ -541,6 +556,64 @@ TEST(TcpTransport, UnknownRequestIsRefusedAndTheConnectionCarriesOn) {
   EXPECT_EQ(p.recv.pool.used_pages(), 0);
 }
 
+// Another connection that knows a live request's id but not its reservation's secret (a scan of
+// ids, a guess): its chunks and cancels change nothing, and a live id and an unknown one get the
+// same answer. The sender the gateway named, with the secret, then moves the request as usual.
+TEST(TcpTransport, ChunksAndCancelsWithoutTheSecretChangeNothingAndTellNothing) {
+  LoopbackPair p(SmallLayout(3));
+  ASSERT_TRUE(p.connected.ok()) << p.connected.status().ToString();
+  auto res = p.receiver.Reserve(5, 4, Clock::now() + 10s);
+  ASSERT_TRUE(res.ok());
+  TcpTransportOptions o;
+  o.port = p.listener->port();
+  HostKvPool attacker_pool(p.layout, 64);
+  for (int l = 0; l < 3; ++l) {
+    for (int i = 0; i < 4; ++i)
+      FillPage(attacker_pool.page(l, i), p.layout.page_bytes(), 666, l, i);
+  }
+  auto attacker = TcpTransport::Connect(p.layout, attacker_pool.const_bases(), 64, o);
+  ASSERT_TRUE(attacker.ok()) << attacker.status().ToString();
+  TransferSecret guess = res->secret;
+  guess[7] ^= 1;  // one bit off: as wrong as any other guess
+  std::string answers[2];
+  for (uint64_t id : {uint64_t{5}, uint64_t{6}}) {  // live, and never reserved
+    ASSERT_TRUE((*attacker)->Open({id, {0, 1, 2, 3}, res->pages, Clock::now() + 10s, guess}).ok());
+    ASSERT_TRUE((*attacker)->PushLayer(id, 0).ok());
+    const Status s = (*attacker)->Wait(id);
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    answers[id - 5] = s.message();
+  }
+  EXPECT_EQ(answers[0], answers[1]) << "a live id is told apart from an unknown one";
+  EXPECT_NE(answers[0].find("no reservation matches"), std::string::npos) << answers[0];
+  // A cancel spray with the guess: ignored.
+  ASSERT_TRUE((*attacker)->Open({5, {0}, {res->pages[0]}, Clock::now() + 10s, guess}).ok());
+  (*attacker)->Cancel(5, "spray");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(p.receiver.State(5), TransferState::kReserved);
+  for (int l = 0; l < 3; ++l) {  // not a byte of the attacker's landed
+    for (int32_t page : res->pages) {
+      const unsigned char* b = p.recv.page(l, page);
+      EXPECT_TRUE(std::all_of(b, b + p.layout.page_bytes(), [](unsigned char c) { return !c; }));
+    }
+  }
+  // The named sender, with the secret.
+  for (int l = 0; l < 3; ++l) {
+    for (int i = 0; i < 4; ++i) FillPage(p.send.page(l, i), p.layout.page_bytes(), 5, l, i);
+  }
+  auto& t = *p.connected;
+  ASSERT_TRUE(t->Open({5, {0, 1, 2, 3}, res->pages, Clock::now() + 10s, res->secret}).ok());
+  for (int l = 0; l < 3; ++l) ASSERT_TRUE(t->PushLayer(5, l).ok());
+  ASSERT_TRUE(t->Wait(5).ok());
+  ASSERT_TRUE(p.receiver.Wait(5).ok());
+  for (int l = 0; l < 3; ++l) {
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(PageMatches(p.recv.page(l, res->pages[i]), p.layout.page_bytes(), 5, l, i));
+    }
+  }
+  p.recv.pool.Free(*p.receiver.TakePages(5));
+  EXPECT_EQ(p.recv.pool.used_pages(), 0);
+}
+
 TEST(TcpTransport, GarbageFromAPeerClosesOnlyThatConnection) {
   LoopbackPair p(SmallLayout(3));
   ASSERT_TRUE(p.connected.ok());
@@ -559,7 +632,7 @@ TEST(TcpTransport, GarbageFromAPeerClosesOnlyThatConnection) {
       hello.type = FrameType::kHello;
       hello.layout_hash = p.layout.hash;
       HeaderBytes hb = EncodeHeader(hello);
-      ASSERT_EQ(::send(fd, hb.data(), hb.size(), 0), 64);
+      ASSERT_EQ(::send(fd, hb.data(), hb.size(), 0), static_cast<ssize_t>(kHeaderBytes));
       FrameHeader chunk;
       chunk.type = FrameType::kChunk;
       chunk.layout_hash = p.layout.hash;
@@ -584,7 +657,7 @@ TEST(TcpTransport, GarbageFromAPeerClosesOnlyThatConnection) {
   auto& t = *p.connected;
   auto res = p.receiver.Reserve(3, 2, Clock::now() + 10s);
   ASSERT_TRUE(res.ok());
-  ASSERT_TRUE(t->Open({3, {0, 1}, res->pages, Clock::now() + 10s}).ok());
+  ASSERT_TRUE(t->Open({3, {0, 1}, res->pages, Clock::now() + 10s, res->secret}).ok());
   for (int l = 0; l < 3; ++l) ASSERT_TRUE(t->PushLayer(3, l).ok());
   EXPECT_TRUE(t->Wait(3).ok());
   p.recv.pool.Free(*p.receiver.TakePages(3));

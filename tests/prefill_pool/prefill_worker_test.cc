@@ -87,6 +87,7 @@ class PrefillWorkerTest : public ::testing::Test {
     dst->set_kv_endpoint("decode.test:7000");
     dst->mutable_page_ids()->Add(r->pages.begin(), r->pages.end());
     dst->set_layout_hash(layout_.hash);
+    dst->set_transfer_secret(reinterpret_cast<const char*>(r->secret.data()), r->secret.size());
     dst->set_device("cpu");
     gateway_.Send(m);
     return *r;
