@@ -1,12 +1,12 @@
 // The cost model of docs/architecture.md ("Cost model (the ledger)") as pure functions: what a
-// worker's GPU time costs, how one engine step's wall time is shared among the requests in it,
-// and what an attempt cost. The gateway calls them when it writes a ledger row; the report calls
-// them to split costs by phase and capacity class. No state: safe from any thread.
+// worker's GPU time costs and what an attempt cost. (How one engine step's wall time is shared
+// among its requests is the registry's, router/step_shares.h, which charges each attempt its step
+// seconds.) The gateway calls them when it writes a ledger row; the report calls them to split
+// costs by phase and capacity class. No state: safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace pdserve::gateway {
 
@@ -28,12 +28,6 @@ struct WorkerRef {
 // USD for `seconds` of step wall time on a worker: seconds * gpu_count * price_per_gpu_hour /
 // 3600. Also the capacity cost of `seconds` of uptime.
 double ComputeCostUsd(double seconds, const WorkerRef& w);
-
-// A prefill step's wall time shared among its requests by their token counts: one share per
-// entry of `tokens`, summing to `step_seconds` (equal shares when every count is zero).
-std::vector<double> PrefillStepShares(double step_seconds, const std::vector<int64_t>& tokens);
-// A decode step's wall time shared equally among the `batch_size` sequences in it.
-double DecodeStepShare(double step_seconds, int batch_size);
 
 // USD for moving `kv_bytes` from the prefill worker to the decode worker: charged only when
 // both zones are named and differ.

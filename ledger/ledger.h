@@ -58,7 +58,7 @@ struct WorkerPeriod {     // one worker process's registration with one gateway 
   std::string period_id;  // unique key, e.g. "<gateway start unix ns>-<worker id>"
   WorkerRef worker;
   double start_unix = 0, end_unix = 0;  // end = last seen while it runs
-  double busy_seconds = 0;              // sum of its engine step wall times
+  double busy_seconds = 0;              // its engine step time charged to attempts
 };
 
 struct LedgerOptions {

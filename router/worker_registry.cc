@@ -1,13 +1,13 @@
 #include "router/worker_registry.h"
 
 #include "router/routers.h"
+#include "router/step_shares.h"
 
 #include <cmath>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <numeric>
 
 namespace pdserve::gateway {
 
@@ -233,24 +233,29 @@ void WorkerRegistry::SendLocked(uint64_t worker_id, proto::Envelope m, Actions& 
 
 void WorkerRegistry::HandleStepLocked(Worker& w, const proto::StepReport& step) {
   const int n = step.request_ids_size();
-  if (step.tokens_size() != n || step.prompt_size() != n || !(step.seconds() >= 0)) {
+  const bool counts_ok =
+      std::all_of(step.tokens().begin(), step.tokens().end(), [](int32_t t) { return t >= 0; });
+  if (step.tokens_size() != n || step.prompt_size() != n || !(step.seconds() >= 0) ||
+      !std::isfinite(step.seconds()) || !counts_ok) {
     spdlog::warn("worker {} sent a malformed step report; ignored", w.id);
     return;
   }
-  w.busy_seconds += step.seconds();
-  const int64_t total = std::accumulate(step.tokens().begin(), step.tokens().end(), int64_t{0});
-  if (total <= 0) return;
+  // Busy time is what was charged to attempts: the share of a request this worker holds no part
+  // of (closed, or never its) goes to no row and so stays idle time, and each worker's rows add
+  // up to its busy seconds (conservation, docs/architecture.md "Cost model").
+  const std::vector<double> shares =
+      router::StepShares(step.seconds(), {step.tokens().data(), static_cast<size_t>(n)});
   for (int i = 0; i < n; ++i) {
     auto f = attempts_.find(step.request_ids(i));
     if (f == attempts_.end() || !f->second.open.count(w.id)) continue;
-    const double share = step.seconds() * step.tokens(i) / static_cast<double>(total);
     AttemptUsage& c = f->second.cost;
     const bool colocated = c.prefill_worker == c.decode_worker;
     if (w.id == c.prefill_worker && (!colocated || step.prompt(i))) {
-      c.prefill_step_seconds += share;
+      c.prefill_step_seconds += shares[i];
     } else {
-      c.decode_step_seconds += share;
+      c.decode_step_seconds += shares[i];
     }
+    w.busy_seconds += shares[i];
   }
 }
 

@@ -67,7 +67,7 @@ struct WorkerPeriodUpdate {
   uint64_t worker_id = 0;
   proto::Register info;
   std::chrono::system_clock::time_point start, last_seen;
-  double busy_seconds = 0;  // the sum of its step reports' wall times
+  double busy_seconds = 0;  // step time charged to its attempts (router/step_shares.h)
   bool ended = false;
 };
 

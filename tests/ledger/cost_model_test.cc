@@ -1,10 +1,9 @@
-// The cost model's arithmetic (docs/architecture.md, "Cost model"): GPU-hour prices, step shares
-// by tokens (prefill) and equally (decode), egress across zones.
+// The cost model's arithmetic (docs/architecture.md, "Cost model"): GPU-hour prices, an attempt's
+// cost, egress across zones. How steps are shared among attempts is the registry's
+// (tests/router/step_shares_test.cc).
 #include "ledger/cost_model.h"
 
 #include <gtest/gtest.h>
-
-#include <numeric>
 
 namespace pdserve::gateway {
 namespace {
@@ -14,19 +13,6 @@ TEST(CostModelTest, ComputeCostIsSecondsTimesGpusTimesHourlyPrice) {
   EXPECT_DOUBLE_EQ(ComputeCostUsd(10, w), 10 * 4 * 3.6 / 3600);
   EXPECT_DOUBLE_EQ(ComputeCostUsd(3600, w), 14.4);
   EXPECT_EQ(ComputeCostUsd(0, w), 0);
-}
-
-TEST(CostModelTest, PrefillStepIsSharedByTokensDecodeStepEqually) {
-  auto shares = PrefillStepShares(1.0, {100, 300, 0});
-  ASSERT_EQ(shares.size(), 3u);
-  EXPECT_DOUBLE_EQ(shares[0], 0.25);
-  EXPECT_DOUBLE_EQ(shares[1], 0.75);
-  EXPECT_EQ(shares[2], 0);
-  auto zero = PrefillStepShares(0.9, {0, 0, 0});
-  EXPECT_DOUBLE_EQ(std::accumulate(zero.begin(), zero.end(), 0.0), 0.9);
-  EXPECT_TRUE(PrefillStepShares(1.0, {}).empty());
-  EXPECT_DOUBLE_EQ(DecodeStepShare(0.03, 3), 0.01);
-  EXPECT_EQ(DecodeStepShare(0.03, 0), 0);
 }
 
 TEST(CostModelTest, EgressOnlyAcrossNamedZones) {

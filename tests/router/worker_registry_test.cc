@@ -13,18 +13,20 @@
 #include <unistd.h>
 
 #include <fcntl.h>
-#include <deque>
+#include <atomic>
 #include <future>
 #include <limits>
 #include <thread>
 
 #include "tests/eventually.h"
 #include "tests/fakes/fake_router.h"
+#include "tests/router/worker_stand_in.h"
 
 namespace pdserve::gateway {
 namespace {
 
 using pdserve::testing::Eventually;
+using pdserve::testing::WorkerStandIn;
 
 proto::Register Decode() {
   proto::Register r;
@@ -82,10 +84,17 @@ TEST(WorkerRegistryTest, RefusesFiguresNoWorkerCanHave) {
       {"context", [](proto::Register& r) { r.set_max_context(-1); }, "max context"},
   };
   for (const Case& c : cases) {
-    proto::Register r = Decode();
-    c.spoil(r);
     RegistryOptions with = o;
-    if (std::string(c.what) == "token") with.cluster_token = "secret";
+    proto::Register r = Decode();
+    if (std::string(c.what) == "token") {
+      with.cluster_token = "secret";
+      r.set_cluster_token("secret");
+    }
+    // Each refusal is its spoiled field's: the same Register unspoiled joins, and the test
+    // looks for words that are there to find.
+    ASSERT_TRUE(CheckRegister(r, with).ok()) << c.what << ": " << CheckRegister(r, with).ToString();
+    ASSERT_GT(std::string(c.says).size(), 0u) << c.what;
+    c.spoil(r);
     const Status why = CheckRegister(r, with);
     EXPECT_FALSE(why.ok()) << c.what;
     EXPECT_NE(why.message().find(c.says), std::string::npos) << c.what << ": " << why.ToString();
@@ -95,62 +104,7 @@ TEST(WorkerRegistryTest, RefusesFiguresNoWorkerCanHave) {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-// How a stand-in answers a message from the gateway (nothing: nullopt).
-using Answer = std::function<std::optional<proto::Envelope>(const proto::Envelope&)>;
-
-// A worker stood in for by one control connection: it registers, reports a Load, keeps what the
-// gateway sends it and answers as `answer` says.
-class WorkerStandIn {
- public:
-  // Its connection runs on `io` (already running).
-  WorkerStandIn(asio::io_context& io, uint16_t port, proto::Register hello, int free_pages,
-                Answer answer = {}) {
-    auto socket = DialTcp(io, "127.0.0.1", port, 5s);
-    EXPECT_TRUE(socket.ok()) << socket.status().ToString();
-    if (!socket.ok()) return;
-    conn_ = FramedConnection::Create(std::move(*socket));
-    FramedConnection* raw = conn_.get();
-    conn_->Start(
-        [inbox = inbox_, answer, raw](proto::Envelope&& m) {
-          if (answer) {
-            if (auto reply = answer(m)) raw->Send(*reply);
-          }
-          std::lock_guard lock(inbox->mu);
-          inbox->received.push_back(std::move(m));
-        },
-        [inbox = inbox_](const Status&) { inbox->closed = true; });
-    proto::Envelope r;
-    *r.mutable_register_() = hello;
-    conn_->Send(r);
-    proto::Envelope load;
-    load.mutable_load()->set_free_pages(free_pages);
-    conn_->Send(load);
-  }
-  ~WorkerStandIn() {
-    if (conn_) conn_->Close(Status::Ok());
-  }
-  // The messages of one kind received so far.
-  std::vector<proto::Envelope> Received(proto::Envelope::BodyCase kind) {
-    std::lock_guard lock(inbox_->mu);
-    std::vector<proto::Envelope> out;
-    for (const auto& m : inbox_->received) {
-      if (m.body_case() == kind) out.push_back(m);
-    }
-    return out;
-  }
-  bool closed() const { return inbox_->closed; }
-  void Send(const proto::Envelope& m) { conn_->Send(m); }
-
- private:
-  // Shared with the connection's handler, which may run after the stand-in is gone.
-  struct Inbox {
-    std::mutex mu;
-    std::deque<proto::Envelope> received;
-    std::atomic<bool> closed{false};
-  };
-  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
-  std::shared_ptr<FramedConnection> conn_;
-};
+using Answer = WorkerStandIn::Answer;
 
 class NullSink : public RequestSink {
  public:
