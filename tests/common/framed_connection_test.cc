@@ -119,10 +119,8 @@ TEST(FramedConnectionTest, GarbageClosesWithAClearReason) {
   EXPECT_NE(s.message().find("unparseable"), std::string::npos) << s.message();
 }
 
-// DialTcp connects to a listener, keeps trying a port nobody listens on until its timeout, and
-// gives up on time on an address that never answers (a dropped SYN would hold a blocking
-// connect for minutes; some hosts refuse it at once, which is fine too).
-TEST(FramedConnectionTest, DialTcpConnectsRetriesAndGivesUpOnTime) {
+// DialTcp connects to a listener and keeps trying a port nobody listens on until its timeout.
+TEST(FramedConnectionTest, DialTcpConnectsAndRetriesUntilItsTimeout) {
   using Clock = std::chrono::steady_clock;
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
@@ -139,10 +137,19 @@ TEST(FramedConnectionTest, DialTcpConnectsRetriesAndGivesUpOnTime) {
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
   EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(450));  // tried again meanwhile
   EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(1500));
+}
 
-  testing::UnansweredPort silent;    // a peer that never answers
-  if (!silent.unanswered()) return;  // this kernel answers instead: nothing more to see
-  start = Clock::now();
+// DialTcp gives up on time on an address that never answers (a dropped SYN would hold a
+// blocking connect for minutes). Where the kernel answers a full accept queue instead, there is
+// no such address to dial: skipped, saying so.
+TEST(FramedConnectionTest, DialTcpGivesUpOnTimeOnAPeerThatNeverAnswers) {
+  using Clock = std::chrono::steady_clock;
+  asio::io_context io;
+  testing::UnansweredPort silent;  // a peer that never answers
+  if (!silent.unanswered()) {
+    GTEST_SKIP() << "this kernel answers a full accept queue instead of dropping the SYN";
+  }
+  const auto start = Clock::now();
   auto unanswered = DialTcp(io, "127.0.0.1", silent.port(), std::chrono::milliseconds(500));
   EXPECT_EQ(unanswered.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(unanswered.status().message().find("timed out"), std::string::npos)

@@ -1,11 +1,14 @@
 // The GPU payload paths between two real processes: CUDA IPC (both on device 0) and NCCL
-// (device 0 -> device 1). Skipped, with the reason, where the build has no CUDA or the machine
-// has no (or one) GPU. CUDA is never touched before fork: device counts come from a probe child.
+// (device 0 -> device 1). Skipped, with the reason, only where the machine has no GPU (or one, for
+// NCCL), as device nodes say (tests/gpu_presence.h); where it has them, a build without CUDA, a
+// CUDA that finds none, or a probe that crashes fails the test. CUDA is never touched before
+// fork: device counts come from a probe child.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include "kv_transfer/device_payload.h"
 #include "kv_transfer/tcp_transport.h"
+#include "tests/gpu_presence.h"
 #include "tests/kv_transfer/kv_test_util.h"
 
 #if PDSERVE_HAVE_CUDA
@@ -21,12 +24,39 @@ using testing::PageMatches;
 using testing::WaitChild;
 using testing::WordPipe;
 
-// The number of CUDA devices, asked in a child so this process stays fork-safe.
+// The number of CUDA devices, asked in a child so this process stays fork-safe; -1 when the
+// child could not be started, crashed or hung.
 int ProbeDevices() {
   const pid_t pid = fork();
   if (pid == 0) _exit(std::min(CudaDeviceCount(), 100));
-  return pid < 0 ? 0 : std::max(0, WaitChild(pid, 60s));
+  return pid < 0 ? -1 : WaitChild(pid, 60s);
 }
+
+#if PDSERVE_HAVE_CUDA
+constexpr bool kHaveCuda = true;
+#else
+constexpr bool kHaveCuda = false;
+#endif
+#if PDSERVE_HAVE_CUDA && PDSERVE_HAVE_NCCL
+constexpr bool kHaveNccl = true;
+#else
+constexpr bool kHaveNccl = false;
+#endif
+
+// Skips the calling test where the machine has fewer than `needed` GPUs; with them, fails it
+// unless the build (`built`) and CUDA can use them.
+#define REQUIRE_CUDA_DEVICES(needed, built)                                                 \
+  do {                                                                                      \
+    const int present = ::pdserve::testing::GpusPresent();                                  \
+    if (present < (needed)) {                                                               \
+      GTEST_SKIP() << "needs " << (needed) << " GPU(s); this machine has " << present       \
+                   << " (/dev/nvidiaN)";                                                    \
+    }                                                                                       \
+    ASSERT_TRUE(built) << "GPUs are present, but this build lacks CUDA (or NCCL)";          \
+    const int devices = ProbeDevices();                                                     \
+    ASSERT_GE(devices, (needed)) << present << " GPU(s) present, but the CUDA probe found " \
+                                 << devices << " (-1: it crashed or hung)";                 \
+  } while (0)
 
 #if PDSERVE_HAVE_CUDA
 constexpr int kPages = 512, kRequestPages = 320;  // 20 MiB a layer
@@ -140,36 +170,26 @@ void RunPairInChild(PayloadPath path, int send_device, int recv_device, bool sca
 #endif
 
 TEST(GpuTransport, CudaIpcBetweenTwoProcessesOnOneGpu) {
+  REQUIRE_CUDA_DEVICES(1, kHaveCuda);
 #if PDSERVE_HAVE_CUDA
-  const int devices = ProbeDevices();
-  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
   RunPairInChild(PayloadPath::kCudaIpc, 0, 0);
-#else
-  GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
 #endif
 }
 
 // A fresh receiver's reservation is one run of pages, as the source is: each layer's 20 MiB go
 // as 1 MiB chunks, a copy and an event each, their headers sent as their copies end.
 TEST(GpuTransport, CudaIpcLongRunsGoInPiecesHeadedAsTheirCopiesEnd) {
+  REQUIRE_CUDA_DEVICES(1, kHaveCuda);
 #if PDSERVE_HAVE_CUDA
-  const int devices = ProbeDevices();
-  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
   RunPairInChild(PayloadPath::kCudaIpc, 0, 0, /*scattered=*/false,
                  /*device_piece_bytes=*/1u << 20);
-#else
-  GTEST_SKIP() << "no CUDA device: this build has no CUDA (PDSERVE_CUDA off or no toolkit)";
 #endif
 }
 
 TEST(GpuTransport, NcclBetweenTwoGpus) {
+  REQUIRE_CUDA_DEVICES(2, kHaveNccl);
 #if PDSERVE_HAVE_CUDA && PDSERVE_HAVE_NCCL
-  const int devices = ProbeDevices();
-  if (devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount reports none";
-  if (devices < 2) GTEST_SKIP() << "NCCL test needs 2 CUDA devices; found " << devices;
   RunPairInChild(PayloadPath::kNccl, 0, 1);
-#else
-  GTEST_SKIP() << "no CUDA device: this build has no NCCL";
 #endif
 }
 
