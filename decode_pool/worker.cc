@@ -95,7 +95,12 @@ Status Worker::Serve() {
     spdlog::info("draining: finishing {} running, {} waiting and {} reserved sequences",
                  engine_->num_running(), engine_->num_waiting(), reserved_.size());
   };
-  return ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  Status served = ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  // What a drain left behind (none, unless a request leaked its pages).
+  if (served.ok() && draining_) {
+    spdlog::info("drained: {} KV pages in use", engine_->pages().used_pages());
+  }
+  return served;
 }
 
 void Worker::AbandonRequests() {

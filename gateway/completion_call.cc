@@ -217,6 +217,7 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
       first_token_ = std::chrono::steady_clock::now();
     }
     ++completion_tokens_;
+    if (request_.return_token_ids) token_ids_.push_back(batch.tokens(i));
     if (i == n - 1 && batch.last_is_stop_token()) break;  // an end-of-sequence token has no text
     piece += stops_.Push(detok_.Add(batch.tokens(i)));
     if (stops_.stopped()) break;
@@ -224,7 +225,9 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
   if (stops_.stopped()) {
     registry_->Cancel(attempt_id_);
     text_ += piece;
-    if (request_.stream && !piece.empty()) output_.write_stream(SseEvent(builder_.Delta(piece)));
+    if (request_.stream && !piece.empty()) {
+      output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
+    }
     return Complete("stop");
   }
   if (!batch.finish_reason().empty()) {
@@ -232,7 +235,9 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
     piece += stops_.Flush();
   }
   text_ += piece;
-  if (request_.stream && !piece.empty()) output_.write_stream(SseEvent(builder_.Delta(piece)));
+  if (request_.stream && !piece.empty()) {
+    output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
+  }
   if (!batch.finish_reason().empty())
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
 }
@@ -259,6 +264,16 @@ void CompletionCall::HandleFailure(const std::string& message, bool retryable,
   } else {
     output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
   }
+}
+
+nlohmann::json CompletionCall::WithNewTokenIds(nlohmann::json chunk) {
+  if (!request_.return_token_ids) return chunk;
+  const std::vector<int32_t> fresh(token_ids_.begin() + static_cast<std::ptrdiff_t>(streamed_ids_),
+                                   token_ids_.end());
+  streamed_ids_ = token_ids_.size();
+  ResponseBuilder::AddTokenIds(chunk, fresh, streamed_prompt_ids_ ? nullptr : &prompt_);
+  streamed_prompt_ids_ = true;
+  return chunk;
 }
 
 std::string CompletionCall::ServerTiming() const {
@@ -310,7 +325,7 @@ void CompletionCall::SendCompletion() {
   char cost_text[64] = "";
   if (cost) std::snprintf(cost_text, sizeof cost_text, "%.12g", *cost);
   if (request_.stream) {
-    std::string tail = SseEvent(builder_.Finish(finish_reason_));
+    std::string tail = SseEvent(WithNewTokenIds(builder_.Finish(finish_reason_)));
     if (request_.include_usage) tail += SseEvent(builder_.UsageChunk(usage, extra));
     tail += SseComment("server-timing: " + ServerTiming());
     if (cost) tail += SseComment(std::string("x-pdserve-cost-usd: ") + cost_text);
@@ -319,8 +334,9 @@ void CompletionCall::SendCompletion() {
   } else {
     HttpHeaders headers{{"server-timing", ServerTiming()}};
     if (cost) headers.emplace_back("x-pdserve-cost-usd", cost_text);
-    output_.finish(200, DumpJson(builder_.Full(text_, finish_reason_, usage, extra)),
-                   std::move(headers), false);
+    nlohmann::json body = builder_.Full(text_, finish_reason_, usage, extra);
+    if (request_.return_token_ids) ResponseBuilder::AddTokenIds(body, token_ids_, &prompt_);
+    output_.finish(200, DumpJson(body), std::move(headers), false);
   }
 }
 

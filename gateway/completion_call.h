@@ -88,6 +88,9 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // Writes the attempt's row when it has a status and its usage (once).
   void MaybeWriteRow(uint64_t attempt_id);
   std::string ServerTiming() const;
+  // A stream chunk with, when the request asked for token ids, those not yet sent (and the
+  // prompt's, in the first).
+  nlohmann::json WithNewTokenIds(nlohmann::json chunk);
 
   boost::asio::any_io_executor strand_;
   std::shared_ptr<WorkerRegistry> registry_;
@@ -104,6 +107,9 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   model::StopStringMatcher stops_;
   std::string text_;
   int completion_tokens_ = 0;
+  std::vector<int32_t> token_ids_;  // with return_token_ids: every completion token's id
+  size_t streamed_ids_ = 0;         // how many of them stream chunks carried
+  bool streamed_prompt_ids_ = false;
   bool done_ = false;
   int attempts_ = 0;
   uint64_t attempt_id_ = 0;  // the current attempt's id with the registry

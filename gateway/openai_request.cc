@@ -240,6 +240,7 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
     if (seed) req.seed = static_cast<uint64_t>(*seed);
   }
   r.Bool("ignore_eos", &req.ignore_eos);
+  r.Bool("return_token_ids", &req.return_token_ids);
   if (const json* stop = r.Find("stop")) {
     if (stop->is_string()) {
       req.stop.push_back(stop->get<std::string>());

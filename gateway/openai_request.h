@@ -1,5 +1,6 @@
 // Parsing and validating OpenAI request bodies for POST /v1/completions and
-// POST /v1/chat/completions (plus vLLM's `ignore_eos` and `top_k`, which load tests rely on).
+// POST /v1/chat/completions (plus vLLM's `ignore_eos` and `top_k`, which load tests rely on, and
+// its `return_token_ids`, with which tests compare served tokens by id).
 // Every refusal is an ApiError that names the field at fault. Pure functions; any thread.
 #pragma once
 
@@ -39,6 +40,9 @@ struct GenerationRequest {
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // vLLM's return_token_ids: the response carries the prompt's token ids and the completion's
+  // (every generated id, as many as usage.completion_tokens; streamed, each chunk its new ones).
+  bool return_token_ids = false;
   std::string user;  // OpenAI's end-user id; the ledger keeps it as a tag
 };
 

@@ -74,6 +74,13 @@ json ResponseBuilder::Finish(const std::string& finish_reason) const {
   return chunk;
 }
 
+void ResponseBuilder::AddTokenIds(json& body, const std::vector<int32_t>& token_ids,
+                                  const std::vector<int32_t>* prompt_token_ids) {
+  json& choice = body["choices"][0];
+  choice["token_ids"] = token_ids;
+  if (prompt_token_ids) choice["prompt_token_ids"] = *prompt_token_ids;
+}
+
 json ResponseBuilder::UsageChunk(const Usage& usage, const json& extra_usage) const {
   json chunk = ChunkHead();
   chunk["choices"] = json::array();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gateway/api_error.h"
 #include "gateway/openai_request.h"
@@ -34,6 +35,10 @@ class ResponseBuilder {
   nlohmann::json Delta(const std::string& text);
   // The chunk that closes the choice with its finish reason.
   nlohmann::json Finish(const std::string& finish_reason) const;
+  // With return_token_ids: the choice of `body` (from Full, Delta or Finish) gets the completion's
+  // `token_ids`, and `prompt_token_ids` when given (vLLM's fields, on the choice).
+  static void AddTokenIds(nlohmann::json& body, const std::vector<int32_t>& token_ids,
+                          const std::vector<int32_t>* prompt_token_ids = nullptr);
   // The usage chunk: empty choices, the usage object.
   nlohmann::json UsageChunk(const Usage& usage, const nlohmann::json& extra_usage = nullptr) const;
 

@@ -90,7 +90,12 @@ Status PrefillWorker::Serve() {
   };
   turn.send_load = [this] { SendLoad(); };
   turn.announce_drain = [this] { spdlog::info("draining: finishing {} prompts", pending_.size()); };
-  return ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  Status served = ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  // What a drain left behind (none, unless a request leaked its pages).
+  if (served.ok() && draining_) {
+    spdlog::info("drained: {} KV pages in use", engine_->pages().used_pages());
+  }
+  return served;
 }
 
 void PrefillWorker::AbandonRequests() {

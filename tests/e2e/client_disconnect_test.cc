@@ -73,12 +73,12 @@ TEST_F(ClientDisconnectTest, ClosingDuringANonStreamingRequestCancelsItOnTheWork
   std::printf("worker stopped %.2f s after the client closed\n",
               std::chrono::duration<double>(Clock::now() - closed).count());
 
-  auto next = Curl(http_, "/v1/completions",
-                   R"({"model":"tiny","prompt":"next","max_tokens":4,"ignore_eos":true})");
-  EXPECT_EQ(next.status, 200) << next.body;
-  EXPECT_EQ(nlohmann::json::parse(next.body)["usage"]["completion_tokens"], 4);
+  // The cancelled request's KV pages are back, and the next request is served token for token.
+  testing::ExpectPagesReturnToZero(dir_ / "worker.log");
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "next");
   EXPECT_TRUE(WaitFor([&] { return testing::SumOverWorkers(http_, "running") == 0; },
                       std::chrono::seconds(3)));
+  testing::ExpectPagesReturnToZero(dir_ / "worker.log");
 }
 
 TEST_F(ClientDisconnectTest, KeepAliveAndPipelinedNonStreamingRequestsAreAnswered) {
@@ -95,19 +95,27 @@ TEST_F(ClientDisconnectTest, KeepAliveAndPipelinedNonStreamingRequestsAreAnswere
     ASSERT_TRUE(client.ReadResponse(&response, Clock::now() + std::chrono::seconds(30), &error))
         << error;
     EXPECT_EQ(response.status, 200) << response.body;
+    EXPECT_EQ(nlohmann::json::parse(response.body)["usage"]["completion_tokens"], 6)
+        << response.body;
     EXPECT_TRUE(response.keep_alive);
   }
   // Pipelined: the second request's bytes arrive while the first runs; both are answered in order.
   const std::string streamed = testing::HttpRequestText(
       "POST", "/v1/completions",
-      R"({"model":"tiny","prompt":"s","max_tokens":3,"ignore_eos":true,"stream":true})");
+      R"({"model":"tiny","prompt":"s","max_tokens":3,"ignore_eos":true,"stream":true,)"
+      R"("stream_options":{"include_usage":true}})");
   ASSERT_TRUE(client.Send(request + streamed + request));
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(client.ReadResponse(&response, Clock::now() + std::chrono::seconds(30), &error))
         << i << ": " << error;
     EXPECT_EQ(response.status, 200) << response.body;
     if (i == 1) {
-      EXPECT_NE(response.body.find("data: [DONE]"), std::string::npos) << response.body;
+      int tokens = 0;
+      bool done = false;
+      testing::StreamedText(response.body, &tokens, &done);
+      EXPECT_TRUE(done) << response.body;
+      EXPECT_EQ(tokens, 3) << response.body;
+      EXPECT_EQ(response.body.find("\"error\""), std::string::npos) << response.body;
     } else {
       EXPECT_EQ(nlohmann::json::parse(response.body)["usage"]["completion_tokens"], 6);
     }
@@ -115,6 +123,8 @@ TEST_F(ClientDisconnectTest, KeepAliveAndPipelinedNonStreamingRequestsAreAnswere
   EXPECT_EQ(testing::MetricValue(http_, "pdserve_num_requests_running"), 0);
   EXPECT_EQ(testing::MetricValue(http_, "pdserve_request_success_total{finished_reason=\"abort\"}"),
             -1);  // no request was cancelled
+  EXPECT_EQ(testing::MetricValue(http_, "pdserve_generation_tokens_total"), 3 * 6 + 3 + 2 * 6);
+  testing::ExpectPagesReturnToZero(dir_ / "worker.log");
 }
 
 }  // namespace

@@ -16,8 +16,9 @@ using testing::Process;
 
 class ColocatedServingTest : public testing::GatewayFixture {
  protected:
-  std::unique_ptr<Process> StartWorker() {
-    return testing::StartColocatedWorker(model_, control_, dir_ / "worker.log");
+  // A colocated worker logging to `log` in the test's folder.
+  std::unique_ptr<Process> StartWorker(const std::string& log = "worker.log") {
+    return testing::StartColocatedWorker(model_, control_, dir_ / log);
   }
 
   void WaitForWorkers(size_t n) {
@@ -72,7 +73,7 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
   EXPECT_EQ(path.status, 404);
   // A body that is not declared JSON (curl -d's form encoding, text) is refused as such; a
   // JSON type with parameters, or none at all, is JSON.
-  const std::string hi = R"({"model":"tiny","prompt":"hi","max_tokens":2})";
+  const std::string hi = R"({"model":"tiny","prompt":"hi","max_tokens":2,"ignore_eos":true})";
   for (const std::string type : {"application/x-www-form-urlencoded", "text/plain"}) {
     auto wrong = testing::RunCurl(
         "curl -s --max-time 30 -w '\\n%{http_code}' -H 'Content-Type: " + type + "' -d '" + hi +
@@ -86,11 +87,18 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
     auto fine =
         testing::RunCurl("curl -s --max-time 30 -w '\\n%{http_code}' " + header + " -d '" + hi +
                          "' http://127.0.0.1:" + std::to_string(http_) + "/v1/completions");
-    EXPECT_EQ(fine.status, 200) << header << ": " << fine.body;
+    ASSERT_EQ(fine.status, 200) << header << ": " << fine.body;
+    EXPECT_EQ(nlohmann::json::parse(fine.body)["usage"]["completion_tokens"], 2) << fine.body;
   }
-  auto ok = Curl(http_, "/v1/chat/completions",
-                 R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3})");
-  EXPECT_EQ(ok.status, 200) << ok.body;
+  auto ok = Curl(
+      http_, "/v1/chat/completions",
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"ignore_eos":true})");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  const auto answer = nlohmann::json::parse(ok.body);
+  EXPECT_EQ(answer["choices"][0]["message"]["role"], "assistant") << ok.body;
+  EXPECT_TRUE(answer["choices"][0]["message"]["content"].is_string()) << ok.body;
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length") << ok.body;
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 3) << ok.body;
 }
 
 // Bytes a client may send that JSON cannot carry back, or that nest deeper than anything walks
@@ -109,7 +117,7 @@ TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsN
         << error;
     return r;
   };
-  const std::string ok_body = R"({"model":"tiny","prompt":"x","max_tokens":1})";
+  const std::string ok_body = R"({"model":"tiny","prompt":"x","max_tokens":1,"ignore_eos":true})";
   auto path = ask("GET /\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_EQ(path.status, 404);
   EXPECT_NE(
@@ -148,11 +156,13 @@ TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsN
   EXPECT_EQ(long_headers.status, 431) << long_headers.body;
   EXPECT_NE(long_headers.body.find("header fields exceed"), std::string::npos) << long_headers.body;
   auto still = Curl(http_, "/v1/completions", ok_body);
-  EXPECT_EQ(still.status, 200) << still.body;
+  ASSERT_EQ(still.status, 200) << still.body;
+  EXPECT_EQ(nlohmann::json::parse(still.body)["usage"]["completion_tokens"], 1) << still.body;
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "still serving");
 }
 
 TEST_F(ColocatedServingTest, KilledWorkerEndsTheStreamWithAnErrorAndTheNextRequestGoesElsewhere) {
-  auto a = StartWorker();
+  auto a = StartWorker("a.log");
   WaitForWorkers(1);
   // A long generation on worker a; kill -9 it once the stream has started (a few tokens in: a
   // fixed delay raced the tiny model, which can finish 3,000 tokens in it on an idle machine).
@@ -170,32 +180,47 @@ TEST_F(ColocatedServingTest, KilledWorkerEndsTheStreamWithAnErrorAndTheNextReque
   EXPECT_NE(streamed.body.find("\"error\""), std::string::npos) << streamed.body.substr(0, 300);
   EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
 
-  auto b = StartWorker();
+  auto b = StartWorker("b.log");
   WaitForWorkers(1);
-  auto next = Curl(http_, "/v1/completions", R"({"model":"tiny","prompt":"again","max_tokens":4})");
-  EXPECT_EQ(next.status, 200) << next.body;
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "again");
+  testing::ExpectPagesReturnToZero(dir_ / "b.log");
 }
 
+// SIGTERM while a request runs on the worker (three of its tokens reached the client, and the
+// worker's drain says it was running one): the request still gets every token, the worker exits
+// 0 once it is done, and its KV pages are all back by then.
 TEST_F(ColocatedServingTest, SigtermDrainsAWorkerWithoutFailingItsRequests) {
   auto a = StartWorker();
   WaitForWorkers(1);
-  // SIGTERM once the request is running on the worker (its first token reached the gateway).
-  std::thread drainer([&] {
-    for (int i = 0; i < 2000; ++i) {
-      if (Curl(http_, "/metrics").body.find("pdserve_time_to_first_token_seconds_count 1") !=
-          std::string::npos) {
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    a->Signal(SIGTERM);
-  });
+  constexpr int kTokens = 500;  // long enough to be running when the signal lands
+  bool signalled = false;
   auto r = Curl(http_, "/v1/completions",
-                R"({"model":"tiny","prompt":"x","max_tokens":200,"ignore_eos":true})");
-  drainer.join();
-  EXPECT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(nlohmann::json::parse(r.body)["usage"]["completion_tokens"], 200);
+                nlohmann::json{{"model", "tiny"},
+                               {"prompt", "x"},
+                               {"max_tokens", kTokens},
+                               {"ignore_eos", true},
+                               {"stream", true},
+                               {"stream_options", {{"include_usage", true}}}}
+                    .dump(),
+                60, /*chunks=*/3, [&] {
+                  a->Signal(SIGTERM);
+                  signalled = true;
+                });
+  ASSERT_TRUE(signalled) << "the stream never reached its third token: " << r.body.substr(0, 300);
+  EXPECT_EQ(r.status, 200);
+  int completion_tokens = 0;
+  bool done = false;
+  testing::StreamedText(r.body, &completion_tokens, &done);
+  EXPECT_EQ(completion_tokens, kTokens)
+      << r.body.substr(r.body.size() > 300 ? r.body.size() - 300 : 0);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body.substr(0, 300);
   EXPECT_EQ(a->Wait(std::chrono::seconds(20)), 0);
+  const std::string log = testing::ReadLog(dir_ / "worker.log");
+  EXPECT_NE(log.find("draining: finishing 1 running"), std::string::npos)
+      << "the drain did not find the request running:\n"
+      << log;
+  EXPECT_NE(log.find("drained: 0 KV pages in use"), std::string::npos) << log;
 }
 
 }  // namespace

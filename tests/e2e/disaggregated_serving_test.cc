@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <filesystem>
-#include <regex>
 #include <sstream>
 
 #include "tests/e2e/process.h"
+#include "tests/gpu_presence.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -66,41 +66,13 @@ class DisaggregatedServingTest : public testing::GatewayFixture {
 
   // pdserve_kv_pages_used on a worker's own /metrics (its port is in its log).
   static int KvPagesUsed(const Worker& w) {
-    return static_cast<int>(WorkerMetric(w, "pdserve_kv_pages_used"));
+    return static_cast<int>(testing::WorkerMetric(w.log, "pdserve_kv_pages_used"));
   }
-
-  // Everything the worker has logged so far.
-  static std::string LogOf(const Worker& w) {
-    std::ifstream in(w.log);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  // A metric (gauge or counter) from a worker's own /metrics; -1 when it cannot be read.
+  static std::string LogOf(const Worker& w) { return testing::ReadLog(w.log); }
   static double WorkerMetric(const Worker& w, const std::string& name) {
-    std::smatch m;
-    const std::string log = LogOf(w);
-    if (!std::regex_search(log, m, std::regex("metrics on http://127.0.0.1:([0-9]+)/metrics"))) {
-      return -1;
-    }
-    auto metrics = Curl(std::stoi(m[1]), "/metrics");
-    std::smatch value;
-    if (!std::regex_search(metrics.body, value, std::regex(name + "\\{[^}]*\\} ([0-9.e+]+)"))) {
-      return -1;
-    }
-    return std::stod(value[1]);
+    return testing::WorkerMetric(w.log, name);
   }
-
-  // Waits until the worker reports no used KV pages (heartbeats refresh the gauge).
-  static void ExpectPagesReturnToZero(const Worker& w) {
-    int used = -1;
-    for (int i = 0; i < 100 && used != 0; ++i) {
-      used = KvPagesUsed(w);
-      if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    EXPECT_EQ(used, 0) << w.log;
-  }
+  static void ExpectPagesReturnToZero(const Worker& w) { testing::ExpectPagesReturnToZero(w.log); }
 
   int started_ = 0;
 };
@@ -155,13 +127,17 @@ TEST_F(DisaggregatedServingTest, SplicedKvPushesMatchOneEngine) {
 
 // Both workers on GPU 0: the KV pages stay in GPU memory and move by CUDA IPC, which the prefill
 // worker picks by itself (--kv-path auto) for a decode worker on its GPU and machine; the TCP
-// connection carries only headers and acks. Needs a CUDA device; scripts/gpu-check runs it.
+// connection carries only headers and acks. Skipped only where the machine has no GPU
+// (testing::GpusPresent); where it has one, pdserve failing on it fails the test. scripts/gpu-check
+// runs it.
 TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) {
-  const std::string probe = testing::RunPdserve(
+  if (testing::GpusPresent() == 0) GTEST_SKIP() << "no GPU here (no /dev/nvidiaN)";
+  const testing::PdserveRun probe = testing::RunPdserveWithOutput(
       "generate --json --max-tokens 1 --prompt hi --device cuda:0 --model " + model_);
-  if (probe.find("\"text\"") == std::string::npos) {
-    GTEST_SKIP() << "no CUDA device here (pdserve generate --device cuda:0 did not run)";
-  }
+  ASSERT_EQ(probe.exit_code, 0) << "a GPU is present, but pdserve generate --device cuda:0 "
+                                   "failed:\n"
+                                << probe.out << probe.err;
+  ASSERT_NE(probe.out.find("\"text\""), std::string::npos) << probe.out << probe.err;
   auto p = Start("prefill", {"--device", "cuda:0"});
   auto d = Start("decode", {"--device", "cuda:0"});
   WaitForWorkers("prefill", 1);
@@ -215,11 +191,8 @@ TEST_F(DisaggregatedServingTest, KilledDecodeWorkerEndsTheStreamAndTheNextReques
   EXPECT_NE(streamed.body.find("\"error\""), std::string::npos) << streamed.body.substr(0, 300);
   EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
   WaitForWorkers("decode", 1);
-  for (int i = 0; i < 3; ++i) {
-    auto next =
-        Curl(http_, "/v1/completions", R"({"model":"tiny","prompt":"again","max_tokens":4})");
-    EXPECT_EQ(next.status, 200) << next.body;
-  }
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "again");
+  testing::ExpectGreedyMatchesGenerate(http_, model_, "and again");
   ExpectPagesReturnToZero(p);
   ExpectPagesReturnToZero(d1.process->running() ? d1 : d2);
 }
@@ -250,12 +223,16 @@ TEST_F(DisaggregatedServingTest, KilledPrefillWorkerDuringItsTransferIsRetriedOn
                                {"prompt", prompt},
                                {"max_tokens", 6},
                                {"temperature", 0},
-                               {"ignore_eos", true}}
+                               {"ignore_eos", true},
+                               {"return_token_ids", true}}
                     .dump(),
                 30);
   killer.join();
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(nlohmann::json::parse(r.body)["choices"][0]["text"], reference["text"]);
+  const auto answer = nlohmann::json::parse(r.body);
+  const auto& choice = answer["choices"][0];
+  EXPECT_EQ(choice["token_ids"], reference["tokens"]) << r.body;
+  EXPECT_EQ(choice["text"], reference["text"]);
   ExpectPagesReturnToZero(d);
   ExpectPagesReturnToZero(fast);
 }
@@ -273,8 +250,12 @@ TEST_F(DisaggregatedServingTest, NewDecodeWorkerGetsTrafficAndADrainedOneFailsNo
       while (!stop) {
         auto r = Curl(http_, "/v1/completions",
                       R"({"model":"tiny","prompt":"traffic","max_tokens":40,"ignore_eos":true})");
-        (r.status == 200 ? ok : failed)++;
-        if (r.status != 200) ADD_FAILURE() << r.status << " " << r.body;
+        auto j = nlohmann::json::parse(r.body, nullptr, false);
+        const bool whole = r.status == 200 && j.is_object() &&
+                           j["usage"]["completion_tokens"] == 40 &&
+                           j["choices"][0]["finish_reason"] == "length";
+        (whole ? ok : failed)++;
+        if (!whole) ADD_FAILURE() << r.status << " " << r.body;
       }
     });
   }

@@ -37,6 +37,17 @@ class AuthenticatedGatewayTest : public ::testing::Test {
         << "the worker did not register";
   }
 
+  // Expects `r` to be a whole completion of at most `max_tokens` tokens, not just a 200.
+  static void ExpectCompletion(const HttpResponse& r, int max_tokens) {
+    ASSERT_EQ(r.status, 200) << r.body;
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_EQ(j["object"], "text_completion") << r.body;
+    EXPECT_TRUE(j["choices"][0]["text"].is_string()) << r.body;
+    EXPECT_GE(j["usage"]["completion_tokens"].get<int>(), 1) << r.body;
+    EXPECT_LE(j["usage"]["completion_tokens"].get<int>(), max_tokens) << r.body;
+  }
+
   HttpResponse Post(const std::string& key, const std::string& body) {
     HttpConnection c(http_);
     HttpResponse r;
@@ -70,7 +81,7 @@ TEST_F(AuthenticatedGatewayTest, HealthShowsWorkersOnlyToAKey) {
 
 TEST_F(AuthenticatedGatewayTest, TenantOverItsRequestQuotaGets429WithRetryAfter) {
   const std::string body = R"({"model":"tiny","prompt":"hi","max_tokens":2})";
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Post("sk-limited", body).status, 200) << i;
+  for (int i = 0; i < 3; ++i) ExpectCompletion(Post("sk-limited", body), 2);
   HttpResponse refused = Post("sk-limited", body);
   ASSERT_EQ(refused.status, 429) << refused.body;
   auto error = nlohmann::json::parse(refused.body)["error"];
@@ -84,13 +95,13 @@ TEST_F(AuthenticatedGatewayTest, TenantOverItsRequestQuotaGets429WithRetryAfter)
   EXPECT_GE(retry_after, 19) << refused.headers["retry-after"];
   EXPECT_LE(retry_after, 20);
   // Other tenants are not held back.
-  EXPECT_EQ(Post("sk-good", body).status, 200);
+  ExpectCompletion(Post("sk-good", body), 2);
 }
 
 TEST_F(AuthenticatedGatewayTest, TokenQuotaCountsPromptAndMaxTokens) {
   // The prompt is a few tokens; max_tokens 60 fits once in 100 tokens a minute, not twice.
   const std::string body = R"({"model":"tiny","prompt":"hi","max_tokens":60,"ignore_eos":true})";
-  EXPECT_EQ(Post("sk-tokens", body).status, 200);
+  ExpectCompletion(Post("sk-tokens", body), 60);
   HttpResponse refused = Post("sk-tokens", body);
   ASSERT_EQ(refused.status, 429) << refused.body;
   auto error = nlohmann::json::parse(refused.body)["error"];

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,7 @@ class Process {
     return -1;
   }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }  // -1 once it was waited for
 
  private:
   pid_t pid_ = -1;
@@ -181,6 +183,28 @@ inline std::string RunPdserve(const std::string& args) {
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   ::pclose(p);
   return out;
+}
+
+// Runs pdserve with `args`: its exit code, what it wrote to stdout, and to stderr.
+struct PdserveRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+inline PdserveRun RunPdserveWithOutput(const std::string& args) {
+  char err_path[] = "/tmp/pdserve-stderr-XXXXXX";
+  const int fd = ::mkstemp(err_path);
+  if (fd >= 0) ::close(fd);
+  FILE* p = ::popen(
+      ("timeout 120 " + std::string(PdserveBinary()) + " " + args + " 2>" + err_path).c_str(), "r");
+  PdserveRun run;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) run.out.append(buf, n);
+  const int status = ::pclose(p);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  run.err.assign(std::istreambuf_iterator<char>(err), {});
+  ::unlink(err_path);
+  return run;
 }
 
 // One HTTP/1.1 response as HttpConnection read it: header names lower-cased, the body de-chunked.
@@ -373,6 +397,56 @@ inline double MetricValue(int port, const std::string& name) {
   return -1;
 }
 
+// The sum of a metric over all its label sets on the gateway's /metrics (e.g. every
+// finished_reason of pdserve_request_success_total); 0 if absent.
+inline double MetricSum(int port, const std::string& name) {
+  const std::string text = Curl(port, "/metrics").body;
+  double sum = 0;
+  size_t pos = 0;
+  while ((pos = text.find(name, pos)) != std::string::npos) {
+    const bool line_start = pos == 0 || text[pos - 1] == '\n';
+    pos += name.size();
+    if (!line_start || pos >= text.size() || (text[pos] != ' ' && text[pos] != '{')) continue;
+    const size_t value = text.find(' ', text[pos] == '{' ? text.find('}', pos) : pos);
+    if (value != std::string::npos) sum += std::atof(text.c_str() + value + 1);
+  }
+  return sum;
+}
+
+// Everything a process has logged so far.
+inline std::string ReadLog(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A metric (gauge or counter) from a worker's own /metrics, the worker started with
+// --metrics-port 0 and logging to `log_path` (its port is in its log); -1 when it cannot be read.
+inline double WorkerMetric(const std::string& log_path, const std::string& name) {
+  const std::string log = ReadLog(log_path);
+  const std::string marker = "metrics on http://127.0.0.1:";
+  const size_t at = log.find(marker);
+  if (at == std::string::npos) return -1;
+  const int port = std::atoi(log.c_str() + at + marker.size());
+  const std::string text = Curl(port, "/metrics").body;
+  for (size_t pos = 0; (pos = text.find(name + "{", pos)) != std::string::npos; ++pos) {
+    if (pos != 0 && text[pos - 1] != '\n') continue;
+    const size_t value = text.find("} ", pos);
+    if (value != std::string::npos) return std::atof(text.c_str() + value + 2);
+  }
+  return -1;
+}
+
+// Waits (up to 10 s) until the worker logging to `log_path` reports no used KV pages on its
+// /metrics (its heartbeats refresh the gauge).
+inline void ExpectPagesReturnToZero(const std::string& log_path) {
+  double used = -1;
+  for (int i = 0; i < 100 && used != 0; ++i) {
+    used = WorkerMetric(log_path, "pdserve_kv_pages_used");
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(used, 0) << log_path << ":\n" << ReadLog(log_path).substr(0, 3000);
+}
+
 // Makes the built-in tiny model in `dir`/tiny; its path, or "" when pdserve could not.
 inline std::string MakeTinyModel(const std::string& dir) {
   const std::string model = dir + "/tiny";
@@ -416,35 +490,44 @@ inline StartedGateway StartGateway(const std::string& dir, const std::string& mo
   return g;
 }
 
-// A colocated worker (`pdserve decode --role both`, one CPU thread) dialling `control_port`.
+// A colocated worker (`pdserve decode --role both`, one CPU thread) dialling `control_port`,
+// with its /metrics on a port of the OS's choosing (WorkerMetric reads it from `log_path`).
 inline std::unique_ptr<Process> StartColocatedWorker(const std::string& model, int control_port,
                                                      const std::string& log_path) {
   return std::make_unique<Process>(
       std::vector<std::string>{"decode", "--role", "both", "--model", model, "--threads", "1",
-                               "--gateway", "127.0.0.1:" + std::to_string(control_port)},
+                               "--metrics-port", "0", "--gateway",
+                               "127.0.0.1:" + std::to_string(control_port)},
       log_path);
 }
 
 // Sends `prompt` greedily for 12 tokens through the gateway on `http_port`, plain and streamed,
-// and expects the text (and token counts) of `pdserve generate` on `model`: the reference every
-// serving setup must match token for token (`generate_flags`: e.g. the workers' --device).
-// Returns the streamed response's body.
+// and expects the token ids (return_token_ids), the text and the token counts of `pdserve
+// generate` on `model`: the reference every serving setup must match token for token
+// (`generate_flags`: e.g. the workers' --device). Returns the streamed response's body.
 inline std::string ExpectGreedyMatchesGenerate(int http_port, const std::string& model,
                                                const std::string& prompt,
                                                const std::string& generate_flags = "") {
-  auto reference = nlohmann::json::parse(
-      RunPdserve("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " + model +
-                 " --prompt '" + prompt + "' " + generate_flags));
-  const nlohmann::json body = {{"model", "tiny"},
-                               {"prompt", prompt},
-                               {"max_tokens", 12},
-                               {"temperature", 0},
-                               {"ignore_eos", true}};
+  const PdserveRun generated =
+      RunPdserveWithOutput("generate --json --ignore-eos --max-tokens 12 --threads 1 --model " +
+                           model + " --prompt '" + prompt + "' " + generate_flags);
+  auto reference = nlohmann::json::parse(generated.out, nullptr, false);
+  EXPECT_EQ(generated.exit_code, 0) << generated.out << generated.err;
+  EXPECT_TRUE(reference.is_object()) << generated.out << generated.err;
+  if (generated.exit_code != 0 || !reference.is_object()) return "";
+  const std::vector<int32_t> want = reference["tokens"];
+  EXPECT_EQ(want.size(), 12u) << generated.out;
+  const nlohmann::json body = {{"model", "tiny"},    {"prompt", prompt},
+                               {"max_tokens", 12},   {"temperature", 0},
+                               {"ignore_eos", true}, {"return_token_ids", true}};
   auto plain = Curl(http_port, "/v1/completions", body.dump());
   EXPECT_EQ(plain.status, 200) << plain.body;
   if (plain.status != 200) return "";
   auto j = nlohmann::json::parse(plain.body);
-  EXPECT_EQ(j["choices"][0]["text"], reference["text"]) << prompt;
+  const auto& choice = j["choices"][0];
+  EXPECT_EQ(choice["token_ids"].get<std::vector<int32_t>>(), want) << prompt;
+  EXPECT_EQ(choice["prompt_token_ids"].size(), reference["prompt_tokens"].get<size_t>());
+  EXPECT_EQ(choice["text"], reference["text"]) << prompt;
   EXPECT_EQ(j["usage"]["completion_tokens"], 12);
   EXPECT_EQ(j["usage"]["prompt_tokens"], reference["prompt_tokens"]);
 
@@ -452,6 +535,15 @@ inline std::string ExpectGreedyMatchesGenerate(int http_port, const std::string&
   streamed_body["stream"] = true;
   streamed_body["stream_options"] = {{"include_usage", true}};
   auto streamed = Curl(http_port, "/v1/completions", streamed_body.dump());
+  std::vector<int32_t> streamed_ids;
+  for (size_t pos = 0; (pos = streamed.body.find("data: {", pos)) != std::string::npos; ++pos) {
+    auto chunk = nlohmann::json::parse(
+        streamed.body.substr(pos + 6, streamed.body.find("\n\n", pos) - pos - 6), nullptr, false);
+    if (chunk.is_discarded() || !chunk.contains("choices") || chunk["choices"].empty()) continue;
+    for (int32_t id : chunk["choices"][0].value("token_ids", std::vector<int32_t>{}))
+      streamed_ids.push_back(id);
+  }
+  EXPECT_EQ(streamed_ids, want) << prompt;
   int tokens = 0;
   bool done = false;
   EXPECT_EQ(StreamedText(streamed.body, &tokens, &done), reference["text"]) << prompt;

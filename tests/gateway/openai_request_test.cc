@@ -21,7 +21,8 @@ ApiError Bad(std::string_view body, Endpoint e = Endpoint::kCompletions) {
 TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   auto r = Ok(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,"top_p":0.5,"seed":3,
                  "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},
-                 "ignore_eos":true,"top_k":5,"user":"alice","n":1})");
+                 "ignore_eos":true,"top_k":5,"user":"alice","n":1,
+                 "return_token_ids":true})");
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt, "hi");
   EXPECT_EQ(r.max_tokens, 7);
@@ -32,6 +33,8 @@ TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.ignore_eos);
+  EXPECT_TRUE(r.return_token_ids);
+  EXPECT_FALSE(Ok(R"({"model":"m","prompt":"hi"})").return_token_ids);
   EXPECT_EQ(r.top_k, 5);
   EXPECT_EQ(r.user, "alice");
 }
@@ -73,6 +76,8 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
       {R"({"model":"m","prompt":"x","stop":[1]})", "stop", "array of strings"},
       {R"({"model":"m","prompt":"x","stop":["a","b","c","d","e"]})", "stop", "more than 4"},
       {R"({"model":"m","prompt":"x","stream":"yes"})", "stream", "must be a boolean"},
+      {R"({"model":"m","prompt":"x","return_token_ids":1})", "return_token_ids",
+       "must be a boolean"},
       {R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", "stream_options",
        "only allowed"},
   };

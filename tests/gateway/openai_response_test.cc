@@ -38,5 +38,20 @@ TEST(OpenAiResponseTest, CompletionShapesAndSseFraming) {
   EXPECT_NE(SseError(ApiError::Unavailable("gone")).find("\"no_capacity\""), std::string::npos);
 }
 
+// vLLM's return_token_ids: the ids go on the choice, the prompt's only where given.
+TEST(OpenAiResponseTest, TokenIdsGoOnTheChoice) {
+  ResponseBuilder b(Endpoint::kCompletions, "x2", "tiny", 1);
+  const std::vector<int32_t> prompt{1, 2}, completion{7, 8, 9};
+  auto full = b.Full("t", "length", {2, 3});
+  ResponseBuilder::AddTokenIds(full, completion, &prompt);
+  EXPECT_EQ(full["choices"][0]["token_ids"], nlohmann::json({7, 8, 9}));
+  EXPECT_EQ(full["choices"][0]["prompt_token_ids"], nlohmann::json({1, 2}));
+  EXPECT_EQ(full["choices"][0]["text"], "t");
+  auto chunk = b.Delta("t");
+  ResponseBuilder::AddTokenIds(chunk, {8});
+  EXPECT_EQ(chunk["choices"][0]["token_ids"], nlohmann::json({8}));
+  EXPECT_FALSE(chunk["choices"][0].contains("prompt_token_ids"));
+}
+
 }  // namespace
 }  // namespace pdserve::gateway
