@@ -1,14 +1,18 @@
 // End to end: the gateway's cost ledger under real traffic through a prefill/decode pair
 // (docs/architecture.md, "Cost model"). Every attempt gets a row whose token counts are the usage
 // the client saw; streamed requests cost more than nothing; cancelled and failed requests have
-// rows; per worker, request costs plus retry and idle waste equal the capacity cost; a row survives
-// kill -9 of the gateway right after its response.
+// rows; a row survives kill -9 of the gateway right after its response. Costs are checked against
+// figures the ledger did not make: each row's cost from its step seconds and the prices and GPU
+// counts the test gave its workers; each worker's busy seconds against the sum of its rows' step
+// seconds and against its own pdserve_busy_seconds_total; its uptime against the process
+// lifetime the test measured; and request costs plus retry and idle waste against capacity.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -40,8 +44,24 @@ class CostLedgerTest : public ::testing::Test {
     ASSERT_TRUE(gateway_.process) << "gateway did not start";
   }
 
-  std::unique_ptr<Process> StartWorker(const std::string& kind, const std::string& price,
-                                       const std::string& capacity_class) {
+  // A worker process, and what the test knows of it independently of the gateway.
+  struct StartedWorker {
+    std::unique_ptr<Process> process;
+    std::string log;
+    pid_t pid = -1;
+    double price = 0;         // as given on its command line
+    double spawned_unix = 0;  // just before it was started
+    double gone_unix = 0;     // just after it exited (0: still running)
+    double own_busy = -1;     // its pdserve_busy_seconds_total, read when it had no more work
+    bool killed = false;      // read before a kill -9: its last steps may come after
+  };
+
+  StartedWorker StartWorker(const std::string& kind, double price,
+                            const std::string& capacity_class) {
+    StartedWorker w;
+    w.log = dir_ / (kind + std::to_string(++workers_) + ".log");
+    w.price = price;
+    w.spawned_unix = NowUnix();
     std::vector<std::string> args{kind,
                                   "--model",
                                   model_,
@@ -50,16 +70,30 @@ class CostLedgerTest : public ::testing::Test {
                                   "--kv-memory-mb",
                                   "32",
                                   "--price-per-gpu-hour",
-                                  price,
+                                  std::to_string(price),
                                   "--gpus",
-                                  "2",
+                                  std::to_string(kGpus),
                                   "--capacity-class",
                                   capacity_class,
+                                  "--metrics-port",
+                                  "0",
                                   "--gateway",
                                   "127.0.0.1:" + std::to_string(gateway_.control_port)};
     if (kind == "decode") args.insert(args.end(), {"--role", "decode"});
-    return std::make_unique<Process>(args, dir_ / (kind + std::to_string(++workers_) + ".log"));
+    w.process = std::make_unique<Process>(args, w.log);
+    w.pid = w.process->pid();
+    return w;
   }
+
+  static double NowUnix() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  static double OwnBusySeconds(const StartedWorker& w) {
+    return testing::WorkerMetric(w.log, "pdserve_busy_seconds_total");
+  }
+
+  static constexpr int kGpus = 2;
 
   std::string CurlCommand(const std::string& key, const nlohmann::json& body, int timeout_s,
                           const std::string& extra_header) {
@@ -108,8 +142,9 @@ nlohmann::json Body(const std::string& prompt, int max_tokens, bool stream) {
 }
 
 TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
-  auto prefill = StartWorker("prefill", "4.0", "reserved");
-  auto decode = StartWorker("decode", "1.5", "burst");
+  constexpr double kPrefillPrice = 4.0, kDecodePrice = 1.5;  // USD per GPU-hour
+  StartedWorker prefill = StartWorker("prefill", kPrefillPrice, "reserved");
+  StartedWorker decode = StartWorker("decode", kDecodePrice, "burst");
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
 
@@ -149,12 +184,16 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   // A request whose decode worker dies mid-stream: it fails with an error row. The worker is
   // killed once a few tokens have streamed (a fixed 1.5 s raced the tiny model, which can
   // finish 3,000 tokens in that time on an idle machine).
-  auto failed = Post("beta-key", Body("doomed", 3000, true), 30, "", /*tokens=*/3,
-                     [&] { decode->Kill(SIGKILL); });
+  auto failed = Post("beta-key", Body("doomed", 3000, true), 30, "", /*tokens=*/3, [&] {
+    decode.own_busy = OwnBusySeconds(decode);
+    decode.killed = true;
+    decode.process->Kill(SIGKILL);
+    decode.gone_unix = NowUnix();
+  });
   EXPECT_NE(failed.body.find("\"error\""), std::string::npos) << failed.body.substr(0, 300);
 
   // Drain the survivors so their periods end with every step reported, then read the ledger.
-  decode = StartWorker("decode", "1.5", "burst");
+  StartedWorker second = StartWorker("decode", kDecodePrice, "burst");
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
   auto last = Post("alpha-key", Body("after", 4, false));
@@ -164,18 +203,39 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
     seen[j["id"]] = {j["usage"]["prompt_tokens"], j["usage"]["completion_tokens"],
                      j["usage"]["cost_usd"], "team-a"};
   }
-  prefill->Signal(SIGTERM);
-  decode->Signal(SIGTERM);
-  EXPECT_EQ(prefill->Wait(std::chrono::seconds(20)), 0);
-  EXPECT_EQ(decode->Wait(std::chrono::seconds(20)), 0);
+  for (StartedWorker* w : {&prefill, &second}) w->own_busy = OwnBusySeconds(*w);
+  prefill.process->Signal(SIGTERM);
+  second.process->Signal(SIGTERM);
+  EXPECT_EQ(prefill.process->Wait(std::chrono::seconds(20)), 0);
+  prefill.gone_unix = NowUnix();
+  EXPECT_EQ(second.process->Wait(std::chrono::seconds(20)), 0);
+  second.gone_unix = NowUnix();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // their last periods written
 
+  // Every row seen by a client matches what it saw; every row's cost is its step seconds priced
+  // at what the test gave its workers; per worker, the step seconds of its rows add up.
   auto rows = Export();
   std::map<std::string, int> statuses;
+  std::map<int64_t, double> row_seconds;  // by gateway worker id: the step seconds of its rows
+  size_t matched = 0;
+  const double gpu_hours_per_second = kGpus / 3600.0;
   for (const auto& row : rows) {
     statuses[row["status"]]++;
+    for (const char* side : {"prefill", "decode"}) {
+      const auto& worker = row[std::string(side) + "_worker"];
+      if (worker["id"] == 0) continue;
+      EXPECT_EQ(worker["gpu_count"], kGpus) << row.dump();
+      row_seconds[worker["id"].get<int64_t>()] +=
+          row[std::string(side) + "_step_seconds"].get<double>();
+    }
+    const double want =
+        row["prefill_step_seconds"].get<double>() * gpu_hours_per_second * kPrefillPrice +
+        row["decode_step_seconds"].get<double>() * gpu_hours_per_second * kDecodePrice;
+    EXPECT_EQ(row["egress_cost_usd"], 0.0) << "no zones were named: " << row.dump();
+    EXPECT_NEAR(row["cost_usd"].get<double>(), want, 1e-15 + 1e-9 * want) << row.dump();
     auto it = seen.find(row["request_id"]);
     if (it == seen.end()) continue;
+    ++matched;
     EXPECT_EQ(row["status"], "ok");
     EXPECT_EQ(row["prompt_tokens"], it->second.prompt) << row.dump();
     EXPECT_EQ(row["completion_tokens"], it->second.completion) << row.dump();
@@ -189,22 +249,62 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
       EXPECT_EQ(row["tags"]["job"], "plain") << row.dump();
     }
   }
+  EXPECT_EQ(matched, seen.size()) << "rows whose request the client saw";
   EXPECT_EQ(statuses["ok"], 7);
   EXPECT_EQ(statuses["cancelled"], 1);
   EXPECT_GE(statuses["error"] + statuses["retried"], 1);
 
-  // Conservation, per worker and overall, from the report over the same ledger.
+  // Per worker, from the report over the same ledger, against what the test knows: the price
+  // and GPUs it gave, the lifetime it measured, the busy time the worker counted itself.
   auto report = nlohmann::json::parse(testing::RunPdserve(
       "report --format json --ledger " + ledger_ + " --prices " + (dir_ / "prices.json")));
   ASSERT_TRUE(report.contains("workers")) << report.dump();
   EXPECT_EQ(report["workers"].size(), 3u);
+  size_t known = 0;
   for (const auto& w : report["workers"]) {
+    const std::string name = w["name"];
+    const StartedWorker* process = nullptr;
+    for (const StartedWorker* p : {&prefill, &decode, &second}) {
+      if (name.size() > std::to_string(p->pid).size() &&
+          name.substr(name.rfind(':') + 1) == std::to_string(p->pid)) {
+        process = p;
+      }
+    }
+    ASSERT_NE(process, nullptr) << "a worker the test did not start: " << w.dump();
+    ++known;
+    const double uptime = w["uptime_seconds"], busy = w["busy_seconds"];
+    const double usd_per_second = gpu_hours_per_second * process->price;
+    EXPECT_GE(busy, 0) << w.dump();
+    EXPECT_LE(busy, uptime) << w.dump();
+    // Registered after it started and gone once it exited (the gateway may see the exit a
+    // little after the test does).
+    EXPECT_LE(uptime, process->gone_unix - process->spawned_unix + 0.5) << w.dump();
+    EXPECT_NEAR(w["capacity_cost_usd"].get<double>(), uptime * usd_per_second,
+                1e-9 * uptime * usd_per_second)
+        << w.dump();
+    EXPECT_GE(w["idle_waste_usd"].get<double>(), 0) << w.dump();
+    EXPECT_NEAR(w["idle_waste_usd"].get<double>(), (uptime - busy) * usd_per_second,
+                1e-9 * uptime * usd_per_second)
+        << w.dump();
+    // Conservation's request side from the rows, its busy side from the worker itself.
+    const double rows_busy = row_seconds[w["id"].get<int64_t>()];
+    EXPECT_NEAR(rows_busy, busy, 1e-12 + 1e-9 * busy) << w.dump();
+    EXPECT_NEAR(w["request_cost_usd"].get<double>() + w["retry_waste_usd"].get<double>(),
+                rows_busy * usd_per_second, 1e-15 + 1e-9 * rows_busy * usd_per_second)
+        << w.dump();
+    EXPECT_GT(process->own_busy, 0) << w.dump();
+    if (process->killed) {  // its counter was read before its last steps
+      EXPECT_GE(busy, process->own_busy - 1e-9) << w.dump();
+    } else {
+      EXPECT_NEAR(busy, process->own_busy, 1e-9 + 1e-9 * process->own_busy) << w.dump();
+    }
     const double capacity = w["capacity_cost_usd"];
     const double parts = w["request_cost_usd"].get<double>() + w["retry_waste_usd"].get<double>() +
                          w["idle_waste_usd"].get<double>();
     EXPECT_GT(capacity, 0);
     EXPECT_NEAR(parts, capacity, 1e-9 * capacity) << w.dump();
   }
+  EXPECT_EQ(known, 3u);
   const auto& overall = report["overall"];
   const double capacity = overall["capacity_cost_usd"];
   EXPECT_NEAR(overall["request_cost_usd"].get<double>() + overall["retry_waste_usd"].get<double>() +
@@ -225,10 +325,20 @@ TEST_F(CostLedgerTest, RowSurvivesKillNineOfTheGatewayRightAfterTheResponse) {
   bool found = false;
   for (const auto& row : Export()) found = found || row["request_id"] == id;
   EXPECT_TRUE(found) << "the row of " << id << " is not in the ledger after kill -9";
-  // And the gateway starts again on the same ledger.
+  // And the gateway starts again on the same ledger, and adds to it.
   worker->Kill(SIGKILL);
   StartGateway();
-  EXPECT_EQ(Curl(gateway_.http_port, "/health").status, 200);
+  worker = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "w2.log");
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 1, std::chrono::seconds(60), "alpha-key"));
+  auto again = Post("alpha-key", Body("after the restart", 4, false));
+  ASSERT_EQ(again.status, 200) << again.body;
+  const auto answer = nlohmann::json::parse(again.body);
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 4) << again.body;
+  std::set<std::string> ids;
+  for (const auto& row : Export()) ids.insert(row["request_id"].get<std::string>());
+  EXPECT_TRUE(ids.count(id)) << "the row from before the restart is gone";
+  EXPECT_TRUE(ids.count(answer["id"].get<std::string>())) << "no row for " << answer["id"];
 }
 
 TEST_F(CostLedgerTest, BadLedgerPathIsAClearErrorAtStart) {
