@@ -80,6 +80,9 @@ struct Row {
   // The KV message's and the plain baseline's CPU, on the sending side (driver) and the
   // receiving side.
   CpuFigures kv_tx, kv_rx, base_tx, base_rx;
+  // Every iteration's KV and baseline seconds, in the order measured (the figures above are
+  // their medians and the medians of their pairs; IPC's baseline is one device copy).
+  std::vector<double> kv_iterations, baseline_iterations;
 };
 
 // Where one KV message's time went, in seconds: Open (the page lists checked and coalesced),
@@ -286,6 +289,8 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
     r.kv_rx = Summarize(s.kv_rx, s.bytes);
     r.base_tx = Summarize(s.base_tx, s.bytes);
     r.base_rx = Summarize(s.base_rx, s.bytes);
+    r.kv_iterations = s.kv;
+    r.baseline_iterations = s.base;
     std::cout << fmt::format("{:>12} {:>12.1f} {:>10.2f} {:>12.2f} {:>8.2f} {:>9.2f} {:>9.2f}",
                              r.bytes, r.seconds * 1e6, r.gbps, r.baseline_gbps, r.ratio,
                              r.ratio_p25, r.ratio_p75);
@@ -435,6 +440,13 @@ Status RunBenchKv(const BenchKvOptions& o) {
                               {"wait_us", r.wait_s * 1e6},
                               {"runs", r.runs}});
     json& row = doc["results"].back();
+    auto micros = [](const std::vector<double>& seconds) {
+      json out = json::array();
+      for (double s : seconds) out.push_back(s * 1e6);
+      return out;
+    };
+    row["iterations"] = {{"kv_us", micros(r.kv_iterations)},
+                         {"baseline_us", micros(r.baseline_iterations)}};
     for (const auto& [name, cpu] :
          {std::pair{"kv_tx", r.kv_tx}, std::pair{"kv_rx", r.kv_rx},
           std::pair{"baseline_tx", r.base_tx}, std::pair{"baseline_rx", r.base_rx}}) {
