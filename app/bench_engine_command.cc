@@ -1,10 +1,13 @@
 // `pdserve bench engine`: engine throughput, the batch-1 memory-bandwidth roofline and, on a GPU,
 // prompt processing against the bf16 matrix rate.
+#include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "app/commands.h"
 #include "bench/engine/engine_bench.h"
+#include "bench/engine/profile_sweep.h"
 #include "common/json_text.h"
 #include "model/model_maker.h"
 
@@ -35,12 +38,44 @@ void AddBenchEngineCommand(CLI::App& bench) {
                   "(tiny, small, llama3-8b), made in GPU memory (needs --device cuda:N)")
       ->check(CLI::IsMember({"tiny", "small", "llama3-8b"}));
   cmd->add_option("--json", *json_path, "Also write the figures to this JSON file");
-  cmd->callback([o, model_dir, json_path] {
+  auto sweep = std::make_shared<model::ProfileSweepOptions>();
+  auto profile_out = std::make_shared<std::string>();
+  cmd->add_option("--profile-out", *profile_out,
+                  "Instead of the throughput figures: measure a performance profile (step times "
+                  "over a sweep of prompt lengths, batch sizes and contexts, fitted) and write it "
+                  "here, for --device sim:FILE and pdserve sim");
+  cmd->add_option("--kv-memory-mb", sweep->kv_memory_mb,
+                  "--profile-out: the worker's KV pool, for the profile's page count");
+  cmd->add_option("--max-batch-tokens", sweep->max_batch_tokens,
+                  "--profile-out: the worker's tokens per step")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--kv-gbps", sweep->kv_gbps,
+                  "--profile-out: KV bandwidth between a prefill and a decode worker, measured "
+                  "elsewhere (pdserve bench kv); 0: transfers take no time")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-gbps-source", sweep->kv_gbps_source,
+                  "--profile-out: where the --kv-gbps figure comes from (recorded)");
+  cmd->callback([o, model_dir, json_path, sweep, profile_out] {
     std::string dir = *model_dir;
     if (dir.empty() && o->random_shape.empty()) {
       auto builtin = model::EnsureBuiltinModel();
       if (!builtin.ok()) Fail("bench engine", builtin.status());
       dir = *builtin;
+    }
+    if (!profile_out->empty()) {
+      sweep->engine = *o;
+      sweep->command = fmt::format(
+          "pdserve bench engine {} --device {} --threads {} --dtype {} --kv-memory-mb {} "
+          "--max-batch-tokens {} --kv-gbps {} --profile-out {}",
+          o->random_shape.empty() ? "--model " + dir : "--random-shape " + o->random_shape,
+          o->device, o->threads, o->dtype, sweep->kv_memory_mb, sweep->max_batch_tokens,
+          sweep->kv_gbps, *profile_out);
+      auto profile = model::MeasureProfile(dir, *sweep);
+      if (!profile.ok()) Fail("bench engine", profile.status());
+      profile->name = std::filesystem::path(*profile_out).stem().string();
+      ExitOnError("bench engine", profile->Save(*profile_out));
+      std::cout << model::ProfileSummary(*profile);
+      return;
     }
     auto result = model::RunEngineBench(dir, *o);
     if (!result.ok()) Fail("bench engine", result.status());

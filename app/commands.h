@@ -23,6 +23,8 @@ void AddGenerateCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 // `pdserve gateway`, `pdserve decode` and `pdserve up`.
 void AddServeCommands(CLI::App& app);
+// `pdserve sim`: many simulated workers in one process (app/sim_command.cc).
+void AddSimCommand(CLI::App& app);
 // `pdserve bench ...`: the group and its members.
 void AddBenchCommands(CLI::App& app);
 void AddBenchEngineCommand(CLI::App& bench);

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   pdserve::app::AddGenerateCommand(app);
   pdserve::app::AddTokenizeCommand(app);
   pdserve::app::AddServeCommands(app);
+  pdserve::app::AddSimCommand(app);
   pdserve::app::AddBenchCommands(app);
   pdserve::app::AddReportCommand(app);
   pdserve::app::AddLedgerCommands(app);

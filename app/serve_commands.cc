@@ -260,7 +260,9 @@ void AddServeCommands(CLI::App& app) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--zone", o->identity.zone, "Zone (KV crossing zones is charged egress)");
     cmd->add_option("--cluster-token", o->identity.cluster_token, "Token the gateway expects");
-    cmd->add_option("--device", o->engine.device, "cpu, or cuda:N for GPU N (builds with CUDA)");
+    cmd->add_option("--device", o->engine.device,
+                    "cpu, cuda:N for GPU N (builds with CUDA), or sim:PROFILE (simulated: a "
+                    "performance profile's step times, no arithmetic)");
     cmd->add_option("--threads", o->engine.threads, "CPU threads (0: all)");
     AddDtypeOption(*cmd, o->engine.dtype);
     cmd->add_option("--page-size", o->engine.page_size, "Tokens per KV page")

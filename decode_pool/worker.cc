@@ -55,7 +55,7 @@ Status Worker::StartKvListener() {
   o.port = options_.kv_port;
   o.congestion_control = options_.kv_tcp_congestion;
   o.offload_tcp_checksums = options_.kv_offload_checksums;
-  if (options_.engine.device != "cpu") {
+  if (options_.engine.device.rfind("cuda", 0) == 0) {
     o.pools_on_device = true;
     PDSERVE_ASSIGN_OR_RETURN(o.device, model::ParseCudaDevice(options_.engine.device));
   }

@@ -9,7 +9,7 @@
 namespace pdserve::kv_transfer {
 
 Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device) {
-  const bool gpu = device != "cpu";
+  const bool gpu = device.rfind("cuda", 0) == 0;  // cpu and sim: host memory
   std::optional<PayloadPath> path;
   if (name == "auto") path = gpu ? PayloadPath::kNccl : PayloadPath::kTcp;
   for (PayloadPath p : {PayloadPath::kTcp, PayloadPath::kNccl, PayloadPath::kCudaIpc}) {

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "model/kv_pool.h"
 #include "model/model_config.h"
+#include "model/performance_profile.h"
 
 namespace pdserve::model {
 
@@ -25,6 +26,7 @@ struct SequenceChunk {
   int start_pos = 0;
   std::span<const int32_t> pages;  // block table; must cover start_pos + tokens.size() tokens
   bool want_logits = true;         // logits of the chunk's last token
+  bool decode = false;             // one generated token being decoded (not prompt work)
 };
 
 struct ForwardBatch {
@@ -38,6 +40,21 @@ struct ForwardBatch {
 
   int num_tokens() const;
   int num_logit_rows() const;
+  // The step's work as the performance profile's step-time model counts it.
+  StepShape Shape() const;
+};
+
+// What every backend refuses in a batch: an empty chunk, positions past the context, a block
+// table that does not cover the chunk or names pages outside the pool, token ids outside the
+// vocabulary (InvalidArgument/OutOfRange, naming the value).
+Status ValidateBatch(const ForwardBatch& batch, const ModelConfig& config,
+                     const KvCacheShape& shape);
+
+// A simulated backend's KV pages hold no real values: what a real worker's KV transfer would
+// move and how fast, so that its transport can take as long (model/sim/sim_backend.h).
+struct SimulatedKv {
+  double bytes_per_token_layer = 0;  // one token's K and V of one layer, in the real model
+  double bytes_per_second = 0;       // 0: instant
 };
 
 class Backend {
@@ -61,6 +78,8 @@ class Backend {
   // Forward, then the greedy token of every logit row (the rows Forward would return; lowest id
   // among equal maxima, as Sampler). Here: Forward's logits, argmax on the host.
   virtual Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* tokens);
+  // Null but for a simulated backend.
+  virtual const SimulatedKv* simulated_kv() const { return nullptr; }
 };
 
 }  // namespace pdserve::model

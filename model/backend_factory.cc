@@ -5,6 +5,7 @@
 #include "model/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/engine.h"
+#include "model/sim/sim_backend.h"
 #include "model/weights.h"
 
 namespace pdserve::model {
@@ -12,6 +13,16 @@ namespace pdserve::model {
 Result<std::unique_ptr<Backend>> CreateBackend(const std::string& model_dir,
                                                const ModelConfig& config,
                                                const EngineOptions& options) {
+  if (options.device.rfind("sim:", 0) == 0) {
+    PDSERVE_ASSIGN_OR_RETURN(std::string name, ParseSimDevice(options.device));
+    SimBackendOptions sim;
+    PDSERVE_ASSIGN_OR_RETURN(sim.profile, FindProfile(name));
+    sim.page_size = options.page_size;
+    sim.num_pages = options.num_pages;
+    sim.slow_factor = options.sim_slow_factor;
+    sim.faults = options.sim_faults;
+    return CreateSimBackend(config, sim);
+  }
   if (options.device != "cpu") PDSERVE_RETURN_IF_ERROR(ParseCudaDevice(options.device).status());
   std::optional<DType> dtype;
   if (options.dtype != "auto") {

@@ -1,7 +1,8 @@
 // The engine's backend, chosen by its device string (EngineOptions::device): "cpu" is the CPU
 // backend (cpu_backend.h), "cuda:N" the CUDA backend on GPU N (cuda/cuda_backend.h, where this
-// build has it). Callers name a device and get a Backend; nothing outside model/ needs to know
-// which implementation runs. Safe to call from any thread; each call loads its own weights.
+// build has it), "sim:PROFILE" the simulated backend (sim/sim_backend.h: no weights are read).
+// Callers name a device and get a Backend; nothing outside model/ needs to know which
+// implementation runs. Safe to call from any thread; each call loads its own weights.
 #pragma once
 
 #include <memory>

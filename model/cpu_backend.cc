@@ -78,30 +78,7 @@ class CpuBackend final : public Backend {
 };
 
 Status CpuBackend::Validate(const ForwardBatch& batch) const {
-  for (const auto& c : batch.chunks) {
-    if (c.tokens.empty()) return InvalidArgument("a sequence chunk has no tokens");
-    const int end = c.start_pos + static_cast<int>(c.tokens.size());
-    if (c.start_pos < 0 || end > config_.max_seq_len) {
-      return OutOfRange("positions up to " + std::to_string(end) + " exceed the context of " +
-                        std::to_string(config_.max_seq_len) + " tokens");
-    }
-    if (static_cast<int>(c.pages.size()) < PagesForTokens(end, shape_.page_size)) {
-      return InvalidArgument("block table of " + std::to_string(c.pages.size()) +
-                             " pages does not cover " + std::to_string(end) + " tokens");
-    }
-    for (int32_t p : c.pages) {
-      if (p < 0 || p >= shape_.num_pages) {
-        return InvalidArgument("page id " + std::to_string(p) + " is outside the pool");
-      }
-    }
-    for (int32_t t : c.tokens) {
-      if (t < 0 || t >= config_.vocab_size) {
-        return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary of " +
-                               std::to_string(config_.vocab_size));
-      }
-    }
-  }
-  return Status::Ok();
+  return ValidateBatch(batch, config_, shape_);
 }
 
 void CpuBackend::PrepareRows(const ForwardBatch& batch) {

@@ -172,7 +172,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   for (auto& [id, s] : running_) {
     if (s->computed < s->prompt_len || budget == 0) continue;
     batch.chunks.push_back(
-        {std::span(s->tokens).subspan(s->computed, 1), s->computed, s->pages, true});
+        {std::span(s->tokens).subspan(s->computed, 1), s->computed, s->pages, true, true});
     in_batch.push_back(s.get());
     --budget;
     ++decode_tokens;
@@ -231,6 +231,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   if (stats) {
     stats->prompt_tokens = prompt_tokens;
     stats->decode_tokens = decode_tokens;
+    stats->shape = batch.Shape();
     stats->seq_ids.clear();
     stats->seq_tokens.clear();
     stats->seq_prompt.clear();

@@ -25,8 +25,12 @@
 
 namespace pdserve::model {
 
+struct SimFaults;
+
 struct EngineOptions {
-  std::string device = "cpu";   // "cpu", or "cuda:N" where built with CUDA and device N exists
+  // "cpu", "cuda:N" where built with CUDA and device N exists, or "sim:PROFILE" (a profile's
+  // file or its name in profiles/: model/sim/sim_backend.h)
+  std::string device = "cpu";
   int page_size = 16;           // tokens per KV page
   int num_pages = 0;            // KV pages; 0 = as many as kv_memory_mb holds
   int64_t kv_memory_mb = 512;   // KV pool size when num_pages is 0 (f32 pages on cpu, bf16 on cuda)
@@ -36,6 +40,10 @@ struct EngineOptions {
   // Matrix dtype on the CPU: "auto" keeps the checkpoint's; "f32", "bf16" or "f16" converts at
   // load (Weights::ConvertedTo). The CUDA backend always holds bf16 ("auto" or "bf16").
   std::string dtype = "auto";
+  // Device sim only: steps take this many times the profile's time, and faults to inject
+  // (`pdserve sim`); null: none.
+  double sim_slow_factor = 1.0;
+  std::shared_ptr<SimFaults> sim_faults;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled };
@@ -58,6 +66,7 @@ struct StepStats {
   std::vector<uint64_t> seq_ids;
   std::vector<int> seq_tokens;   // tokens each of seq_ids ran in this step
   std::vector<bool> seq_prompt;  // whether that was prompt work (a prefill chunk)
+  StepShape shape;               // the step's work, for the performance profile
 };
 
 // A sequence whose prompt's KV is complete once the current step's layers have run: what a

@@ -2,6 +2,7 @@
 
 #include "common/host_identity.h"
 #include "kv_transfer/device_payload.h"
+#include "kv_transfer/paced_transport.h"
 #include "model/sampling_proto.h"
 #include "worker/messages.h"
 #include "worker/serve_loop.h"
@@ -179,6 +180,14 @@ Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
     return std::unique_ptr<kv_transfer::Transport>(std::move(tcp));
   };
   auto transport = dial();
+  if (const model::SimulatedKv* sim = engine_->backend().simulated_kv(); sim && transport.ok()) {
+    // Simulated KV moves as small pages; the link takes as long as the real bytes would.
+    kv_transfer::PacedLink link;
+    link.bytes_per_page_layer = sim->bytes_per_token_layer * layout_.page_size;
+    link.bytes_per_second = sim->bytes_per_second;
+    transport = std::unique_ptr<kv_transfer::Transport>(
+        std::make_unique<kv_transfer::PacedTransport>(std::move(*transport), link));
+  }
   if (!transport.ok()) {
     unreachable_.Failed(endpoint, std::chrono::steady_clock::now());
     return transport.status();

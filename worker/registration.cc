@@ -22,7 +22,7 @@ void WorkerIdentity::Fill(proto::Register* r) const {
   r->set_cluster_token(cluster_token);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  r->set_name(std::string(host) + ":" + std::to_string(::getpid()));
+  r->set_name(name.empty() ? std::string(host) + ":" + std::to_string(::getpid()) : name);
 }
 
 proto::Register RegisterFor(const std::string& role, model::Engine& engine,

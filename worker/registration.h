@@ -19,6 +19,9 @@ struct WorkerIdentity {
   int gpu_count = 1;
   std::string zone = "local";  // KV crossing zones is charged egress
   std::string cluster_token;
+  // The worker's name in the gateway's logs and ledger; empty: host:pid. `pdserve sim` names
+  // the many workers of its process apart.
+  std::string name;
 
   // Says which field is wrong.
   Status Validate() const;

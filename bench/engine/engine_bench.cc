@@ -150,6 +150,8 @@ double ParameterCount(const ModelConfig& c) {
   return MatrixElementsPerToken(c, !c.tie_word_embeddings) + embed + vectors;
 }
 
+}  // namespace
+
 // An engine on a CUDA backend with random weights of a make-model preset's shape.
 Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
                                                   const EngineOptions& eo, ModelConfig* config) {
@@ -165,8 +167,6 @@ Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
   PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCudaBackend(nullptr, *config, cuda));
   return std::make_unique<Engine>(std::move(backend), eo);
 }
-
-}  // namespace
 
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                                          const EngineBenchOptions& o) {

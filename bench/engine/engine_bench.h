@@ -110,6 +110,11 @@ class MemoryBandwidthProbe {
   float* dst_;
 };
 
+// An engine on a CUDA backend with random bf16 weights of the make-model preset
+// o.random_shape, made on the device; its config in *config.
+Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
+                                                  const EngineOptions& eo, ModelConfig* config);
+
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                                          const EngineBenchOptions& options);
 

@@ -1,0 +1,118 @@
+// PerformanceProfile: a worker's step time as a function of the work in the step, fitted from
+// measured steps (docs/architecture.md, "The capacity layer"), with what its KV costs to move,
+// how many pages it holds, how long it takes to start, and where the figures came from. The
+// simulated backend (model/sim/) takes each step's time from it; admission and the planner read
+// the same file. `pdserve bench engine --profile-out FILE` writes one; `profiles/` keeps those
+// measured. An immutable value once loaded: safe to read from any thread.
+//
+// The step-time model, in seconds (coefficients fitted by least squares, none negative):
+//   a step with prompt work: prefill.base + prefill.per_token * prompt tokens
+//                            + prefill.per_context * prompt attention
+//                            + decode.per_token * decode tokens + decode.per_context * context
+//   a decode-only step:      decode.base + decode.per_token * decode tokens
+//                            + decode.per_context * context
+// where prompt attention counts the (query, key) pairs of the step's prompt chunks and context
+// the tokens the decoding sequences attend to (StepShape).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pdserve::model {
+
+// What one engine step computes, as the step-time model sees it.
+struct StepShape {
+  int prompt_tokens = 0;         // prompt tokens whose KV the step computes
+  int64_t prompt_attention = 0;  // sum over prompt chunks: n * start + n * (n + 1) / 2
+  int decode_tokens = 0;         // sequences decoding one token each
+  int64_t decode_context = 0;    // sum over those sequences of the tokens each attends to
+  int max_context = 0;           // the longest sequence in the step (position + 1)
+};
+
+// The shape of a chunk of `tokens` tokens starting at `start` added to `shape`.
+void AddPromptChunk(StepShape& shape, int start, int tokens);
+void AddDecodeToken(StepShape& shape, int position);
+
+// seconds = base + per_token * x + per_context * y.
+struct LinearStepModel {
+  double base = 0;
+  double per_token = 0;
+  double per_context = 0;
+};
+
+// The largest work of each kind the profile measured: a step beyond it is extrapolated.
+struct ProfiledRange {
+  int prompt_tokens = 0;  // per step
+  int decode_tokens = 0;  // per step (batch)
+  int max_context = 0;    // tokens of the longest sequence
+};
+
+struct PerformanceProfile {
+  // Provenance.
+  std::string name;                                       // file name without .json, or "zero"
+  std::string device;                                     // "cpu", "cuda:0"
+  std::string device_name;                                // CPU model or GPU name
+  std::string model_id;                                   // the model measured
+  nlohmann::json model_shape = nlohmann::json::object();  // its config.json fields
+  std::string dtype;
+  int threads = 0;      // CPU threads of the engine measured
+  std::string command;  // what produced it
+  std::string date;     // ISO 8601, UTC
+
+  LinearStepModel prefill;  // steps with prompt work
+  LinearStepModel decode;   // decode-only steps
+  ProfiledRange range;
+  // Median relative error of the fit over the measured steps of each kind.
+  double prefill_fit_error = 0;
+  double decode_fit_error = 0;
+  int samples = 0;
+
+  double kv_bytes_per_token = 0;   // every layer's K and V of one token, in the KV dtype
+  double kv_bytes_per_second = 0;  // between a prefill and a decode worker; 0: instant
+  std::string kv_bandwidth_source;
+  int n_layers = 1;  // layers (KV moves layer by layer)
+  int page_size = 16;
+  int kv_pages = 0;               // KV pages of the worker measured
+  int max_batch_tokens = 0;       // the engine's step budget when measured
+  double cold_start_seconds = 0;  // process start to ready to register
+
+  // The step's predicted wall time.
+  double StepSeconds(const StepShape& shape) const;
+  // Empty when the shape lies within the measured range; otherwise what lies outside it.
+  std::string OutsideRange(const StepShape& shape) const;
+
+  static Result<PerformanceProfile> FromJson(const nlohmann::json& j, const std::string& source);
+  nlohmann::json ToJson() const;
+  static Result<PerformanceProfile> Load(const std::string& path);
+  Status Save(const std::string& path) const;
+  // A profile in which every step and transfer takes no time (pdserve's own overhead).
+  static PerformanceProfile Zero();
+};
+
+// One measured step.
+struct StepSample {
+  StepShape shape;
+  double seconds = 0;
+};
+
+// Fits seconds = base + per_token * x + per_context * y by least squares, dropping a feature
+// whose coefficient would come out negative (noise) and fitting again. InvalidArgument with
+// fewer than 3 samples or samples that are not finite.
+Result<LinearStepModel> FitLinearStepModel(const std::vector<double>& x,
+                                           const std::vector<double>& y,
+                                           const std::vector<double>& seconds);
+
+// Fits both models from measured steps (those with prompt work to prefill, the rest to decode)
+// and fills range, fit errors and samples; provenance and KV figures are left to the caller.
+Status FitProfile(const std::vector<StepSample>& steps, PerformanceProfile* profile);
+
+// Where `name_or_path` leads: an existing file as given, else PROFILES_DIR/NAME.json for each
+// directory in `search` (profiles/ beside the binary's checkout and in the working directory).
+// "zero" is the built-in Zero(). NotFound lists where it looked.
+Result<PerformanceProfile> FindProfile(const std::string& name_or_path);
+
+}  // namespace pdserve::model

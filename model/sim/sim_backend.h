@@ -1,0 +1,65 @@
+// SimBackend: a Backend (model/backend.h) that computes nothing and takes, for each step, the
+// time its performance profile (model/performance_profile.h) predicts for the step's work, so
+// that the real engine, scheduler, page pool, workers and gateway run at a profiled device's
+// speed on a machine without it (device "sim:PROFILE"; `pdserve sim` hosts hundreds).
+// - Tokens: the next token after each logit row is a hash of the row's token and position, so a
+//   request's tokens are fixed by its prompt (and equal across runs, workers and resumptions);
+//   sampled rows get one-hot logits, so a seed changes nothing. A request ends at max_tokens, or
+//   where the hash lands on an end-of-sequence id, as a real model's would.
+// - KV: the pages hold no values. The KV shape is cut to one head of one value per token (the
+//   real transport code moves small pages), and simulated_kv() says what the real model's KV
+//   would weigh and how fast the profile's link moves it, so a transport can take that long.
+//   The pool's memory is reserved, not committed: only pages a transfer writes become resident.
+// - A step outside the profile's measured range is run at the extrapolated time and logged, once
+//   per kind of excess, so that a figure beyond the profile is never taken silently.
+// - Faults (SimFaults): fail (every step from then on fails), freeze (the step blocks until
+//   released), slow (steps take longer by a factor).
+// Driven by one thread, like every Backend.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/backend.h"
+#include "model/performance_profile.h"
+
+namespace pdserve::model {
+
+// Fault injection, shared by the backends of a `pdserve sim` process and its command. Safe to
+// use from any thread.
+struct SimFaults {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point fail_at = Clock::time_point::max();
+  Clock::time_point freeze_at = Clock::time_point::max();
+
+  // Ends every freeze: a frozen step returns Unavailable (the process is stopping).
+  void Release();
+  // Blocks until Release; true when released.
+  void WaitForRelease();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+struct SimBackendOptions {
+  PerformanceProfile profile;
+  int page_size = 16;
+  int num_pages = 0;                  // 0: the profile's pages (scaled to page_size)
+  double slow_factor = 1.0;           // every step takes this many times the profile's time; > 0
+  std::shared_ptr<SimFaults> faults;  // null: none
+};
+
+// `config` is the served model's (its vocabulary, context, layers and end-of-sequence ids).
+Result<std::unique_ptr<Backend>> CreateSimBackend(const ModelConfig& config,
+                                                  const SimBackendOptions& options);
+
+// "sim:PROFILE" -> PROFILE; InvalidArgument for anything else.
+Result<std::string> ParseSimDevice(const std::string& device);
+
+}  // namespace pdserve::model

@@ -1,0 +1,155 @@
+// End to end: `pdserve sim` processes hosting simulated workers (device sim:PROFILE) behind a
+// real gateway on loopback. They register, serve the OpenAI API through the real worker code,
+// drain on SIGTERM, and a frozen one is dropped by the gateway while its request is retried.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/e2e/process.h"
+
+namespace pdserve {
+namespace {
+
+using testing::Curl;
+using testing::Process;
+
+class SimTest : public testing::GatewayFixture {
+ protected:
+  std::unique_ptr<Process> StartSim(std::vector<std::string> extra, const std::string& name) {
+    std::vector<std::string> args{"sim", "--model", model_, "--gateway",
+                                  "127.0.0.1:" + std::to_string(control_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    logs_.push_back(dir_ / (name + ".log"));
+    return std::make_unique<Process>(args, logs_.back());
+  }
+
+  // The gateway's workers of `role`, or -1 when /health does not answer.
+  int Workers(const std::string& role) {
+    auto h = Curl(http_, "/health");
+    last_health_ = std::to_string(h.status) + " " + h.body;
+    if (h.status != 200) return -1;
+    int count = 0;
+    const auto health = nlohmann::json::parse(h.body);
+    for (const auto& w : health["worker_load"]) {
+      count += w.value("role", "") == role ? 1 : 0;
+    }
+    return count;
+  }
+
+  // Waits up to `seconds` until the gateway lists exactly `n` workers of `role`.
+  bool WaitForWorkers(const std::string& role, int n, int seconds = 60) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      if (Workers(role) == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  std::string Logs() {
+    std::string all = "last /health: " + last_health_ + "\n";
+    for (const auto& l : logs_) all += "--- " + l + "\n" + testing::ReadLog(l);
+    return all;
+  }
+
+  // A profile of fixed step times: `prefill_seconds` a prefill step, 5 ms a decode step.
+  std::string WriteProfile(double prefill_seconds = 0.02) {
+    const std::string path = dir_ / "fixed.json";
+    std::ofstream(path) << R"({
+      "name": "fixed", "device": "test",
+      "prefill": {"base": )"
+                        << prefill_seconds << R"(, "per_token": 0, "per_context": 0},
+      "decode": {"base": 0.005, "per_token": 0, "per_context": 0},
+      "range": {"prompt_tokens": 4096, "decode_tokens": 256, "max_context": 4096},
+      "kv_bytes_per_token": 65536, "kv_bytes_per_second": 1e9, "n_layers": 2,
+      "page_size": 16, "kv_pages": 2048, "cold_start_seconds": 0})";
+    return path;
+  }
+
+  std::vector<std::string> logs_;
+  std::string last_health_;
+};
+
+std::string Completion(const std::string& prompt, int max_tokens, bool stream = false) {
+  return nlohmann::json{{"model", "tiny"},
+                        {"prompt", prompt},
+                        {"max_tokens", max_tokens},
+                        {"ignore_eos", true},
+                        {"stream", stream}}
+      .dump();
+}
+
+TEST_F(SimTest, SimulatedWorkersRegisterServeAndDrain) {
+  auto sim = StartSim({"--profile", WriteProfile(), "--prefill", "3", "--decode", "5"}, "sim");
+  ASSERT_TRUE(WaitForWorkers("prefill", 3)) << Logs();
+  ASSERT_TRUE(WaitForWorkers("decode", 5)) << Logs();
+  std::string first;
+  for (int i = 0; i < 12; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = Curl(http_, "/v1/completions", Completion("same prompt", 8));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(r.status, 200) << r.body << Logs();
+    const auto body = nlohmann::json::parse(r.body);
+    EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+    // Tokens are fixed by the prompt, whichever pair served it.
+    const std::string text = body["choices"][0]["text"];
+    if (i == 0) first = text;
+    EXPECT_EQ(text, first);
+    // At least the profile's time: one prefill step and seven decode steps.
+    EXPECT_GE(seconds, 0.02 + 7 * 0.005);
+  }
+  auto streamed = Curl(http_, "/v1/completions", Completion("same prompt", 8, true));
+  ASSERT_EQ(streamed.status, 200);
+  int tokens = 0;
+  bool done = false;
+  EXPECT_EQ(testing::StreamedText(streamed.body, &tokens, &done), first);
+  EXPECT_TRUE(done);
+
+  sim->Signal(SIGTERM);
+  EXPECT_EQ(sim->Wait(std::chrono::seconds(30)), 0) << Logs();
+  EXPECT_NE(Logs().find("every worker drained"), std::string::npos) << Logs();
+  EXPECT_TRUE(WaitForWorkers("prefill", 0, 10));
+  EXPECT_TRUE(WaitForWorkers("decode", 0, 10));
+}
+
+// A prefill worker that freezes (its step never ends, its connection stays open) is dropped by
+// the gateway once it falls silent, and the request it held is retried on a healthy pair.
+TEST_F(SimTest, AFrozenWorkerIsDroppedAndItsRequestRetried) {
+  // Prefill steps of 0.5 s on the healthy worker: while it holds one prompt, the router sends
+  // the next to the other prefill worker, the frozen one.
+  auto healthy =
+      StartSim({"--profile", WriteProfile(0.5), "--prefill", "1", "--decode", "1"}, "healthy");
+  ASSERT_TRUE(WaitForWorkers("prefill", 1)) << Logs();
+  ASSERT_TRUE(WaitForWorkers("decode", 1)) << Logs();
+  auto frozen = StartSim({"--profile", "zero", "--prefill", "1", "--freeze-after", "0"}, "frozen");
+  ASSERT_TRUE(WaitForWorkers("prefill", 2)) << Logs();
+  std::vector<std::thread> clients;
+  std::vector<int> statuses(4);
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      statuses[i] =
+          Curl(http_, "/v1/completions", Completion("frozen " + std::to_string(i), 4)).status;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& c : clients) c.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(statuses[i], 200) << "request " << i << Logs();
+  // The frozen worker is gone from the gateway; its process still holds the connection.
+  EXPECT_TRUE(WaitForWorkers("prefill", 1, 30)) << Logs();
+  EXPECT_NE(testing::ReadLog(dir_ / "gateway.log").find("left"), std::string::npos);
+  frozen->Signal(SIGTERM);
+  healthy->Signal(SIGTERM);
+  EXPECT_EQ(healthy->Wait(std::chrono::seconds(30)), 0) << Logs();
+  frozen->Wait(std::chrono::seconds(30));
+}
+
+TEST_F(SimTest, AnUnknownProfileIsRefusedByName) {
+  auto run = testing::RunPdserveWithOutput("sim --gateway 127.0.0.1:" + std::to_string(control_) +
+                                           " --profile no-such-profile --decode 1");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.err.find("no profile 'no-such-profile'"), std::string::npos) << run.err;
+}
+
+}  // namespace
+}  // namespace pdserve

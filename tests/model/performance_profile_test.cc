@@ -1,0 +1,166 @@
+// PerformanceProfile: the fit recovers a known step-time model, drops a coefficient noise would
+// make negative, predicts prefill, decode and mixed steps as its header says, flags work beyond
+// what was measured, and reads its JSON back or says which field is wrong.
+#include "model/performance_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "tests/model/random_model.h"
+
+namespace pdserve::model {
+namespace {
+
+TEST(PerformanceProfile, StepShapesCountAttentionPairsAndContext) {
+  StepShape s;
+  AddPromptChunk(s, /*start=*/0, /*tokens=*/4);   // pairs 1 + 2 + 3 + 4
+  AddPromptChunk(s, /*start=*/10, /*tokens=*/2);  // 11 + 12
+  AddDecodeToken(s, /*position=*/99);             // attends to 100 tokens
+  EXPECT_EQ(s.prompt_tokens, 6);
+  EXPECT_EQ(s.prompt_attention, 10 + 23);
+  EXPECT_EQ(s.decode_tokens, 1);
+  EXPECT_EQ(s.decode_context, 100);
+  EXPECT_EQ(s.max_context, 100);
+}
+
+TEST(PerformanceProfile, FitRecoversAKnownModelFromNoisySteps) {
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  std::vector<StepSample> steps;
+  for (int n : {16, 64, 128, 256, 512, 1024}) {
+    for (int r = 0; r < 3; ++r) {
+      StepSample s;
+      AddPromptChunk(s.shape, 0, n);
+      s.seconds = (0.004 + 2e-5 * n + 1e-9 * s.shape.prompt_attention) * noise(rng);
+      steps.push_back(s);
+    }
+  }
+  for (int b : {1, 4, 16, 64}) {
+    for (int ctx : {64, 512, 2048}) {
+      StepSample s;
+      for (int i = 0; i < b; ++i) AddDecodeToken(s.shape, ctx - 1);
+      s.seconds = (0.003 + 1e-4 * b + 2e-8 * s.shape.decode_context) * noise(rng);
+      steps.push_back(s);
+    }
+  }
+  PerformanceProfile p;
+  ASSERT_TRUE(FitProfile(steps, &p).ok());
+  EXPECT_NEAR(p.prefill.base, 0.004, 0.0005);
+  EXPECT_NEAR(p.prefill.per_token, 2e-5, 2e-6);
+  EXPECT_NEAR(p.decode.base, 0.003, 0.0003);
+  EXPECT_NEAR(p.decode.per_token, 1e-4, 1e-5);
+  EXPECT_NEAR(p.decode.per_context, 2e-8, 4e-9);
+  EXPECT_LT(p.prefill_fit_error, 0.03);
+  EXPECT_LT(p.decode_fit_error, 0.03);
+  EXPECT_EQ(p.range.prompt_tokens, 1024);
+  EXPECT_EQ(p.range.decode_tokens, 64);
+  EXPECT_EQ(p.range.max_context, 2048);
+  EXPECT_EQ(p.samples, static_cast<int>(steps.size()));
+}
+
+TEST(PerformanceProfile, FitDropsACoefficientNoiseWouldMakeNegative) {
+  // Time falls slightly with y while rising with x: a plain fit gives y a negative slope.
+  const std::vector<double> x = {1, 2, 3, 4, 5, 6};
+  const std::vector<double> y = {6, 5, 4, 3, 2, 1.5};
+  const std::vector<double> t = {1.1, 2.0, 3.05, 3.9, 5.1, 6.0};
+  auto m = FitLinearStepModel(x, y, t);
+  ASSERT_TRUE(m.ok());
+  EXPECT_GE(m->base, 0);
+  EXPECT_GE(m->per_token, 0);
+  EXPECT_GE(m->per_context, 0);
+  EXPECT_NEAR(m->per_token, 1.0, 0.1);
+  EXPECT_FALSE(FitLinearStepModel({1, 2}, {1, 2}, {1, 2}).ok());  // too few samples
+  EXPECT_FALSE(FitLinearStepModel({1, 2, 3}, {1, 2}, {1, 2, 3}).ok());
+}
+
+TEST(PerformanceProfile, PredictsPrefillDecodeAndMixedSteps) {
+  PerformanceProfile p;
+  p.prefill = {0.01, 0.001, 1e-6};
+  p.decode = {0.002, 0.0005, 1e-7};
+  StepShape prefill;
+  AddPromptChunk(prefill, 0, 10);  // 55 pairs
+  EXPECT_DOUBLE_EQ(p.StepSeconds(prefill), 0.01 + 0.01 + 55e-6);
+  StepShape decode;
+  AddDecodeToken(decode, 9);
+  AddDecodeToken(decode, 19);
+  EXPECT_DOUBLE_EQ(p.StepSeconds(decode), 0.002 + 0.001 + 30e-7);
+  StepShape mixed = prefill;
+  AddDecodeToken(mixed, 9);
+  // The prefill base (the weights read once) and each kind's slopes.
+  EXPECT_DOUBLE_EQ(p.StepSeconds(mixed), 0.01 + 0.01 + 55e-6 + 0.0005 + 10e-7);
+  EXPECT_EQ(p.StepSeconds(StepShape{}), 0);
+}
+
+TEST(PerformanceProfile, SaysWhatLiesOutsideTheMeasuredRange) {
+  PerformanceProfile p;
+  p.range = {512, 32, 2048};
+  StepShape inside;
+  AddPromptChunk(inside, 0, 512);
+  EXPECT_EQ(p.OutsideRange(inside), "");
+  StepShape outside;
+  AddPromptChunk(outside, 2000, 600);
+  const std::string why = p.OutsideRange(outside);
+  EXPECT_NE(why.find("600 prompt tokens in a step (profiled up to 512)"), std::string::npos) << why;
+  EXPECT_NE(why.find("a context of 2600 tokens (profiled up to 2048)"), std::string::npos) << why;
+}
+
+TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
+  PerformanceProfile p;
+  p.name = "test";
+  p.device = "cpu";
+  p.prefill = {0.01, 0.001, 1e-6};
+  p.decode = {0.002, 0.0005, 1e-7};
+  p.range = {512, 32, 2048};
+  p.kv_bytes_per_token = 4096;
+  p.kv_bytes_per_second = 1e9;
+  p.n_layers = 4;
+  p.kv_pages = 100;
+  p.cold_start_seconds = 1.5;
+  p.model_shape = {{"hidden_size", 64}};
+  auto back = PerformanceProfile::FromJson(p.ToJson(), "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ToJson(), p.ToJson());
+
+  auto j = p.ToJson();
+  j["decode"]["per_token"] = -1;
+  auto bad = PerformanceProfile::FromJson(j, "f.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("f.json: decode: field 'per_token'"), std::string::npos)
+      << bad.status().message();
+  j = p.ToJson();
+  j.erase("kv_pages");
+  bad = PerformanceProfile::FromJson(j, "f.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'kv_pages'"), std::string::npos);
+  EXPECT_FALSE(PerformanceProfile::FromJson(nlohmann::json::array(), "f.json").ok());
+}
+
+TEST(PerformanceProfile, FindsZeroFilesAndNamesAndSaysWhereItLooked) {
+  auto zero = FindProfile("zero");
+  ASSERT_TRUE(zero.ok());
+  StepShape s;
+  AddPromptChunk(s, 0, 100000);
+  EXPECT_EQ(zero->StepSeconds(s), 0);
+  EXPECT_EQ(zero->OutsideRange(s), "");
+
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/mine.json";
+  PerformanceProfile p = PerformanceProfile::Zero();
+  p.name = "";
+  ASSERT_TRUE(p.Save(path).ok());
+  auto loaded = FindProfile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->name, "mine");  // from the file name when the file has none
+
+  auto missing = FindProfile("no-such-profile");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("profiles/no-such-profile.json"), std::string::npos)
+      << missing.status().message();
+  std::ofstream(dir.path() + "/broken.json") << "{";
+  EXPECT_FALSE(FindProfile(dir.path() + "/broken.json").ok());
+}
+
+}  // namespace
+}  // namespace pdserve::model
