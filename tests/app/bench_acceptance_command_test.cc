@@ -1,13 +1,15 @@
 // `pdserve bench acceptance` as a buyer runs it: against a real `pdserve bench fake-server`
 // process on an OS-chosen port, with the KV bandwidth test on (a real `bench kv` on loopback).
 // The HTML must show the KV rows the JSON holds (figures formatted from the JSON, not constant
-// text), `--require` must give PASS with exit 0 for thresholds the run meets and FAIL with exit
-// 3 for ones it cannot, naming each measured value, bad thresholds are refused before any load,
-// and `--compare-with` shows the differences of two runs.
+// text), MFU must follow from the runs' token counts, `--require` must give PASS with exit 0
+// for thresholds the run meets and FAIL with exit 3 for ones it cannot, naming each measured
+// value, bad thresholds are refused before any load, and `--compare-with` shows the
+// differences of two runs.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -101,9 +103,13 @@ class BenchAcceptanceCommandTest : public ::testing::Test {
 
 TEST_F(BenchAcceptanceCommandTest, ReportShowsMeasuredKvRowsAndPassesItsThresholds) {
   const std::string out = dir_ / "pass";
-  auto run = Accept(out,
-                    "--require 'kv_gbps_at_1MiB>=0.0001 ttft_p99_ms<=60000 "
-                    "goodput_rps>=0.01 usd_per_1m_output_tokens<=1000000'");
+  // The model's FLOPs per token and the device's peak, as `pdserve bench engine --json` says.
+  const std::string engine = dir_ / "engine.json";
+  std::ofstream(engine) << R"({"device":"cpu","threads":2,"prefill_flops_per_token":2e6,
+                              "decode_flops_per_token":3e6,"fma_gflops":50})";
+  auto run = Accept(out, "--mfu-from " + engine +
+                             " --require 'kv_gbps_at_1MiB>=0.0001 ttft_p99_ms<=60000 "
+                             "goodput_rps>=0.01 usd_per_1m_output_tokens<=1000000 mfu>0'");
   ASSERT_EQ(run.exit_code, 0) << run.out;
   Written w = ReadWritten(out);
   ASSERT_TRUE(w.doc.is_object()) << run.out;
@@ -138,6 +144,14 @@ TEST_F(BenchAcceptanceCommandTest, ReportShowsMeasuredKvRowsAndPassesItsThreshol
   const std::string nccl = w.doc["environment"]["nccl_version"];
   EXPECT_TRUE(nccl.rfind("not loaded", 0) == 0 || nccl.find('.') != std::string::npos) << nccl;
   EXPECT_EQ(w.doc["hosts"].size(), 3u);  // runner, serving target, KV receiver
+  // MFU from the run's own token counts and duration over the peak.
+  const json& served = w.doc["serve"]["runs"][0];
+  const double mfu = (2e6 * served["total_input_tokens"].get<double>() +
+                      3e6 * served["total_output_tokens"].get<double>()) /
+                     served["duration"].get<double>() / 50e9;
+  EXPECT_NEAR(served["mfu"].get<double>(), mfu, 1e-12 * mfu);
+  EXPECT_NE(w.html.find(fmt::format("<th>MFU at rate 50</th><td>{:.3f}%</td>", mfu * 100)),
+            std::string::npos);
 }
 
 TEST_F(BenchAcceptanceCommandTest, FailingThresholdsExitThreeAndCompareWithShowsDifferences) {
