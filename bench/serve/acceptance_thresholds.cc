@@ -240,6 +240,12 @@ json Verdict(const json& acceptance, const std::vector<Threshold>& thresholds) {
       note = std::string(v.status().message());
     } else if (IsRunMetric(t.metric)) {
       note = fmt::format("run {} of {} ({})", best + 1, runs.size(), RateText(runs[best]));
+    } else if (t.metric.rfind("kv_", 0) == 0) {
+      const json& kv = acceptance["kv_bandwidth"];
+      note = fmt::format("KV test: {}, peer {}", kv.value("transport", std::string("?")),
+                         kv.value("peer", std::string("?")));
+    } else {
+      note = "scaling from the --scaling-from results";
     }
     out["thresholds"].push_back({{"threshold", t.text},
                                  {"metric", t.metric},
