@@ -131,15 +131,24 @@ json AcceptanceJson(const AcceptanceInputs& in) {
   hosts.push_back({{"role", "acceptance runner (load generator, KV sender)"},
                    {"hostname", env.hostname},
                    {"node_id", env.node_id},
-                   {"os", env.os}});
+                   {"os", env.os},
+                   {"gpu_model", env.gpu_model},
+                   {"driver_version", env.driver_version},
+                   {"nccl_version", env.nccl_version}});
   if (in.session != nullptr) {
     hosts.push_back({{"role", "serving target"}, {"address", in.session->config.base_url}});
   }
   if (in.kv_bandwidth.value("status", "") == "ok") {
     const json kv_hosts = in.kv_bandwidth.value("hosts", json::array());
-    hosts.push_back({{"role", "KV receiver"},
+    json receiver = {{"role", "KV receiver"},
                      {"hostname", kv_hosts.size() > 1 ? kv_hosts[1] : json("unknown")},
-                     {"address", in.kv_bandwidth.value("peer", json("unknown"))}});
+                     {"address", in.kv_bandwidth.value("peer", json("unknown"))}};
+    // What the receiving end reported of itself (bench kv's hello).
+    const json facts = in.kv_bandwidth.value("receiver", json::object());
+    for (const auto& [key, value] : facts.items()) {
+      if (key != "host") receiver[key] = value;
+    }
+    hosts.push_back(std::move(receiver));
   }
   json j = {{"kind", "pdserve_acceptance"},
             {"date", env.date},

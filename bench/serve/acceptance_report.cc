@@ -102,11 +102,12 @@ std::vector<std::pair<std::string, std::string>> EnvironmentRows(const json& env
 
 std::string HostsHtml(const json& hosts) {
   std::string html =
-      "<table><tr><th>role</th><th>host</th><th>address</th><th>node id</th>"
-      "<th>OS</th></tr>\n";
+      "<table><tr><th>role</th><th>host</th><th>address</th><th>node id</th><th>OS</th>"
+      "<th>GPU</th><th>driver</th><th>NCCL</th></tr>\n";
   for (const json& h : hosts) {
     html += "<tr>";
-    for (const char* key : {"role", "hostname", "address", "node_id", "os"}) {
+    for (const char* key : {"role", "hostname", "address", "node_id", "os", "gpu_model",
+                            "driver_version", "nccl_version"}) {
       html += fmt::format("<td>{}</td>", HtmlEscape(h.contains(key) ? Figure(h[key]) : "-"));
     }
     html += "</tr>\n";

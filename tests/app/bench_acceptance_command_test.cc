@@ -198,6 +198,43 @@ TEST_F(BenchAcceptanceCommandTest, FailingThresholdsExitThreeAndCompareWithShows
   EXPECT_NE(b.text.find("verdict: PASS -> FAIL (changed)"), std::string::npos) << b.text;
 }
 
+// Two hosts as two processes: a `bench kv --listen` receiver (its own process, as on another
+// node) and the acceptance run given `--kv-peer`. The report names the peer and the receiving
+// host's own facts, as it sent them.
+TEST_F(BenchAcceptanceCommandTest, KvPeerIsReportedWithTheReceiversOwnFacts) {
+  const std::string log = dir_ / "receiver.log";
+  pdserve::testing::Process receiver({"bench", "kv", "--listen", "0", "--max-bytes", "1048576"},
+                                     log);
+  std::string port;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (port.empty() && std::chrono::steady_clock::now() < end) {
+    const std::string text = ReadFile(log);
+    const size_t at = text.find("listening on control port ");
+    const size_t eol = text.find('\n', at);
+    if (at != std::string::npos && eol != std::string::npos) {
+      port = text.substr(at + 26, eol - at - 26);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_FALSE(port.empty()) << ReadFile(log);
+  const std::string out = dir_ / "peer";
+  auto run = Accept(out, "--kv-peer 127.0.0.1:" + port);
+  ASSERT_EQ(run.exit_code, 0) << run.out << ReadFile(log);
+  const Written w = ReadWritten(out);
+  ASSERT_EQ(w.doc["kv_bandwidth"]["status"], "ok");
+  EXPECT_EQ(w.doc["kv_bandwidth"]["peer"], "127.0.0.1:" + port);
+  EXPECT_NE(w.html.find("<td>127.0.0.1:" + port + "</td>"), std::string::npos);
+  const json& host = w.doc["hosts"][2];
+  EXPECT_EQ(host["role"], "KV receiver");
+  EXPECT_EQ(host["address"], "127.0.0.1:" + port);
+  // The receiver's own report of itself (its CUDA calls ran in its process, not ours).
+  ASSERT_TRUE(host["gpu_model"].is_string()) << host.dump();
+  EXPECT_EQ(host["gpu_model"], w.doc["kv_bandwidth"]["receiver"]["gpu_model"]);
+  EXPECT_EQ(host["nccl_version"].get<std::string>().find("did not say"), std::string::npos);
+  EXPECT_EQ(receiver.Wait(std::chrono::seconds(20)), 0);  // it served one driver and ended
+}
+
 TEST_F(BenchAcceptanceCommandTest, RefusesUnknownMetricsAndMalformedThresholdsBeforeAnyLoad) {
   const std::string out = dir_ / "bad";
   auto unknown = Accept(out, "--require 'ttft_p99_ms<=800 tokens_per_dollar>=3'");
