@@ -183,7 +183,8 @@ std::string AcceptanceText(const json& doc) {
   for (const json& t : verdict.value("thresholds", json::array())) {
     out += fmt::format(
         "  {:<4} {:<32} measured {:<12} {}\n", t.value("pass", false) ? "pass" : "FAIL",
-        t.value("threshold", std::string()), Figure(t["measured"]), t.value("note", std::string()));
+        t.value("threshold", std::string()),
+        t["measured"].is_null() ? "n/a" : Figure(t["measured"]), t.value("note", std::string()));
   }
   const json env = doc.value("environment", json::object());
   out += "Environment:\n";
