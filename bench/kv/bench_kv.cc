@@ -159,6 +159,14 @@ Result<std::vector<Row>> Drive(const BenchKvOptions& o, const std::string& host,
   FdCloser close_control{fd};
   PDSERVE_ASSIGN_OR_RETURN(json hello, RecvJson(fd));
   (*env)["hosts"] = {HostName(), hello.value("host", "?")};
+  json receiver = {{"host", hello.value("host", "?")}};
+  for (const char* key : {"gpu_model", "driver_version", "cuda_version", "nccl_version"}) {
+    // A loopback receiver is this process's child, on this host: the same facts as ours.
+    receiver[key] = hello.contains(key) ? hello[key]
+                    : o.peer.empty()    ? (*env)[key]
+                                        : json("unknown (the receiver did not say)");
+  }
+  (*env)["receiver"] = std::move(receiver);
   (*env)["congestion_control"] = kvt::CongestionControlOf(fd);
   PDSERVE_ASSIGN_OR_RETURN(const int data_fd, Dial(host, port, o.congestion));
   FdCloser close_data{data_fd};

@@ -10,6 +10,7 @@
 
 #include "bench/kv/bench_kv_sockets.h"
 #include "kv_transfer/crc32c.h"
+#include "kv_transfer/device_payload.h"
 #include "kv_transfer/kv_receiver.h"
 #include "kv_transfer/tcp_transport.h"
 #include "model/kv_pool.h"
@@ -38,7 +39,16 @@ Status ServeBenchKv(const BenchKvOptions& o, int listen_fd) {
   if (fd < 0) return Unavailable("bench kv: accept failed");
   FdCloser close_control{fd};
   PDSERVE_RETURN_IF_ERROR(ConfigureSocket(fd, o.congestion));
-  PDSERVE_RETURN_IF_ERROR(SendJson(fd, {{"kv_port", listener->port()}, {"host", HostName()}}));
+  json hello = {{"kv_port", listener->port()}, {"host", HostName()}};
+  if (o.listen >= 0) {
+    // A receiver on its own host says what it runs on, so a two-host report names both ends.
+    // (Not in the loopback receiver: a forked child must not touch the CUDA its parent opened.)
+    hello["gpu_model"] = kvt::CudaDeviceName(o.device);
+    hello["driver_version"] = kvt::CudaDriverVersion();
+    hello["cuda_version"] = kvt::CudaRuntimeVersion();
+    hello["nccl_version"] = kvt::NcclVersion();
+  }
+  PDSERVE_RETURN_IF_ERROR(SendJson(fd, hello));
   // The baseline's bytes have a connection of their own, like the KV's: a socket that also
   // carries the control messages tunes its buffers to them and runs at half speed in some runs.
   const int data_fd = ::accept(listen_fd, nullptr, nullptr);

@@ -200,13 +200,19 @@ std::string HtmlReport(const std::string& title, const ServeSession& session,
         {"burstiness", fmt::format("{:g}", c.burstiness)},
         {"max concurrency",
          c.max_concurrency > 0 ? std::to_string(c.max_concurrency) : "unlimited"},
-        {"token counts", session.token_count_note}}});
+        {"token counts", session.token_count_note}},
+       {}});
   for (const HtmlSection& section : all) {
-    html += fmt::format("<h2>{}</h2>\n<table>\n", HtmlEscape(section.title));
-    for (const auto& [key, value] : section.rows) {
-      html += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", HtmlEscape(key), HtmlEscape(value));
+    html += fmt::format("<h2>{}</h2>\n", HtmlEscape(section.title));
+    if (!section.rows.empty()) {
+      html += "<table>\n";
+      for (const auto& [key, value] : section.rows) {
+        html +=
+            fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", HtmlEscape(key), HtmlEscape(value));
+      }
+      html += "</table>\n";
     }
-    html += "</table>\n";
+    html += section.html;
   }
   html += "<h2>Runs</h2>\n" + RunsTable(session);
   bool any_inf = std::any_of(session.runs.begin(), session.runs.end(),

@@ -15,6 +15,7 @@ namespace pdserve::bench {
 struct HtmlSection {
   std::string title;
   std::vector<std::pair<std::string, std::string>> rows;  // key, value (escaped on output)
+  std::string html;  // a fragment its maker escaped (tables, SVG), printed after the rows
 };
 
 // `sections` are printed before the charts (environment, scaling, ...).
