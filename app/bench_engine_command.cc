@@ -1,6 +1,7 @@
 // `pdserve bench engine`: engine throughput, the batch-1 memory-bandwidth roofline and, on a GPU,
 // prompt processing against the bf16 matrix rate.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -53,6 +54,15 @@ void AddBenchEngineCommand(CLI::App& bench) {
                   "--profile-out: KV bandwidth between a prefill and a decode worker, measured "
                   "elsewhere (pdserve bench kv); 0: transfers take no time")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--profile-prompt-lens", sweep->prompt_lens,
+                  "--profile-out: prompt lengths of the prompt-only steps")
+      ->delimiter(',');
+  cmd->add_option("--profile-batches", sweep->batches,
+                  "--profile-out: batch sizes of the decode steps")
+      ->delimiter(',');
+  cmd->add_option("--profile-contexts", sweep->contexts,
+                  "--profile-out: contexts (prompt tokens) of the decode steps")
+      ->delimiter(',');
   cmd->add_option("--kv-gbps-source", sweep->kv_gbps_source,
                   "--profile-out: where the --kv-gbps figure comes from (recorded)");
   cmd->callback([o, model_dir, json_path, sweep, profile_out] {
@@ -64,12 +74,15 @@ void AddBenchEngineCommand(CLI::App& bench) {
     }
     if (!profile_out->empty()) {
       sweep->engine = *o;
+      sweep->repeats = o->repeats;
       sweep->command = fmt::format(
-          "pdserve bench engine {} --device {} --threads {} --dtype {} --kv-memory-mb {} "
-          "--max-batch-tokens {} --kv-gbps {} --profile-out {}",
+          "pdserve bench engine {} --device {} --threads {} --dtype {} --repeats {} "
+          "--kv-memory-mb {} --max-batch-tokens {} --profile-prompt-lens {} --profile-batches {} "
+          "--profile-contexts {} --kv-gbps {} --profile-out {}",
           o->random_shape.empty() ? "--model " + dir : "--random-shape " + o->random_shape,
-          o->device, o->threads, o->dtype, sweep->kv_memory_mb, sweep->max_batch_tokens,
-          sweep->kv_gbps, *profile_out);
+          o->device, o->threads, o->dtype, o->repeats, sweep->kv_memory_mb, sweep->max_batch_tokens,
+          fmt::join(sweep->prompt_lens, ","), fmt::join(sweep->batches, ","),
+          fmt::join(sweep->contexts, ","), sweep->kv_gbps, *profile_out);
       auto profile = model::MeasureProfile(dir, *sweep);
       if (!profile.ok()) Fail("bench engine", profile.status());
       profile->name = std::filesystem::path(*profile_out).stem().string();
