@@ -21,6 +21,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const std::string& model_dir,
     sim.num_pages = options.num_pages;
     sim.slow_factor = options.sim_slow_factor;
     sim.faults = options.sim_faults;
+    sim.output_ids = TextTokenIds(model_dir);
     return CreateSimBackend(config, sim);
   }
   if (options.device != "cpu") PDSERVE_RETURN_IF_ERROR(ParseCudaDevice(options.device).status());

@@ -1,10 +1,13 @@
 #include "model/sim/sim_backend.h"
 
+#include "tokenizer/tokenizer.h"
+
 #include <sys/mman.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -106,10 +109,14 @@ class SimBackend final : public Backend {
     }
     std::this_thread::sleep_until(end);
     next->clear();
+    const std::vector<int32_t>* ids = options_.output_ids.get();
     auto token_after = [&](int32_t token, int position) {
-      return static_cast<int32_t>(
-          Mix((static_cast<uint64_t>(token) << 32) ^ static_cast<uint32_t>(position)) %
-          static_cast<uint64_t>(config_.vocab_size));
+      const uint64_t h =
+          Mix((static_cast<uint64_t>(token) << 32) ^ static_cast<uint32_t>(position));
+      const auto any = static_cast<int32_t>(h % static_cast<uint64_t>(config_.vocab_size));
+      if (!ids || ids->empty()) return any;
+      const int32_t text = (*ids)[h % ids->size()];
+      return text < config_.vocab_size ? text : any;
     };
     for (const SequenceChunk& c : batch.chunks) {
       const int n = static_cast<int>(c.tokens.size());
@@ -202,6 +209,29 @@ Result<std::unique_ptr<Backend>> CreateSimBackend(const ModelConfig& config,
   }
   return std::unique_ptr<Backend>(
       std::make_unique<SimBackend>(config, options, shape, std::move(layers)));
+}
+
+std::shared_ptr<const std::vector<int32_t>> TextTokenIds(const std::string& model_dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const std::vector<int32_t>>> cache;
+  std::lock_guard lock(mu);
+  auto it = cache.find(model_dir);
+  if (it != cache.end()) return it->second;
+  std::shared_ptr<const std::vector<int32_t>> ids;
+  if (auto tokenizer = Tokenizer::Load(model_dir); tokenizer.ok()) {
+    auto text = std::make_shared<std::vector<int32_t>>();
+    for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
+      if (!(*tokenizer)->IsSpecial(id) && !(*tokenizer)->TokenBytes(id).empty()) {
+        text->push_back(id);
+      }
+    }
+    ids = std::move(text);
+  } else {
+    spdlog::warn("simulated tokens: no tokenizer in {} ({}); any id of the vocabulary",
+                 model_dir, tokenizer.status().ToString());
+  }
+  cache[model_dir] = ids;
+  return ids;
 }
 
 Result<std::string> ParseSimDevice(const std::string& device) {

@@ -2,8 +2,9 @@
 // time its performance profile (model/performance_profile.h) predicts for the step's work, so
 // that the real engine, scheduler, page pool, workers and gateway run at a profiled device's
 // speed on a machine without it (device "sim:PROFILE"; `pdserve sim` hosts hundreds).
-// - Tokens: the next token after each logit row is a hash of the row's token and position, so a
-//   request's tokens are fixed by its prompt (and equal across runs, workers and resumptions);
+// - Tokens: the next token after each logit row is a hash of the row's token and position (one
+//   of the tokenizer's text tokens), so a request's tokens are fixed by its prompt (and equal
+//   across runs, workers and resumptions);
 //   sampled rows get one-hot logits, so a seed changes nothing. A request ends at max_tokens, or
 //   where the hash lands on an end-of-sequence id, as a real model's would.
 // - KV: the pages hold no values. The KV shape is cut to one head of one value per token (the
@@ -53,11 +54,18 @@ struct SimBackendOptions {
   int num_pages = 0;                  // 0: the profile's pages (scaled to page_size)
   double slow_factor = 1.0;           // every step takes this many times the profile's time; > 0
   std::shared_ptr<SimFaults> faults;  // null: none
+  // The ids a step may emit: the tokenizer's text tokens (not special, not empty), so that
+  // every token shows as text as a trained model's would. Empty: any id of the vocabulary.
+  std::shared_ptr<const std::vector<int32_t>> output_ids;
 };
 
 // `config` is the served model's (its vocabulary, context, layers and end-of-sequence ids).
 Result<std::unique_ptr<Backend>> CreateSimBackend(const ModelConfig& config,
                                                   const SimBackendOptions& options);
+
+// The text token ids of the tokenizer in `model_dir` (SimBackendOptions::output_ids), read once
+// per directory and process; null when it has no tokenizer that loads.
+std::shared_ptr<const std::vector<int32_t>> TextTokenIds(const std::string& model_dir);
 
 // "sim:PROFILE" -> PROFILE; InvalidArgument for anything else.
 Result<std::string> ParseSimDevice(const std::string& device);
