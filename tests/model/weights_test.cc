@@ -228,6 +228,28 @@ TEST(WeightsTest, HeadersThatOverflowOrNestDeeplyAreClearErrors) {
       << dim.status().message();
 }
 
+// ParseTensors checks bytes already in memory (the fuzz target's way in) as Open checks a file,
+// and its views point into those bytes.
+TEST(WeightsTest, ParseTensorsChecksBytesInMemoryAsOpenChecksAFile) {
+  const std::string header =
+      R"({"__metadata__":{},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes += header + std::string(8, '\x01');
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  auto tensors = SafetensorsFile::ParseTensors(data, bytes.size(), "inline");
+  ASSERT_TRUE(tensors.ok()) << tensors.status().ToString();
+  ASSERT_EQ(tensors->size(), 1u);
+  EXPECT_EQ(tensors->at("a").data, data + 8 + header.size());
+  EXPECT_EQ(tensors->at("a").bytes(), 8u);
+  auto truncated = SafetensorsFile::ParseTensors(data, bytes.size() - 1, "inline");
+  EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss) << truncated.status().ToString();
+  EXPECT_NE(truncated.status().message().find("inline: tensor 'a'"), std::string::npos)
+      << truncated.status().ToString();
+  auto tiny = SafetensorsFile::ParseTensors(data, 7, "inline");
+  EXPECT_EQ(tiny.status().code(), StatusCode::kDataLoss);
+}
+
 // Hugging Face's LlamaConfig (and Mistral's, Qwen2's) default: a config.json without the field
 // means 1e-6, not the 1e-5 some checkpoints write out.
 TEST(ModelConfigTest, AMissingRmsNormEpsIsHuggingFacesDefault) {
