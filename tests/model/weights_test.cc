@@ -250,6 +250,26 @@ TEST(WeightsTest, ParseTensorsChecksBytesInMemoryAsOpenChecksAFile) {
   EXPECT_EQ(tiny.status().code(), StatusCode::kDataLoss);
 }
 
+// Found by tests/fuzz/model_config_fuzz.cc (its seed crash-a27d6e84...): more attention heads
+// than hidden_size, without head_dim, loaded with head_dim 0.
+TEST(ModelConfigTest, HeadsThatDoNotSplitHiddenSizeNeedAHeadDim) {
+  nlohmann::json j = SmallConfig().ToJson();
+  j.erase("head_dim");
+  j["hidden_size"] = 4096;
+  j["num_attention_heads"] = j["num_key_value_heads"] = 32000;
+  auto zero = ModelConfig::FromJson(j, "config.json");
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("must be a multiple of num_attention_heads (32000)"),
+            std::string::npos)
+      << zero.status().ToString();
+  j["num_attention_heads"] = j["num_key_value_heads"] = 3;  // 4096 / 3 is not whole
+  EXPECT_EQ(ModelConfig::FromJson(j, "config.json").status().code(), StatusCode::kInvalidArgument);
+  j["head_dim"] = 128;  // given: any split is the model's own
+  auto given = ModelConfig::FromJson(j, "config.json");
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->head_dim, 128);
+}
+
 // Hugging Face's LlamaConfig (and Mistral's, Qwen2's) default: a config.json without the field
 // means 1e-6, not the 1e-5 some checkpoints write out.
 TEST(ModelConfigTest, AMissingRmsNormEpsIsHuggingFacesDefault) {
