@@ -56,8 +56,16 @@ std::string ApiKeys::Sha256Hex(const std::string& text) {
 }
 
 Result<std::shared_ptr<const ApiKeys>> ApiKeys::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path + ": cannot open the API keys file");
+  std::ifstream file(path);
+  if (!file) return NotFound(path + ": cannot open the API keys file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return Parse(text.str(), path);
+}
+
+Result<std::shared_ptr<const ApiKeys>> ApiKeys::Parse(const std::string& text,
+                                                      const std::string& path) {
+  std::istringstream in(text);
   auto keys = std::make_shared<ApiKeys>();
   bool seen_default = false;
   std::string line;

@@ -25,6 +25,9 @@ namespace pdserve::gateway {
 class ApiKeys {
  public:
   static Result<std::shared_ptr<const ApiKeys>> Load(const std::string& path);
+  // The same from the file's text already read; `path` names it in errors.
+  static Result<std::shared_ptr<const ApiKeys>> Parse(const std::string& text,
+                                                      const std::string& path);
   static std::string Sha256Hex(const std::string& text);
 
   // The tenant of the key in an "Authorization: Bearer <key>" header, if it is known.

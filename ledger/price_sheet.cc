@@ -40,7 +40,7 @@ Result<PriceSheet> PriceSheet::Parse(const std::string& text, const std::string&
   nlohmann::json sheet;
   try {
     sheet = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     return InvalidArgument("price sheet " + source + ": not JSON: " + e.what());
   }
   if (!sheet.is_object()) {

@@ -158,9 +158,16 @@ Result<ModelConfig> ModelConfig::FromJson(const json& j, const std::string& sour
                            ") must be a multiple of num_key_value_heads (" +
                            std::to_string(c.n_kv_heads) + ")");
   }
-  c.head_dim = c.dim / c.n_heads;
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
     PDSERVE_RETURN_IF_ERROR(ReadPositive(j, "head_dim", source, &c.head_dim));
+  } else if (c.dim % c.n_heads != 0) {
+    // As Hugging Face's LlamaAttention: without head_dim, heads split hidden_size evenly (and
+    // more heads than hidden_size made head_dim 0, which the engine cannot size buffers by).
+    return InvalidArgument(source + ": hidden_size (" + std::to_string(c.dim) +
+                           ") must be a multiple of num_attention_heads (" +
+                           std::to_string(c.n_heads) + ") unless head_dim is given");
+  } else {
+    c.head_dim = c.dim / c.n_heads;
   }
   if (c.head_dim % 2 != 0) return InvalidArgument(source + ": head_dim must be even for RoPE");
   c.max_seq_len = 2048;

@@ -23,22 +23,31 @@ std::string TensorView::ShapeString() const {
 
 Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   PDSERVE_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
-  if (file.size() < 8) return DataLoss(path + ": too short for a safetensors header");
+  auto out = std::make_shared<SafetensorsFile>();
+  PDSERVE_ASSIGN_OR_RETURN(out->tensors_, ParseTensors(file.data(), file.size(), path));
+  out->file_ = std::move(file);
+  return std::shared_ptr<const SafetensorsFile>(std::move(out));
+}
+
+Result<std::map<std::string, TensorView>> SafetensorsFile::ParseTensors(const uint8_t* bytes,
+                                                                        size_t size,
+                                                                        const std::string& path) {
+  if (size < 8) return DataLoss(path + ": too short for a safetensors header");
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file.data()[i];
-  if (header_len > file.size() - 8 || header_len > (100u << 20)) {
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+  if (header_len > size - 8 || header_len > (100u << 20)) {
     return DataLoss(path + ": header length " + std::to_string(header_len) +
                     " exceeds the file (truncated or not safetensors)");
   }
-  const char* header_begin = reinterpret_cast<const char*>(file.data() + 8);
+  const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
   auto header = nlohmann::json::parse(header_begin, header_begin + header_len, nullptr, false);
   if (header.is_discarded() || !header.is_object()) {
     return DataLoss(path + ": header is not a JSON object");
   }
-  const uint8_t* data_begin = file.data() + 8 + header_len;
-  const uint64_t data_size = file.size() - 8 - header_len;
+  const uint8_t* data_begin = bytes + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
 
-  auto out = std::make_shared<SafetensorsFile>();
+  std::map<std::string, TensorView> tensors;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
     const std::string where = path + ": tensor '" + name + "'";
@@ -84,10 +93,9 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::Open(const std::
                       " data bytes (truncated file)");
     }
     view.data = data_begin + begin;
-    out->tensors_.emplace(name, std::move(view));
+    tensors.emplace(name, std::move(view));
   }
-  out->file_ = std::move(file);
-  return std::shared_ptr<const SafetensorsFile>(std::move(out));
+  return tensors;
 }
 
 const TensorView* SafetensorsFile::Find(const std::string& name) const {

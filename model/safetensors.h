@@ -32,6 +32,10 @@ class SafetensorsFile {
   // Validates the header and that every tensor's bytes lie inside the file, so a truncated
   // file is refused here with the name of the first tensor that does not fit.
   static Result<std::shared_ptr<const SafetensorsFile>> Open(const std::string& path);
+  // The same checks on a whole file's bytes already in memory (`path` names it in errors): its
+  // tensors, as views into `bytes`.
+  static Result<std::map<std::string, TensorView>> ParseTensors(const uint8_t* bytes, size_t size,
+                                                                const std::string& path);
 
   const std::string& path() const { return file_.path(); }
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
+
 namespace pdserve::model {
 namespace {
 
@@ -131,7 +133,9 @@ Result<std::string> Normalizer::Apply(std::string_view text) const {
 Result<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern, bool literal) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2_LITERAL refuses PCRE2_UCP ("invalid option bits"), which a literal does not need:
+  // every {"String": ...} pattern failed to compile.
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    options, &error, &offset, nullptr);
   if (code == nullptr) {
@@ -221,7 +225,12 @@ Status PreTokenizer::AddSteps(const json& config, PreTokenizer& out) {
   } else {
     return InvalidArgument("Split pattern must be {\"Regex\": string} or {\"String\": string}");
   }
-  std::string behavior = config.value("behavior", std::string("Isolated"));
+  auto behavior_field = config.find("behavior");
+  if (behavior_field != config.end() && !behavior_field->is_string()) {
+    return InvalidArgument("Split behavior must be a string, not " + DescribeJson(*behavior_field));
+  }
+  const std::string behavior =
+      behavior_field == config.end() ? "Isolated" : behavior_field->get<std::string>();
   if (behavior == "Isolated") {
     step.behavior = Behavior::kIsolated;
   } else if (behavior == "Removed") {

@@ -72,5 +72,23 @@ TEST(ApiKeysTest, RefusesBadLimitsSayingWhere) {
   EXPECT_NE(keys.status().message().find("keys:2"), std::string::npos) << keys.status().ToString();
 }
 
+// Parse reads text already in memory (the fuzz target's way in) exactly as Load reads the file.
+TEST(ApiKeysTest, ParseReadsTextAsLoadReadsTheFile) {
+  TempDir dir;
+  const std::string text = "default tpm=7\nkey:a1 acme rpm=3\n\n# c\nkey:b1 beta\n";
+  auto loaded = ApiKeys::Load(Write(dir, text));
+  auto parsed = ApiKeys::Parse(text, "inline-keys");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ((*parsed)->size(), (*loaded)->size());
+  EXPECT_EQ((*parsed)->limits(), (*loaded)->limits());
+  EXPECT_EQ((*parsed)->default_limits(), (TenantLimits{0, 7}));
+  EXPECT_EQ((*parsed)->TenantFor("b1"), "beta");
+  auto bad = ApiKeys::Parse("key:a1 acme\nkey:b1\n", "inline-keys");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("inline-keys:2"), std::string::npos)
+      << bad.status().ToString();
+}
+
 }  // namespace
 }  // namespace pdserve::gateway

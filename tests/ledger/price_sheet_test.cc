@@ -97,5 +97,18 @@ TEST(PriceSheetTest, APriceThatIsNotANonNegativeNumberIsAnErrorNamingTheEntry) {
   EXPECT_TRUE(PriceSheet::Parse("{}", "empty.json").ok());
 }
 
+// Found by tests/fuzz/price_sheet_fuzz.cc (its seed crash-10e2d37b...): a number past any double
+// made the JSON parser throw out_of_range, not parse_error, and that ended the process.
+TEST(PriceSheetTest, ANumberPastAnyDoubleIsAnErrorNotACrash) {
+  for (const std::string text : {"444444e241022444444e", R"({"m": {"input_cost_per_token": 1e999,
+                                    "output_cost_per_token": 1}})"}) {
+    auto sheet = PriceSheet::Parse(text, "huge.json");
+    ASSERT_FALSE(sheet.ok()) << text;
+    EXPECT_EQ(sheet.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(sheet.status().message().find("huge.json: not JSON"), std::string::npos)
+        << sheet.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace pdserve::gateway

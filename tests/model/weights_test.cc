@@ -228,6 +228,48 @@ TEST(WeightsTest, HeadersThatOverflowOrNestDeeplyAreClearErrors) {
       << dim.status().message();
 }
 
+// ParseTensors checks bytes already in memory (the fuzz target's way in) as Open checks a file,
+// and its views point into those bytes.
+TEST(WeightsTest, ParseTensorsChecksBytesInMemoryAsOpenChecksAFile) {
+  const std::string header =
+      R"({"__metadata__":{},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  bytes += header + std::string(8, '\x01');
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  auto tensors = SafetensorsFile::ParseTensors(data, bytes.size(), "inline");
+  ASSERT_TRUE(tensors.ok()) << tensors.status().ToString();
+  ASSERT_EQ(tensors->size(), 1u);
+  EXPECT_EQ(tensors->at("a").data, data + 8 + header.size());
+  EXPECT_EQ(tensors->at("a").bytes(), 8u);
+  auto truncated = SafetensorsFile::ParseTensors(data, bytes.size() - 1, "inline");
+  EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss) << truncated.status().ToString();
+  EXPECT_NE(truncated.status().message().find("inline: tensor 'a'"), std::string::npos)
+      << truncated.status().ToString();
+  auto tiny = SafetensorsFile::ParseTensors(data, 7, "inline");
+  EXPECT_EQ(tiny.status().code(), StatusCode::kDataLoss);
+}
+
+// Found by tests/fuzz/model_config_fuzz.cc (its seed crash-a27d6e84...): more attention heads
+// than hidden_size, without head_dim, loaded with head_dim 0.
+TEST(ModelConfigTest, HeadsThatDoNotSplitHiddenSizeNeedAHeadDim) {
+  nlohmann::json j = SmallConfig().ToJson();
+  j.erase("head_dim");
+  j["hidden_size"] = 4096;
+  j["num_attention_heads"] = j["num_key_value_heads"] = 32000;
+  auto zero = ModelConfig::FromJson(j, "config.json");
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("must be a multiple of num_attention_heads (32000)"),
+            std::string::npos)
+      << zero.status().ToString();
+  j["num_attention_heads"] = j["num_key_value_heads"] = 3;  // 4096 / 3 is not whole
+  EXPECT_EQ(ModelConfig::FromJson(j, "config.json").status().code(), StatusCode::kInvalidArgument);
+  j["head_dim"] = 128;  // given: any split is the model's own
+  auto given = ModelConfig::FromJson(j, "config.json");
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_EQ(given->head_dim, 128);
+}
+
 // Hugging Face's LlamaConfig (and Mistral's, Qwen2's) default: a config.json without the field
 // means 1e-6, not the 1e-5 some checkpoints write out.
 TEST(ModelConfigTest, AMissingRmsNormEpsIsHuggingFacesDefault) {
