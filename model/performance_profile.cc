@@ -282,11 +282,14 @@ Result<LinearStepModel> FitLinearStepModel(const std::vector<double>& x,
     std::array<std::array<double, 3>, 3> a{};
     std::array<double, 3> b{}, c{};
     for (size_t i = 0; i < n; ++i) {
+      // Relative errors: each step weighs by its time's inverse square, so that short steps
+      // (a decode step, a short prompt) are fitted as closely as long ones.
+      const double w = seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 1.0;
       for (int r = 0; r < k; ++r) {
         for (int col = 0; col < k; ++col) {
-          a[r][col] += feature(features[r], i) * feature(features[col], i);
+          a[r][col] += w * feature(features[r], i) * feature(features[col], i);
         }
-        b[r] += feature(features[r], i) * seconds[i];
+        b[r] += w * feature(features[r], i) * seconds[i];
       }
     }
     int worst = -1;

@@ -5,7 +5,8 @@
 // the same file. `pdserve bench engine --profile-out FILE` writes one; `profiles/` keeps those
 // measured. An immutable value once loaded: safe to read from any thread.
 //
-// The step-time model, in seconds (coefficients fitted by least squares, none negative):
+// The step-time model, in seconds (coefficients fitted by least squares of relative errors,
+// none negative):
 //   a step with prompt work: prefill.base + prefill.per_token * prompt tokens
 //                            + prefill.per_context * prompt attention
 //                            + decode.per_token * decode tokens + decode.per_context * context
@@ -99,7 +100,8 @@ struct StepSample {
   double seconds = 0;
 };
 
-// Fits seconds = base + per_token * x + per_context * y by least squares, dropping a feature
+// Fits seconds = base + per_token * x + per_context * y by least squares of the relative
+// errors (each sample weighted by 1 / seconds^2), dropping a feature
 // whose coefficient would come out negative (noise) and fitting again. InvalidArgument with
 // fewer than 3 samples or samples that are not finite.
 Result<LinearStepModel> FitLinearStepModel(const std::vector<double>& x,
