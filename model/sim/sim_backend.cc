@@ -227,8 +227,8 @@ std::shared_ptr<const std::vector<int32_t>> TextTokenIds(const std::string& mode
     }
     ids = std::move(text);
   } else {
-    spdlog::warn("simulated tokens: no tokenizer in {} ({}); any id of the vocabulary",
-                 model_dir, tokenizer.status().ToString());
+    spdlog::warn("simulated tokens: no tokenizer in {} ({}); any id of the vocabulary", model_dir,
+                 tokenizer.status().ToString());
   }
   cache[model_dir] = ids;
   return ids;
