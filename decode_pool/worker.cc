@@ -84,7 +84,11 @@ Status Worker::Run() {
 Status Worker::Serve() {
   ServeTurn turn;
   turn.handle = [this](proto::Envelope& m) { Handle(m); };
-  turn.busy = [this] { return !Idle(); };
+  // Only engine work keeps the loop turning. A reservation waiting for its KV does not: its
+  // KvDone (or Cancel) arrives as a message, which wakes the loop, and a transfer that failed
+  // is dropped at the next turn (a heartbeat at the latest). Counting reservations as work made
+  // the loop spin a core for as long as a prompt's prefill and transfer took.
+  turn.busy = [this] { return engine_->HasWork(); };
   turn.work = [this] {
     DropFailedReservations();
     if (engine_->HasWork()) RunStep();
