@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ void AddGenerateCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 // `pdserve gateway`, `pdserve decode` and `pdserve up`.
 void AddServeCommands(CLI::App& app);
+// The model directory a serving command was given, or the built-in tiny model (made if absent);
+// Fail when it cannot be made (defined in app/serve_commands.cc).
+std::string ModelOrBuiltin(const char* command, const std::string& dir);
+// Splits --gateway host:port; Fail on anything else (app/serve_commands.cc).
+void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
+                         uint16_t* port);
 // `pdserve sim`: many simulated workers in one process (app/sim_command.cc).
 void AddSimCommand(CLI::App& app);
 // `pdserve bench ...`: the group and its members.

@@ -25,12 +25,6 @@
 #include "prefill_pool/prefill_worker.h"
 
 namespace pdserve::app {
-namespace {
-
-constexpr const char* kKvCongestionHelp =
-    "TCP congestion control of KV connections: auto (the host's, but cubic or reno where the host "
-    "runs bbr, which paces bursty KV transfers well below the link), default (the host's), or a "
-    "name";
 
 std::string ModelOrBuiltin(const char* command, const std::string& dir) {
   if (!dir.empty()) return dir;
@@ -38,6 +32,22 @@ std::string ModelOrBuiltin(const char* command, const std::string& dir) {
   if (!builtin.ok()) Fail(command, builtin.status());
   return *builtin;
 }
+
+void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
+                         uint16_t* port) {
+  const auto colon = address.rfind(':');
+  const int p = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
+  if (p <= 0 || p > 65535) Fail(command, InvalidArgument("--gateway must be host:port"));
+  *host = address.substr(0, colon);
+  *port = static_cast<uint16_t>(p);
+}
+
+namespace {
+
+constexpr const char* kKvCongestionHelp =
+    "TCP congestion control of KV connections: auto (the host's, but cubic or reno where the host "
+    "runs bbr, which paces bursty KV transfers well below the link), default (the host's), or a "
+    "name";
 
 void RunGateway(gateway::GatewayOptions o, const std::string& ready_file) {
   InitLogging("gateway", "info");
@@ -81,16 +91,6 @@ void RunWorker(const char* command, Options o) {
   signals_io.stop();
   t.join();
   if (!s.ok()) Fail(command, s);
-}
-
-// Splits --gateway host:port.
-void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
-                         uint16_t* port) {
-  const auto colon = address.rfind(':');
-  const int p = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
-  if (p <= 0 || p > 65535) Fail(command, InvalidArgument("--gateway must be host:port"));
-  *host = address.substr(0, colon);
-  *port = static_cast<uint16_t>(p);
 }
 
 struct UpFlags {

@@ -23,7 +23,6 @@
 #include "app/commands.h"
 #include "common/logging.h"
 #include "decode_pool/worker.h"
-#include "model/model_maker.h"
 #include "model/sim/sim_backend.h"
 #include "prefill_pool/prefill_worker.h"
 
@@ -82,7 +81,6 @@ class SimWorker {
         worker_ = std::move(*made);
         if (draining_) DrainLocked();
       }
-      started_ = true;
       result_ = std::visit([](auto& w) { return w->Run(); }, worker_);
     });
   }
@@ -99,7 +97,6 @@ class SimWorker {
     if (thread_.joinable()) thread_.join();
     return result_;
   }
-  bool started() const { return started_; }
 
  private:
   void DrainLocked() {
@@ -115,7 +112,6 @@ class SimWorker {
   std::condition_variable cv_;
   bool draining_ = false;  // guarded by mu_
   Worker worker_;          // guarded by mu_ until made
-  std::atomic<bool> started_{false};
   Status result_;
 };
 
@@ -124,17 +120,12 @@ void RunSim(const SimFlags& f) {
   if (f.prefill + f.decode + f.colocated == 0) {
     Fail("sim", InvalidArgument("no workers: give --prefill, --decode or --colocated"));
   }
-  std::string model_dir = f.model_dir;
-  if (model_dir.empty()) {
-    auto builtin = model::EnsureBuiltinModel();
-    if (!builtin.ok()) Fail("sim", builtin.status());
-    model_dir = *builtin;
-  }
+  const std::string model_dir = ModelOrBuiltin("sim", f.model_dir);
   auto profile = model::FindProfile(f.profile);
   if (!profile.ok()) Fail("sim", profile.status());
-  const auto colon = f.gateway.rfind(':');
-  const int port = colon == std::string::npos ? 0 : std::atoi(f.gateway.c_str() + colon + 1);
-  if (port <= 0 || port > 65535) Fail("sim", InvalidArgument("--gateway must be host:port"));
+  std::string gateway_host;
+  uint16_t gateway_port = 0;
+  ParseGatewayAddress("sim", f.gateway, &gateway_host, &gateway_port);
 
   auto faults = std::make_shared<model::SimFaults>();
   const auto start = Clock::now();
@@ -148,8 +139,8 @@ void RunSim(const SimFlags& f) {
 
   // What every worker shares; each gets its own name.
   auto fill = [&](SharedWorkerOptions& o, const std::string& name) {
-    o.gateway.host = f.gateway.substr(0, colon);
-    o.gateway.port = static_cast<uint16_t>(port);
+    o.gateway.host = gateway_host;
+    o.gateway.port = gateway_port;
     if (f.freeze_after >= 0) {
       // A frozen engine thread stops the link's keepalives soon, as a stopped process would.
       o.gateway.stall_timeout = std::chrono::milliseconds(2000);

@@ -131,19 +131,19 @@ class SimBackend final : public Backend {
 
   // Logs each kind of excess over the profiled range once, with the step that first showed it.
   void FlagOutsideRange(const StepShape& shape) {
-    const std::string outside = options_.profile.OutsideRange(shape);
-    if (outside.empty()) return;
-    ++steps_outside_;
     const ProfiledRange& r = options_.profile.range;
     const int kinds = (shape.prompt_tokens > r.prompt_tokens ? 1 : 0) |
                       (shape.decode_tokens > r.decode_tokens ? 2 : 0) |
                       (shape.max_context > r.max_context ? 4 : 0);
+    if (kinds == 0) return;
+    ++steps_outside_;
+    // The text is made only for a kind not yet logged: this runs every step.
     if ((flagged_kinds_ | kinds) == flagged_kinds_) return;
     flagged_kinds_ |= kinds;
     spdlog::warn(
         "profile '{}': a step with {} lies outside what was measured; its time is "
         "extrapolated ({} such steps so far)",
-        options_.profile.name, outside, steps_outside_);
+        options_.profile.name, options_.profile.OutsideRange(shape), steps_outside_);
   }
 
   SimBackendOptions options_;
