@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <boost/asio/signal_set.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -43,6 +45,28 @@ void ParseGatewayAddress(const char* command, const std::string& address, std::s
 }
 
 namespace {
+
+// Whether the gateway on this host's `port` answers GET /ready with 200 (within a second).
+bool GatewayReady(int port) {
+  namespace beast = boost::beast;
+  namespace http = beast::http;
+  try {
+    boost::asio::io_context io;
+    beast::tcp_stream stream(io);
+    stream.expires_after(std::chrono::seconds(1));
+    stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
+                                                  static_cast<uint16_t>(port)));
+    http::request<http::empty_body> request(http::verb::get, "/ready", 11);
+    request.set(http::field::host, "127.0.0.1");
+    http::write(stream, request);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> response;
+    http::read(stream, buffer, response);
+    return response.result() == http::status::ok;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 constexpr const char* kKvCongestionHelp =
     "TCP congestion control of KV connections: auto (the host's, but cubic or reno where the host "
@@ -186,6 +210,29 @@ void RunUp(const UpFlags& f) {
   spawn_worker({"pdserve", "decode", "--role", "both"}, f.colocated);
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
+  // "Up" means a request sent now is served: wait until the workers registered (the gateway's
+  // queue holds requests sent before that, so nothing sent early is lost either).
+  auto exited = [&] {
+    int status = 0;
+    const pid_t gone = ::waitpid(-1, &status, WNOHANG);
+    if (gone <= 0) return false;
+    children.erase(std::remove(children.begin(), children.end(), gone), children.end());
+    std::cerr << "pdserve up: a child process (" << gone << ") exited during start-up; stopping\n";
+    return true;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (!GatewayReady(http)) {
+    if (exited()) stop_all(1);
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::cerr << "pdserve up: the workers did not register within 10 minutes; stopping\n";
+      stop_all(1);
+    }
+    timespec pause{0, 100'000'000};
+    if (sigtimedwait(&mask, nullptr, &pause) > 0) {
+      std::cout << "pdserve up: stopping\n";
+      return stop_all(0);
+    }
+  }
   std::cout
       << "pdserve is up: http://127.0.0.1:" << http << "/v1 serving '" << model << "' with "
       << f.prefill << " prefill, " << f.decode << " decode and " << f.colocated
@@ -241,9 +288,22 @@ void AddServeCommands(CLI::App& app) {
   gw->add_option("--egress-usd-per-gb", g->egress_usd_per_gb,
                  "Price of KV bytes moved between zones")
       ->check(CLI::NonNegativeNumber);
+  auto queue_timeout = std::make_shared<double>(30);
+  auto ttft_slo_ms = std::make_shared<int64_t>(0);
+  gw->add_option("--queue-timeout", *queue_timeout,
+                 "Seconds a request may wait for a worker before it gets 503 (a request's "
+                 "x-pdserve-queue-timeout-ms may shorten it)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  gw->add_option("--ttft-slo-ms", *ttft_slo_ms,
+                 "Refuse at once (429) a request whose predicted wait exceeds this time to first "
+                 "token (0: never; a tenant's ttft_slo_ms or x-pdserve-ttft-slo-ms overrides it)")
+      ->check(CLI::NonNegativeNumber);
   gw->add_option("--ready-file", *ready, "Write the bound ports here as JSON once listening");
-  gw->callback([g, ready, no_auth] {
+  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms] {
     if (*no_auth) g->api_keys_file.clear();
+    g->queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(*queue_timeout * 1000));
+    g->ttft_slo = std::chrono::milliseconds(*ttft_slo_ms);
     RunGateway(*g, *ready);
   });
 
@@ -268,6 +328,9 @@ void AddServeCommands(CLI::App& app) {
     cmd->add_option("--page-size", o->engine.page_size, "Tokens per KV page")
         ->check(CLI::Range(1, 1024));
     cmd->add_option("--kv-memory-mb", o->engine.kv_memory_mb, "KV pool size");
+    cmd->add_option("--kv-pages", o->engine.num_pages,
+                    "KV pool size in pages (0: as many as --kv-memory-mb holds)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--max-running", o->engine.max_running, "Sequences in a batch at once")

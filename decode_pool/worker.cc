@@ -92,6 +92,9 @@ Status Worker::Serve() {
   turn.work = [this] {
     DropFailedReservations();
     if (engine_->HasWork()) RunStep();
+    // The gateway routes by free pages: tell it as soon as they change (a reservation made or
+    // freed), not only at the next heartbeat.
+    if (engine_->pages().free_pages() != sent_free_pages_) SendLoad();
   };
   turn.drained = [this] { return Idle(); };
   turn.send_load = [this] { SendLoad(); };
@@ -206,7 +209,11 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
                                                  engine_->backend().kv_shape().page_size);
   auto reservation = receiver_->Reserve(r.request_id(), pages, *deadline, prompt_pages);
-  if (!reservation.ok()) return SendError(r.request_id(), reservation.status().message(), true);
+  if (!reservation.ok()) {
+    const bool no_room = reservation.status().code() == StatusCode::kResourceExhausted;
+    return SendRequestError(*link_, r.request_id(), reservation.status().message(), true,
+                            /*peer_failed=*/false, no_room);
+  }
   reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now()};
   proto::Envelope reply;
   proto::Reserved* out = reply.mutable_reserved();
@@ -307,7 +314,8 @@ void Worker::RunStep() {
 void Worker::SendLoad() {
   proto::Envelope m;
   proto::Load* load = m.mutable_load();
-  load->set_free_pages(engine_->pages().free_pages());
+  sent_free_pages_ = engine_->pages().free_pages();
+  load->set_free_pages(sent_free_pages_);
   load->set_running(engine_->num_running());
   load->set_waiting(engine_->num_waiting() + static_cast<int>(reserved_.size()));
   load->set_draining(draining_);

@@ -102,6 +102,7 @@ class Worker {
   };
   std::unordered_map<uint64_t, FirstTokenTiming> timing_;  // by sequence
   double busy_seconds_ = 0;
+  int sent_free_pages_ = -1;  // in the last Load sent
 };
 
 }  // namespace pdserve::decode_pool

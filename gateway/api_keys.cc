@@ -3,7 +3,9 @@
 #include <openssl/evp.h>
 
 #include <charconv>
+#include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -11,31 +13,46 @@ namespace pdserve::gateway {
 
 namespace {
 
-// Reads `rpm=N` and `tpm=N` options into `limits`; `where` prefixes the error.
-Status ParseLimits(const std::vector<std::string>& options, const std::string& where,
-                   TenantLimits* limits, bool* any) {
-  bool seen_rpm = false, seen_tpm = false;
+// Reads a line's options (rpm, tpm, weight, ttft_slo_ms) into `limits` and `admission`, and
+// says whether any of each was given; `where` prefixes the error.
+Status ParseOptions(const std::vector<std::string>& options, const std::string& where,
+                    TenantLimits* limits, TenantAdmission* admission, bool* any_limit,
+                    bool* any_admission) {
+  std::set<std::string> seen;
   for (const std::string& option : options) {
     const auto eq = option.find('=');
     const std::string name = option.substr(0, eq);
-    const bool rpm = name == "rpm", tpm = name == "tpm";
-    if (eq == std::string::npos || (!rpm && !tpm)) {
-      return InvalidArgument(where + ": unknown option '" + option + "' (expected rpm=N or tpm=N)");
+    const bool known = name == "rpm" || name == "tpm" || name == "weight" || name == "ttft_slo_ms";
+    if (eq == std::string::npos || !known) {
+      return InvalidArgument(where + ": unknown option '" + option +
+                             "' (expected rpm=N, tpm=N, weight=X or ttft_slo_ms=N)");
     }
-    if ((rpm && seen_rpm) || (tpm && seen_tpm)) {
-      return InvalidArgument(where + ": '" + name + "' given twice");
+    if (!seen.insert(name).second) return InvalidArgument(where + ": '" + name + "' given twice");
+    const std::string text = option.substr(eq + 1);
+    if (name == "weight") {
+      double value = 0;
+      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec != std::errc() || ptr != text.data() + text.size() || text.empty() || !(value > 0) ||
+          !std::isfinite(value)) {
+        return InvalidArgument(where + ": 'weight' takes a number > 0, not '" + text + "'");
+      }
+      admission->weight = value;
+      *any_admission = true;
+      continue;
     }
     int64_t value = -1;
-    const char* begin = option.data() + eq + 1;
-    const char* end = option.data() + option.size();
-    auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (ec != std::errc() || ptr != end || begin == end || value < 0) {
-      return InvalidArgument(where + ": '" + name + "' takes a whole number >= 0, not '" +
-                             option.substr(eq + 1) + "'");
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || text.empty() || value < 0) {
+      return InvalidArgument(where + ": '" + name + "' takes a whole number >= 0, not '" + text +
+                             "'");
     }
-    (rpm ? limits->requests_per_minute : limits->tokens_per_minute) = value;
-    (rpm ? seen_rpm : seen_tpm) = true;
-    *any = true;
+    if (name == "ttft_slo_ms") {
+      admission->ttft_slo_ms = value;
+      *any_admission = true;
+    } else {
+      (name == "rpm" ? limits->requests_per_minute : limits->tokens_per_minute) = value;
+      *any_limit = true;
+    }
   }
   return Status::Ok();
 }
@@ -79,14 +96,15 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Parse(const std::string& text,
     if (words[0] == "default") {
       if (seen_default) return InvalidArgument(where + ": a second 'default' line");
       seen_default = true;
-      bool any = false;
+      bool any_limit = false, any_admission = false;
       const std::vector<std::string> options(words.begin() + 1, words.end());
-      PDSERVE_RETURN_IF_ERROR(ParseLimits(options, where, &keys->default_limits_, &any));
+      PDSERVE_RETURN_IF_ERROR(ParseOptions(options, where, &keys->default_limits_,
+                                           &keys->default_admission_, &any_limit, &any_admission));
       continue;
     }
     const std::string& key = words[0];
     if (words.size() < 2 || words[1].find('=') != std::string::npos) {
-      return InvalidArgument(where + ": expected '<sha256:HEX|key:KEY> <tenant> [rpm=N] [tpm=N]'");
+      return InvalidArgument(where + ": expected '<sha256:HEX|key:KEY> <tenant> [OPTION...]'");
     }
     const std::string& tenant = words[1];
     std::string hash;
@@ -101,20 +119,34 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Parse(const std::string& text,
       return InvalidArgument(where + ": a key starts with 'sha256:' or 'key:'");
     }
     TenantLimits limits;
-    bool any = false;
+    TenantAdmission admission;
+    bool any_limit = false, any_admission = false;
     const std::vector<std::string> options(words.begin() + 2, words.end());
-    PDSERVE_RETURN_IF_ERROR(ParseLimits(options, where, &limits, &any));
-    if (any) {
+    PDSERVE_RETURN_IF_ERROR(
+        ParseOptions(options, where, &limits, &admission, &any_limit, &any_admission));
+    if (any_limit) {
       auto [it, inserted] = keys->limits_.try_emplace(tenant, limits);
       if (!inserted && !(it->second == limits)) {
         return InvalidArgument(where + ": tenant '" + tenant +
                                "' was given other limits on an earlier line");
       }
     }
+    if (any_admission) {
+      auto [it, inserted] = keys->admission_.try_emplace(tenant, admission);
+      if (!inserted && !(it->second == admission)) {
+        return InvalidArgument(where + ": tenant '" + tenant +
+                               "' was given another weight or ttft_slo_ms on an earlier line");
+      }
+    }
     keys->tenants_[hash] = tenant;
   }
   if (keys->tenants_.empty()) return InvalidArgument(path + ": no keys");
   return std::shared_ptr<const ApiKeys>(std::move(keys));
+}
+
+TenantAdmission ApiKeys::AdmissionFor(const std::string& tenant) const {
+  auto it = admission_.find(tenant);
+  return it == admission_.end() ? default_admission_ : it->second;
 }
 
 std::optional<std::string> ApiKeys::TenantFor(const std::string& key) const {

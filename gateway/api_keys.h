@@ -1,15 +1,17 @@
 // ApiKeys: API keys mapped to tenants, loaded from a file that stores only SHA-256 hashes of the
 // keys, with each tenant's rate limits. File format, one entry per line:
 //
-//   sha256:<64 hex digits> <tenant> [rpm=N] [tpm=N]
-//   key:<plain key> <tenant> [rpm=N] [tpm=N]     (hashed at load and never kept; for hand-written
-//                                                 files)
-//   default [rpm=N] [tpm=N]                      (limits of tenants that set none)
+//   sha256:<64 hex digits> <tenant> [OPTION...]
+//   key:<plain key> <tenant> [OPTION...]   (hashed at load and never kept; for hand-written files)
+//   default [OPTION...]                    (what tenants that set none get)
 //
-// rpm: requests per minute, tpm: tokens (prompt + max_tokens) per minute; 0 or absent: no limit
-// (TenantQuota says how they are counted). A tenant's limits may be given on any of its key lines;
-// two lines that give one tenant different limits are an error. A file without limits reads as
-// before. Blank lines and lines starting with # are skipped. Immutable after Load; any thread.
+// Options: rpm=N requests per minute, tpm=N tokens (prompt + max_tokens) per minute, 0 or absent:
+// no limit (TenantQuota says how they are counted); weight=X the tenant's share of the admission
+// queue against other waiting tenants (default 1); ttft_slo_ms=N its TTFT objective, past which
+// a predicted wait is refused at once (0 or absent: the gateway's --ttft-slo-ms). A tenant's
+// options may be given on any of its key lines; two lines that give one tenant different ones
+// are an error. Blank lines and lines starting with # are skipped. Immutable after Load; any
+// thread.
 #pragma once
 
 #include <map>
@@ -21,6 +23,13 @@
 #include "gateway/tenant_quota.h"
 
 namespace pdserve::gateway {
+
+// How the admission queue treats a tenant's requests.
+struct TenantAdmission {
+  double weight = 1;        // > 0
+  int64_t ttft_slo_ms = 0;  // 0: the gateway's default
+  bool operator==(const TenantAdmission&) const = default;
+};
 
 class ApiKeys {
  public:
@@ -37,11 +46,15 @@ class ApiKeys {
   // Limits set per tenant (tenants without any are absent), and the `default` line's limits.
   const std::map<std::string, TenantLimits>& limits() const { return limits_; }
   const TenantLimits& default_limits() const { return default_limits_; }
+  // The tenant's admission options (the `default` line's for a tenant that set none).
+  TenantAdmission AdmissionFor(const std::string& tenant) const;
 
  private:
   std::map<std::string, std::string> tenants_;  // sha256 hex -> tenant
   std::map<std::string, TenantLimits> limits_;  // tenant -> its limits
   TenantLimits default_limits_;
+  std::map<std::string, TenantAdmission> admission_;  // tenants that set options of it
+  TenantAdmission default_admission_;
 };
 
 }  // namespace pdserve::gateway

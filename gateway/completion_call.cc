@@ -35,7 +35,7 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
                                GenerationRequest request, std::vector<int32_t> prompt,
                                int max_tokens, std::string request_id, std::string model_id,
                                CallOutput output, std::shared_ptr<GatewayMetrics> metrics,
-                               CallAccounting accounting)
+                               CallAdmission admission, CallAccounting accounting)
     : strand_(std::move(strand)),
       registry_(std::move(registry)),
       tokenizer_(tokenizer),
@@ -51,12 +51,12 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
       detok_(tokenizer),
       stops_(request_.stop),
       accounting_(std::move(accounting)),
+      admission_(std::move(admission)),
       arrival_wall_(std::chrono::system_clock::now()),
       arrival_(std::chrono::steady_clock::now()) {}
 
 bool CompletionCall::Start() {
-  proto::Sampling sampling;
-  proto::Sampling* s = &sampling;
+  proto::Sampling* s = &sampling_;
   s->set_temperature(request_.temperature);
   s->set_top_p(request_.top_p);
   s->set_top_k(request_.top_k);
@@ -69,43 +69,140 @@ bool CompletionCall::Start() {
   if (!request_.ignore_eos) {
     for (int32_t id : tokenizer_->eos_ids()) s->add_stop_token_ids(id);
   }
-  const uint64_t previous = attempt_id_;
+  return Admit();
+}
+
+bool CompletionCall::Admit() {
   ++attempts_;
   attempt_id_ = g_next_request.fetch_add(1);
   attempts_by_id_[attempt_id_].number = attempts_;
-  auto worker =
-      registry_->Dispatch(attempt_id_, prompt_, sampling, shared_from_this(), failed_workers_);
-  if (!worker.ok()) {
-    attempts_by_id_.erase(attempt_id_);  // it never ran
-    if (auto it = attempts_by_id_.find(previous);
-        it != attempts_by_id_.end() && !it->second.written) {
-      it->second.status = kStatusError;  // no retry happened after all: the request failed
-      MaybeWriteRow(previous);
+  router::AdmissionRequest r;
+  r.tenant = accounting_.tenant;
+  r.weight = admission_.weight;
+  r.priority = admission_.priority;
+  r.prompt_tokens = static_cast<int64_t>(prompt_.size());
+  r.cost = static_cast<int64_t>(prompt_.size()) + max_tokens_;
+  r.deadline = admission_.deadline;
+  // A retry is not refused for its SLO: the request was admitted once.
+  if (attempts_ == 1) r.ttft_slo = admission_.ttft_slo;
+  std::weak_ptr<CompletionCall> weak = shared_from_this();
+  r.try_start = [weak, id = attempt_id_, exclude = failed_workers_] {
+    auto self = weak.lock();
+    return self && self->TryStart(id, exclude);
+  };
+  r.on_timeout = [weak, id = attempt_id_] {
+    if (auto self = weak.lock()) {
+      boost::asio::post(self->strand_, [self, id] { self->HandleTimeout(id); });
     }
-    done_ = true;
-    if (attempts_ > 1) {  // a retry found no worker: the request was counted as running
-      metrics_->running().Decrement();
-      metrics_->RecordFailed();
-    }
-    const ApiError e = ApiError::Unavailable(worker.status().message());
-    if (request_.stream && attempts_ > 1) {
-      output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
-    } else {
-      output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
-    }
-    return false;
-  }
-  dispatched_ = std::chrono::steady_clock::now();
-  if (attempts_ == 1) metrics_->running().Increment();
+  };
+  const router::Admission a = admission_.queue->Submit(std::move(r));
+  if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
+  if (a.verdict != router::Admission::Verdict::kRejected) return true;
+  metrics_->RecordRejected("predicted_wait");
+  char wait[32];
+  std::snprintf(wait, sizeof wait, "%.1f", a.predicted_wait_s);
+  ApiError e = ApiError::RateLimited(
+      std::string("The cluster is at capacity: this request's predicted wait of ") + wait +
+      " s exceeds its time-to-first-token objective of " +
+      std::to_string(admission_.ttft_slo.count()) + " ms. Please try again later.");
+  e.type = "capacity";
+  e.code = "predicted_wait_exceeds_slo";
+  EndUnstarted(e, a.retry_after_s);
+  return false;
+}
+
+bool CompletionCall::TryStart(uint64_t id, const std::set<uint64_t>& exclude) {
+  auto self = shared_from_this();
+  auto attempt = registry_->Dispatch(id, prompt_, sampling_, self, exclude);
+  // Workers that failed this request are avoided while others can take it, not waited for.
+  if (!attempt.ok() && !exclude.empty())
+    attempt = registry_->Dispatch(id, prompt_, sampling_, self);
+  if (!attempt.ok()) return false;
+  boost::asio::post(strand_, [self, id] { self->HandleStarted(id); });
   return true;
+}
+
+void CompletionCall::HandleStarted(uint64_t id) {
+  // The attempt's first tokens or failure may have come first (posted by the registry's thread
+  // before this was posted): it is started once, by whichever runs first.
+  if (id != attempt_id_ || started_attempt_ == id) return;
+  started_attempt_ = id;
+  ticket_ = 0;
+  if (done_) return;  // cancelled meanwhile, which cancelled the attempt too
+  dispatched_ = std::chrono::steady_clock::now();
+  if (started_) return;
+  started_ = true;
+  metrics_->running().Increment();
+  metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_));
+  if (output_.started) output_.started();
+}
+
+void CompletionCall::HandleTimeout(uint64_t id) {
+  if (done_ || id != attempt_id_) return;
+  ticket_ = 0;
+  metrics_->RecordRejected("queue_timeout");
+  const double waited = Seconds(std::chrono::steady_clock::now() - arrival_);
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "No worker could take this request within its queue deadline (%.1f s): the "
+                "cluster is at capacity or has no workers. Please try again later.",
+                waited);
+  ApiError e = ApiError::Unavailable(text);
+  e.code = "queue_timeout";
+  EndUnstarted(e, 1);
+}
+
+void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
+  done_ = true;
+  attempts_by_id_.erase(attempt_id_);  // it never ran
+  // A retry that never ran: the attempt before it is the request's last, and it failed.
+  for (auto& [id, a] : attempts_by_id_) {
+    if (!a.written && a.status == kStatusRetried) {
+      a.status = kStatusError;
+      MaybeWriteRow(id);
+    }
+  }
+  if (started_) {  // a retry: the request was counted as running
+    metrics_->running().Decrement();
+    metrics_->RecordFailed();
+  } else if (admission_.quota && !accounting_.tenant.empty()) {
+    admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
+  }
+  HttpHeaders headers{{"retry-after", std::to_string(std::max(1, retry_after_s))}};
+  if (request_.stream && started_) {
+    output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
+  } else {
+    output_.finish(e.http_status, DumpJson(e.ToJson()), std::move(headers), true);
+  }
 }
 
 void CompletionCall::Cancel() {
   if (done_) return;
   done_ = true;
-  metrics_->running().Decrement();
-  metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
-                           static_cast<int>(prompt_.size()), completion_tokens_);
+  if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
+    // The current attempt never left the queue: nothing runs to stop.
+    ticket_ = 0;
+    attempts_by_id_.erase(attempt_id_);
+    for (auto& [id, a] : attempts_by_id_) {
+      if (!a.written && a.status == kStatusRetried) {
+        a.status = kStatusCancelled;
+        MaybeWriteRow(id);
+      }
+    }
+    if (started_) {
+      metrics_->running().Decrement();
+      metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
+                               static_cast<int>(prompt_.size()), completion_tokens_);
+    } else if (admission_.quota && !accounting_.tenant.empty()) {
+      admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
+    }
+    return;
+  }
+  if (started_) {
+    metrics_->running().Decrement();
+    metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
+                             static_cast<int>(prompt_.size()), completion_tokens_);
+  }
   finish_reason_ = "abort";
   EndAttempt(kStatusCancelled);
   registry_->Cancel(attempt_id_);
@@ -123,10 +220,9 @@ void CompletionCall::OnTokens(const proto::TokenBatch& batch) {
   boost::asio::post(strand_, [self = shared_from_this(), batch] { self->HandleTokens(batch); });
 }
 
-void CompletionCall::OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) {
-  boost::asio::post(strand_, [self = shared_from_this(), message, retryable, failed_worker] {
-    self->HandleFailure(message, retryable, failed_worker);
-  });
+void CompletionCall::OnFailure(const AttemptFailure& failure) {
+  boost::asio::post(strand_,
+                    [self = shared_from_this(), failure] { self->HandleFailure(failure); });
 }
 
 void CompletionCall::OnAttemptClosed(const AttemptUsage& usage) {
@@ -194,6 +290,7 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
 }
 
 void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
+  HandleStarted(attempt_id_);  // the registry sends only the current attempt's tokens
   if (done_) return;
   if (completion_tokens_ == 0 && batch.tokens_size() > 0) {
     first_token_wall_ = std::chrono::system_clock::now();
@@ -242,15 +339,19 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
 }
 
-void CompletionCall::HandleFailure(const std::string& message, bool retryable,
-                                   uint64_t failed_worker) {
+void CompletionCall::HandleFailure(const AttemptFailure& failure) {
+  HandleStarted(attempt_id_);  // and only the current attempt's failure
   if (done_) return;
-  if (retryable && completion_tokens_ == 0 && attempts_ < kMaxAttempts) {
-    failed_workers_.insert(failed_worker);
+  if (!failure.no_room) ++failures_;
+  // A decode worker without room sends the request back to wait; other failures are retried
+  // elsewhere a bounded number of times. Either way only before a token reached the client.
+  if (failure.retryable && completion_tokens_ == 0 && failures_ < kMaxAttempts) {
+    if (!failure.no_room) failed_workers_.insert(failure.failed_worker);
     EndAttempt(kStatusRetried);
-    Start();
+    Admit();
     return;
   }
+  const std::string& message = failure.message;
   done_ = true;
   metrics_->running().Decrement();
   metrics_->RecordFailed();

@@ -1,13 +1,16 @@
 // CompletionCall: one OpenAI completion or chat request from tokenized prompt to the last
-// byte: dispatches it to a worker, retries on another worker while no token has reached the
-// client, turns TokenBatch messages into text (incremental detokenisation, stop strings) and
-// hands the HTTP session what to write. It is the RequestSink the WorkerRegistry calls. Every
-// attempt gets one ledger row once its workers are done with it (status ok, cancelled, error or
-// retried); a completed request's row is written before its last bytes go out, and its cost is
-// returned in the x-pdserve-cost-usd header and as usage.cost_usd.
+// byte: submits it to the admission queue (router/admission_queue.h), which starts it on workers
+// or refuses it (429: its TTFT SLO is out of reach; 503: its queue deadline passed, both with
+// Retry-After), retries on other workers while no token has reached the client (a decode worker
+// that had no room for it sends it back to the queue), turns TokenBatch messages into text
+// (incremental detokenisation, stop strings) and hands the HTTP session what to write. It is the
+// RequestSink the WorkerRegistry calls. Every attempt gets one ledger row once its workers are done
+// with it (status ok, cancelled, error or retried); a completed request's row is written before its
+// last bytes go out, and its cost is returned in the x-pdserve-cost-usd header and as
+// usage.cost_usd.
 //
-// Threads: registry callbacks arrive on io threads and are posted to the owning session's strand;
-// everything else runs on that strand.
+// Threads: registry and queue callbacks arrive on other threads and are posted to the owning
+// session's strand; everything else runs on that strand.
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
@@ -23,7 +26,9 @@
 
 #include "gateway/gateway_metrics.h"
 #include "gateway/openai_response.h"
+#include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
+#include "router/admission_queue.h"
 #include "router/worker_registry.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/stop_strings.h"
@@ -35,9 +40,10 @@ using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 // What the session must do next; called on the session's strand.
 struct CallOutput {
+  std::function<void()> started;                  // its first attempt left the queue
   std::function<void(std::string)> write_stream;  // SSE bytes (streaming only)
-  // The end: for streaming, the last SSE bytes; otherwise the whole JSON body, status and
-  // headers (server-timing, x-pdserve-cost-usd).
+  // The end: for streaming, the last SSE bytes once started; otherwise the whole JSON body,
+  // status and headers (server-timing, x-pdserve-cost-usd, retry-after).
   std::function<void(int status, std::string body, HttpHeaders headers, bool is_error)> finish;
 };
 
@@ -50,21 +56,34 @@ struct CallAccounting {
   std::map<std::string, std::string> tags;  // x-pdserve-tags
 };
 
+// How the call waits for its workers, and what it gives back if it never runs.
+struct CallAdmission {
+  std::shared_ptr<router::AdmissionQueue> queue;
+  double weight = 1;
+  router::Priority priority = router::Priority::kInteractive;
+  std::chrono::steady_clock::time_point deadline;  // of its wait in the queue
+  std::chrono::milliseconds ttft_slo{0};           // 0: never refused early
+  std::shared_ptr<TenantQuota> quota;              // null: nothing was charged
+  int64_t quota_tokens = 0;                        // what was charged
+};
+
 class CompletionCall : public RequestSink, public std::enable_shared_from_this<CompletionCall> {
  public:
   CompletionCall(boost::asio::any_io_executor strand, std::shared_ptr<WorkerRegistry> registry,
                  std::shared_ptr<const model::Tokenizer> tokenizer, GenerationRequest request,
                  std::vector<int32_t> prompt, int max_tokens, std::string request_id,
                  std::string model_id, CallOutput output, std::shared_ptr<GatewayMetrics> metrics,
-                 CallAccounting accounting = {});
+                 CallAdmission admission, CallAccounting accounting = {});
 
-  // Sends the request to a worker. False (and `finish` already called) when none is available.
+  // Submits the request to the admission queue. False (and `finish` already called) when it was
+  // refused; otherwise `started` follows once it leaves the queue (or `finish` with a 503 when
+  // its deadline passes first).
   bool Start();
-  // The client went away: stop the worker.
+  // The client went away: take it out of the queue, or stop its workers.
   void Cancel();
 
   void OnTokens(const proto::TokenBatch& batch) override;
-  void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) override;
+  void OnFailure(const AttemptFailure& failure) override;
   void OnAttemptClosed(const AttemptUsage& cost) override;
 
  private:
@@ -78,8 +97,16 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
     double cost_usd = 0;  // once written
   };
 
+  // A new attempt, through the queue. False when it was refused (the call has finished).
+  bool Admit();
+  // Under the queue's lock, from any thread: dispatches attempt `id` to the registry.
+  bool TryStart(uint64_t id, const std::set<uint64_t>& exclude);
+  void HandleStarted(uint64_t id);
+  void HandleTimeout(uint64_t id);
+  // Ends a call whose current attempt never left the queue (refused, timed out).
+  void EndUnstarted(const ApiError& error, int retry_after_s);
   void HandleTokens(const proto::TokenBatch& batch);
-  void HandleFailure(const std::string& message, bool retryable, uint64_t failed_worker);
+  void HandleFailure(const AttemptFailure& failure);
   void HandleClosed(const AttemptUsage& usage);
   void Complete(const std::string& finish_reason);
   // Sends the completed response (its cost known, or given up waiting for it).
@@ -111,7 +138,13 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   size_t streamed_ids_ = 0;         // how many of them stream chunks carried
   bool streamed_prompt_ids_ = false;
   bool done_ = false;
+  bool started_ = false;  // an attempt left the queue (the client's response has begun)
   int attempts_ = 0;
+  int failures_ = 0;              // attempts that failed, but for want of room
+  uint64_t ticket_ = 0;           // the current attempt's place in the queue while it waits
+  uint64_t started_attempt_ = 0;  // the last attempt HandleStarted took
+  CallAdmission admission_;
+  proto::Sampling sampling_;
   uint64_t attempt_id_ = 0;  // the current attempt's id with the registry
   std::set<uint64_t> failed_workers_;
   // Wall times the first token's batch reported (the worker side of queue, prefill, transfer).

@@ -71,7 +71,22 @@ GatewayMetrics::GatewayMetrics()
       cost_(pm::BuildCounter()
                 .Name("pdserve_cost_usd_total")
                 .Help("Compute cost of request attempts in USD, by tenant and capacity class.")
-                .Register(*registry_)) {}
+                .Register(*registry_)),
+      waiting_(pm::BuildGauge()
+                   .Name("pdserve_num_requests_waiting")
+                   .Help("Number of requests waiting in the admission queue for a worker.")
+                   .Register(*registry_)
+                   .Add({})),
+      queue_time_(pm::BuildHistogram()
+                      .Name("pdserve_request_queue_time_seconds")
+                      .Help("Histogram of time requests spent in the admission queue in seconds.")
+                      .Register(*registry_)
+                      .Add({}, kE2eBuckets)),
+      rejected_(pm::BuildCounter()
+                    .Name("pdserve_request_rejected_total")
+                    .Help("Requests refused without running, by reason: predicted_wait (their "
+                          "TTFT objective was out of reach), queue_timeout, rate_limit.")
+                    .Register(*registry_)) {}
 
 void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
                                     int prompt_tokens, int generation_tokens) {
@@ -81,7 +96,8 @@ void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e
   generation_tokens_.Increment(generation_tokens);
 }
 
-std::string GatewayMetrics::Scrape(const WorkerRegistry& workers) {
+std::string GatewayMetrics::Scrape(const WorkerRegistry& workers, size_t waiting) {
+  waiting_.Set(static_cast<double>(waiting));
   std::map<std::pair<std::string, std::string>, int> counts;
   for (const auto& w : workers.Workers()) ++counts[{w.role, w.capacity_class}];
   for (const auto& pool : {"prefill", "decode", "both"}) {

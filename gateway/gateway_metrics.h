@@ -29,9 +29,15 @@ class GatewayMetrics {
     if (usd > 0) cost_.Add({{"tenant", tenant}, {"class", capacity_class}}).Increment(usd);
   }
   prometheus::Gauge& running() { return running_; }
+  void RecordQueueTime(double seconds) { queue_time_.Observe(seconds); }
+  // pdserve_request_rejected_total{reason}: a request refused without running.
+  void RecordRejected(const std::string& reason) {
+    rejected_.Add({{"reason", reason}}).Increment();
+  }
 
-  // The exposition text, with the worker gauges refreshed from `workers`.
-  std::string Scrape(const WorkerRegistry& workers);
+  // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
+  // set to `waiting` (requests in the admission queue).
+  std::string Scrape(const WorkerRegistry& workers, size_t waiting);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -45,6 +51,9 @@ class GatewayMetrics {
   prometheus::Gauge& running_;
   prometheus::Family<prometheus::Gauge>& workers_;
   prometheus::Family<prometheus::Counter>& cost_;
+  prometheus::Gauge& waiting_;
+  prometheus::Histogram& queue_time_;
+  prometheus::Family<prometheus::Counter>& rejected_;
 };
 
 }  // namespace pdserve::gateway

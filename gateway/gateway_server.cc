@@ -58,8 +58,22 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
     };
     spdlog::info("recording costs in {}", o.ledger_path);
   }
+  // The registry pumps the admission queue when room may have come; the queue reads the
+  // registry's prompt rate. Each holds the other weakly.
+  auto admission = std::make_shared<std::weak_ptr<router::AdmissionQueue>>();
+  registry_options.on_capacity = [admission] {
+    if (auto queue = admission->lock()) queue->Pump();
+  };
   server->registry_ = std::make_shared<WorkerRegistry>(server->io_, registry_options);
   shared->registry = server->registry_;
+  shared->admission = std::make_shared<router::AdmissionQueue>(
+      [registry = std::weak_ptr<WorkerRegistry>(server->registry_)] {
+        auto r = registry.lock();
+        return r ? r->Prefill() : router::PrefillCapacity{};
+      });
+  *admission = shared->admission;
+  shared->queue_timeout = o.queue_timeout;
+  shared->ttft_slo = o.ttft_slo;
   if (o.cluster_token.empty()) {
     boost::system::error_code bad;
     const auto control = asio::ip::make_address(o.control_host, bad);
@@ -89,6 +103,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                        ec.message());
   server->http_port_ = server->acceptor_->local_endpoint().port();
   server->Accept();
+  server->admission_timer_ = std::make_unique<asio::steady_timer>(server->io_);
+  server->TickAdmission();
   for (int i = 0; i < std::max(1, o.io_threads); ++i) {
     server->threads_.emplace_back([s = server.get()] { s->io_.run(); });
   }
@@ -108,10 +124,19 @@ void GatewayServer::Accept() {
                           });
 }
 
+void GatewayServer::TickAdmission() {
+  shared_->admission->Pump();
+  admission_timer_->expires_after(std::chrono::milliseconds(20));
+  admission_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) TickAdmission();
+  });
+}
+
 void GatewayServer::Stop() {
   asio::post(io_, [this] {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
+    admission_timer_->cancel();
   });
   registry_->Stop();
   io_.stop();

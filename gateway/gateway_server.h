@@ -4,6 +4,8 @@
 // threads. Start() binds both ports (0: chosen by the OS); Stop() may be called from any thread.
 #pragma once
 
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "gateway/gateway_metrics.h"
 #include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
+#include "router/admission_queue.h"
 #include "router/worker_registry.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +40,12 @@ struct GatewayOptions {
   double egress_usd_per_gb = 0;  // KV bytes crossing zones; tenants' rate limits come from it too
   size_t max_body_bytes = 8 << 20;
   int io_threads = 2;
+  // How long a request may wait in the admission queue for a worker before it gets 503 (a
+  // request's x-pdserve-queue-timeout-ms may shorten it).
+  std::chrono::milliseconds queue_timeout{30000};
+  // The TTFT objective past which a predicted wait is refused at once with 429 (0: none); a
+  // tenant's ttft_slo_ms in the keys file, or a request's x-pdserve-ttft-slo-ms, overrides it.
+  std::chrono::milliseconds ttft_slo{0};
 };
 
 class GatewayServer {
@@ -59,6 +68,8 @@ class GatewayServer {
     std::shared_ptr<TenantQuota> quota;   // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
     std::shared_ptr<Ledger> ledger;  // null: no ledger
+    std::shared_ptr<router::AdmissionQueue> admission;
+    std::chrono::milliseconds queue_timeout{30000}, ttft_slo{0};
     bool ledger_store_text = false;
     double egress_usd_per_gb = 0;
     std::string model_id;
@@ -69,11 +80,15 @@ class GatewayServer {
  private:
   GatewayServer() = default;
   void Accept();
+  // Every tick: times out queued requests past their deadline and starts those that fit now
+  // (the registry also pumps the queue whenever room may have come).
+  void TickAdmission();
 
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<AcceptBackoff> accept_backoff_;  // the accept handler's
   std::shared_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<boost::asio::steady_timer> admission_timer_;
   std::shared_ptr<const Shared> shared_;
   std::string model_id_;
   uint16_t http_port_ = 0;

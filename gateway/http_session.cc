@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <random>
 
@@ -82,7 +84,7 @@ void HttpSession::Handle(Request request) {
     const std::string auth(request[http::field::authorization]);
     const std::string key = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
     const auto tenant = key.empty() ? std::nullopt : shared_->keys->TenantFor(key);
-    if (path != "/health" && path != "/metrics" && !tenant) {
+    if (path != "/health" && path != "/ready" && path != "/metrics" && !tenant) {
       return RespondError(
           ApiError::Unauthorized(key.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
                                              : "Incorrect API key provided"));
@@ -112,7 +114,22 @@ void HttpSession::Handle(Request request) {
     return Respond(200, DumpJson(nlohmann::json{{"object", "list"}, {"data", {model}}}));
   }
   if (request.method() == http::verb::get && path == "/metrics") {
-    return Respond(200, shared_->metrics->Scrape(*shared_->registry), "text/plain; version=0.0.4");
+    return Respond(200, shared_->metrics->Scrape(*shared_->registry, shared_->admission->waiting()),
+                   "text/plain; version=0.0.4");
+  }
+  if (request.method() == http::verb::get && path == "/ready") {
+    // Readiness: a request sent now has a route (it may still wait for room). /health is
+    // liveness.
+    if (shared_->registry->HasRoute()) {
+      return Respond(200, DumpJson(nlohmann::json{{"status", "ready"}}));
+    }
+    return Respond(
+        503,
+        DumpJson(nlohmann::json{
+            {"status", "not ready"},
+            {"reason", "no prefill and decode pair (nor colocated worker) has registered"},
+            {"workers", shared_->registry->Workers().size()}}),
+        "application/json", {}, 1);
   }
   if (request.method() == http::verb::get && path == "/health") {
     // Liveness for anyone; each worker's latest load report too (names, pids, pages) only for a
@@ -192,25 +209,46 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
     return RespondError(ApiError::BadRequest("x-pdserve-tags: " + tags.status().message()));
   }
   const bool stream = req.stream;
+  CallAdmission admission;
+  if (Status s = ReadAdmission(request, &admission); !s.ok()) {
+    return RespondError(ApiError::BadRequest(s.message()));
+  }
   if (shared_->quota && !tenant_.empty()) {
-    const QuotaDecision quota = shared_->quota->Admit(tenant_, int64_t{prompt_len} + max_tokens);
+    const int64_t tokens = int64_t{prompt_len} + max_tokens;
+    const QuotaDecision quota = shared_->quota->Admit(tenant_, tokens);
     if (!quota.admitted) {
+      shared_->metrics->RecordRejected("rate_limit");
       ApiError e = ApiError::RateLimited(quota.message);
       e.type = quota.limit;  // as OpenAI: "requests" or "tokens"
       return RespondError(e, quota.retry_after_s);
     }
+    admission.quota = shared_->quota;
+    admission.quota_tokens = tokens;
   }
 
   // The call keeps this session alive until it finishes; every end of the call resets call_,
   // which breaks the cycle.
   auto self = shared_from_this();
   CallOutput output;
+  output.started = [self, stream] {
+    if (!stream) return;
+    self->StopWatchingForClose();
+    self->BeginStream();
+    self->WatchForClose();  // a client that leaves before its first token cancels the request
+  };
   output.write_stream = [self](std::string data) { self->QueueChunk(std::move(data), false); };
   output.finish = [self, stream](int status, std::string body, HttpHeaders headers, bool is_error) {
     auto s = self;
-    if (stream && s->streaming_) return s->QueueChunk(std::move(body), true);
+    if (stream && s->streaming_) {
+      s->ForgetWatch();
+      return s->QueueChunk(std::move(body), true);
+    }
     s->StopWatchingForClose();
-    s->Respond(status, std::move(body), "application/json", headers, status == 503 ? 1 : 0);
+    const bool has_retry_after = std::any_of(headers.begin(), headers.end(), [](const auto& h) {
+      return boost::beast::iequals(h.first, "retry-after");
+    });
+    s->Respond(status, std::move(body), "application/json", headers,
+               status == 503 && !has_retry_after ? 1 : 0);
   };
   CallAccounting accounting;
   accounting.ledger = shared_->ledger;
@@ -221,13 +259,49 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   call_ = std::make_shared<CompletionCall>(
       stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
       std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output),
-      shared_->metrics, std::move(accounting));
+      shared_->metrics, std::move(admission), std::move(accounting));
   if (!call_->Start()) return;
-  if (stream) {
-    BeginStream();
-  } else {
-    WatchForClose();
+  WatchForClose();  // while it waits in the queue (and, not streaming, while it runs)
+}
+
+Status HttpSession::ReadAdmission(const Request& request, CallAdmission* admission) const {
+  const auto now = std::chrono::steady_clock::now();
+  admission->queue = shared_->admission;
+  auto timeout = shared_->queue_timeout;
+  auto slo = shared_->ttft_slo;
+  if (shared_->keys && !tenant_.empty()) {
+    const TenantAdmission t = shared_->keys->AdmissionFor(tenant_);
+    admission->weight = t.weight;
+    if (t.ttft_slo_ms > 0) slo = std::chrono::milliseconds(t.ttft_slo_ms);
   }
+  // A header's figure: a whole number of milliseconds, > 0.
+  auto millis = [&](const char* name, std::optional<std::chrono::milliseconds>* out) -> Status {
+    const std::string text(request[name]);
+    if (text.empty()) return Status::Ok();
+    int64_t value = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size() || value <= 0) {
+      return InvalidArgument(std::string(name) +
+                             " takes a whole number of milliseconds > 0, not '" + text + "'");
+    }
+    *out = std::chrono::milliseconds(value);
+    return Status::Ok();
+  };
+  std::optional<std::chrono::milliseconds> header_timeout, header_slo;
+  PDSERVE_RETURN_IF_ERROR(millis("x-pdserve-queue-timeout-ms", &header_timeout));
+  PDSERVE_RETURN_IF_ERROR(millis("x-pdserve-ttft-slo-ms", &header_slo));
+  if (header_timeout) timeout = std::min(timeout, *header_timeout);  // it may only shorten it
+  if (header_slo) slo = *header_slo;
+  const std::string priority(request["x-pdserve-priority"]);
+  if (priority == "batch") {
+    admission->priority = router::Priority::kBatch;
+  } else if (!priority.empty() && priority != "interactive") {
+    return InvalidArgument("x-pdserve-priority is 'interactive' or 'batch', not '" + priority +
+                           "'");
+  }
+  admission->deadline = now + timeout;
+  admission->ttft_slo = slo;
+  return Status::Ok();
 }
 
 void HttpSession::WatchForClose() {
@@ -254,6 +328,11 @@ void HttpSession::WatchForClose() {
         beast::error_code ignored;
         self->stream_.socket().close(ignored);
       });
+}
+
+void HttpSession::ForgetWatch() {
+  watching_ = false;
+  ++watch_generation_;
 }
 
 void HttpSession::StopWatchingForClose() {
@@ -289,6 +368,7 @@ void HttpSession::RespondError(const ApiError& error, int retry_after_s) {
 }
 
 void HttpSession::AfterResponse() {
+  ForgetWatch();
   call_.reset();
   streaming_ = false;
   if (!keep_alive_) {

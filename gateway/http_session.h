@@ -1,9 +1,11 @@
 // HttpSession: one client connection to the gateway. Reads requests with a fresh Beast parser
 // per message (body limit, 60 s read timeout), routes them, and writes responses; SSE streams
 // go out as HTTP/1.1 chunks with a bounded write queue (a client that stops reading is cut off
-// and its request cancelled). While a non-streaming request runs, the session waits for the
-// socket to turn readable: end of file there (the client closed, or half-closed, its side)
-// cancels the request on its worker. A client that pipelines its next request is not watched
+// and its request cancelled). A stream's header goes out only once the request leaves the
+// admission queue, so that a request refused there gets a plain 429 or 503. While a request
+// waits or runs (streaming or not), the session waits for the socket to turn readable: end of
+// file there (the client closed, or half-closed, its side) takes the request out of the queue
+// or cancels it on its workers. A client that pipelines its next request is not watched
 // further. Tenants over their quota get 429 with Retry-After. Keep-alive. Every async step holds
 // shared_from_this() and runs on the connection's strand.
 #pragma once
@@ -31,13 +33,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Read();
   void Handle(Request request);
   void HandleCompletion(const Request& request, Endpoint endpoint);
+  // How the request waits: the tenant's weight and SLO, and the x-pdserve-priority,
+  // x-pdserve-ttft-slo-ms and x-pdserve-queue-timeout-ms headers (InvalidArgument for a bad one).
+  Status ReadAdmission(const Request& request, CallAdmission* admission) const;
   // retry_after_s > 0: a Retry-After header with that many seconds.
   void Respond(unsigned status, std::string body,
                const std::string& content_type = "application/json",
                const HttpHeaders& headers = {}, int retry_after_s = 0);
   void RespondError(const ApiError& error, int retry_after_s = 0);
   void WatchForClose();
+  // Cancels the pending wait: only while no write is pending (it cancels the socket's
+  // operations).
   void StopWatchingForClose();
+  // Leaves the pending wait to complete unheeded (while a stream's writes may be pending).
+  void ForgetWatch();
   void BeginStream();
   void QueueChunk(std::string data, bool last);
   void WriteNextChunk();
@@ -56,7 +65,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::deque<std::pair<std::string, bool>> chunks_;  // (data, is last)
   size_t queued_bytes_ = 0;
   bool writing_ = false;
-  bool watching_ = false;          // a wait for the client closing is pending (non-streaming only)
+  bool watching_ = false;          // a wait for the client closing is pending
   uint64_t watch_generation_ = 0;  // tells a cancelled wait's late completion from the current
 };
 

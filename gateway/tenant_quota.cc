@@ -97,4 +97,21 @@ QuotaDecision TenantQuota::Admit(const std::string& tenant, int64_t tokens) {
   return refused;
 }
 
+void TenantQuota::Refund(const std::string& tenant, int64_t tokens) {
+  const TenantLimits limits = LimitsFor(tenant);
+  if (limits.unlimited()) return;
+  std::lock_guard lock(mu_);
+  auto it = buckets_.find(tenant);
+  if (it == buckets_.end()) return;
+  Buckets& b = it->second;
+  if (limits.requests_per_minute > 0) {
+    b.requests.level =
+        std::min(static_cast<double>(limits.requests_per_minute), b.requests.level + 1.0);
+  }
+  if (limits.tokens_per_minute > 0) {
+    b.tokens.level = std::min(static_cast<double>(limits.tokens_per_minute),
+                              b.tokens.level + static_cast<double>(std::max<int64_t>(tokens, 0)));
+  }
+}
+
 }  // namespace pdserve::gateway

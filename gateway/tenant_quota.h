@@ -49,6 +49,9 @@ class TenantQuota {
 
   // Admits (and charges) a request of `tokens` tokens for `tenant`, or says why not.
   QuotaDecision Admit(const std::string& tenant, int64_t tokens);
+  // Gives back what an admitted request of `tokens` was charged: it never ran (refused by the
+  // admission queue, timed out in it, or withdrawn). The buckets stay at most full.
+  void Refund(const std::string& tenant, int64_t tokens);
 
   TenantLimits LimitsFor(const std::string& tenant) const;
 

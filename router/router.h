@@ -21,9 +21,14 @@ struct WorkerLoad {
   std::string capacity_class;
   std::string zone;
   uint64_t layout_hash = 0;
-  int kv_pages = 0;    // as registered
-  int free_pages = 0;  // from its last Load, at most kv_pages
-  int running = 0;     // sequences in its batch, from its last Load
+  int kv_pages = 0;     // as registered
+  int page_size = 0;    // tokens per KV page, as registered
+  int max_context = 0;  // as registered; a reservation never exceeds it (0: unknown)
+  int free_pages = 0;   // from its last Load, at most kv_pages
+  // Pages the registry routed to it that its last Load does not show yet (a Reserve or Generate
+  // it has not answered, or answered after that Load): free_pages - pending_pages is its room.
+  int pending_pages = 0;
+  int running = 0;  // sequences in its batch, from its last Load
   int waiting = 0;
   int attempts = 0;  // attempts the registry has on it now
   // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
@@ -33,6 +38,9 @@ struct WorkerLoad {
 
 struct RouteRequest {
   int prompt_tokens = 0;
+  // The KV the attempt reserves on its decode worker, in tokens (prompt plus max_tokens): a
+  // decode or colocated worker takes it only with room for that many pages now. 0: no check.
+  int kv_tokens = 0;
   std::set<uint64_t> exclude;  // workers not to use (those that failed this request before)
 };
 
@@ -43,11 +51,24 @@ struct Route {
   bool disaggregated = false;
 };
 
+// The prompt work the live prefill (and colocated) workers can do: what admission predicts a
+// queued request's wait from.
+struct PrefillCapacity {
+  double tokens_per_second = 0;      // measured from their step reports; 0 before any prompt ran
+  int64_t queued_prompt_tokens = 0;  // sent to prefill workers and not answered yet
+};
+
+// KV pages of `page_size` tokens that `tokens` tokens take (page_size <= 0: one page).
+int PagesFor(int tokens, int page_size);
+// Whether `w` has free pages, less those pending, for `request`'s KV now.
+bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request);
+
 class Router {
  public:
   virtual ~Router() = default;
   // The route for `request` among `workers`, or nullopt when none can take it now. A route
-  // names only workers of the snapshot that are not draining and not excluded.
+  // names only workers of the snapshot that are not draining and not excluded, and a decode (or
+  // colocated) worker only with room for the request's KV (HasRoomFor).
   virtual std::optional<Route> Pick(std::span<const WorkerLoad> workers,
                                     const RouteRequest& request) const = 0;
 };

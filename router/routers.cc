@@ -1,12 +1,14 @@
 #include "router/routers.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace pdserve::router {
 namespace {
 
 bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
-  return w.role == role && !w.draining && !request.exclude.count(w.id);
+  return w.role == role && !w.draining && !request.exclude.count(w.id) &&
+         (role == "prefill" || HasRoomFor(w, request));
 }
 
 // The best worker by `score` among the usable ones of `role` (and `layout_hash`, when not 0);
@@ -29,10 +31,22 @@ const WorkerLoad* Best(std::span<const WorkerLoad> workers, const std::string& r
 
 // Most free KV pages, then the fewest sequences running or routed to it.
 int64_t RoomForDecoding(const WorkerLoad& w) {
-  return int64_t{w.free_pages} * 1024 - (w.attempts + w.running);
+  return int64_t{w.free_pages - w.pending_pages} * 1024 - (w.attempts + w.running);
 }
 
 }  // namespace
+
+int PagesFor(int tokens, int page_size) {
+  if (page_size <= 0) return 1;
+  return std::max(1, (tokens + page_size - 1) / page_size);
+}
+
+bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request) {
+  if (request.kv_tokens <= 0) return true;
+  const int tokens =
+      w.max_context > 0 ? std::min(request.kv_tokens, w.max_context) : request.kv_tokens;
+  return w.free_pages - w.pending_pages >= PagesFor(tokens, w.page_size);
+}
 
 std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
                                         const RouteRequest& request) const {

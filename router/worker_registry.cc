@@ -14,6 +14,15 @@ namespace pdserve::gateway {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+namespace {
+// The KV an attempt reserves on its decode worker, in tokens: its prompt and every token it may
+// generate (the worker caps this at its context).
+int KvTokens(size_t prompt_tokens, const proto::Sampling& sampling) {
+  return static_cast<int>(std::min<int64_t>(
+      INT32_MAX, static_cast<int64_t>(prompt_tokens) + std::max(0, sampling.max_tokens())));
+}
+}  // namespace
+
 WorkerRegistry::WorkerRegistry(asio::io_context& io, RegistryOptions options)
     : io_(io),
       options_(std::move(options)),
@@ -156,6 +165,7 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
   std::shared_ptr<FramedConnection> conn;
   std::string refusal;
   bool accepted = false;
+  bool capacity_changed = false;
   {
     std::lock_guard lock(mu_);
     auto it = workers_.find(conn_id);
@@ -176,12 +186,23 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
         w.load.set_free_pages(w.info.kv_pages());
         conn->set_max_frame_bytes(options_.registered_frame_bytes);
         accepted = true;
+        capacity_changed = true;
         spdlog::info("worker {} joined: {} {} {} pages={} from {}", conn_id, w.info.name(),
                      w.info.role(), w.info.capacity_class(), w.info.kv_pages(), conn->peer());
         if (options_.on_period) actions.periods.push_back(PeriodOf(w, false));
       }
     } else if (m.has_load()) {
       w.load = m.load();
+      // A Load sent after its answer to a Reserve (or its first tokens) counts that attempt's
+      // pages among the used ones.
+      for (uint64_t a : w.attempts) {
+        auto f = attempts_.find(a);
+        if (f != attempts_.end() && f->second.cost.decode_worker == w.id &&
+            f->second.kv_count == KvCount::kAnswered) {
+          f->second.kv_count = KvCount::kInLoad;
+        }
+      }
+      capacity_changed = true;
       // What it may claim is what it registered: no more free pages than its pool, no negatives.
       if (w.load.free_pages() > w.info.kv_pages() && !w.overclaimed) {
         w.overclaimed = true;
@@ -222,8 +243,10 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
     reply.mutable_register_reply()->set_worker_id(conn_id);
     conn->Send(reply);
   }
+  capacity_changed = capacity_changed || actions.released;
   actions.Run();
   for (const auto& p : actions.periods) options_.on_period(p);
+  if (capacity_changed && options_.on_capacity) options_.on_capacity();
 }
 
 void WorkerRegistry::SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions) {
@@ -243,6 +266,16 @@ void WorkerRegistry::HandleStepLocked(Worker& w, const proto::StepReport& step) 
   // Busy time is what was charged to attempts: the share of a request this worker holds no part
   // of (closed, or never its) goes to no row and so stays idle time, and each worker's rows add
   // up to its busy seconds (conservation, docs/architecture.md "Cost model").
+  int64_t prompt_tokens = 0;
+  for (int i = 0; i < n; ++i) {
+    if (step.prompt(i)) prompt_tokens += step.tokens(i);
+  }
+  if (prompt_tokens > 0 && step.seconds() > 0) {
+    // Prompt tokens a second while it runs prompts: an average over about the last ten steps.
+    const double rate = static_cast<double>(prompt_tokens) / step.seconds();
+    w.prefill_tokens_per_second =
+        w.prefill_tokens_per_second > 0 ? 0.9 * w.prefill_tokens_per_second + 0.1 * rate : rate;
+  }
   const std::vector<double> shares =
       router::StepShares(step.seconds(), {step.tokens().data(), static_cast<size_t>(n)});
   for (int i = 0; i < n; ++i) {
@@ -265,6 +298,7 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   if (it == attempts_.end()) return;
   InFlight& f = it->second;
   if (f.phase != Phase::kReserving || w.id != f.cost.decode_worker || !f.sink_active) return;
+  if (f.kv_count == KvCount::kPending) f.kv_count = KvCount::kAnswered;
   // Pages of its registered pool, enough for the prompt: else the prefill worker would write
   // where the decode worker never reserved.
   const int64_t needed = (static_cast<int64_t>(f.prompt.size()) + w.info.page_size() - 1) /
@@ -280,13 +314,16 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
     actions.calls.push_back([conn = w.conn] {
       conn->Close(InvalidArgument("a Reserved outside the registered KV pool"));
     });
-    return FailLocked(it->first, f, "the decode worker answered with an invalid reservation", true,
-                      w.id, 0, actions);
+    return FailLocked(it->first, f,
+                      {"the decode worker answered with an invalid reservation", true, false, w.id},
+                      0, actions);
   }
   auto p = workers_.find(f.cost.prefill_worker);
   if (p == workers_.end()) {
-    return FailLocked(it->first, f, "the prefill worker chosen for this request was lost", true,
-                      f.cost.prefill_worker, 0, actions);
+    return FailLocked(
+        it->first, f,
+        {"the prefill worker chosen for this request was lost", true, false, f.cost.prefill_worker},
+        0, actions);
   }
   proto::Envelope m;
   proto::Prefill* prefill = m.mutable_prefill();
@@ -310,6 +347,9 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
   const uint64_t id = it->first;
   InFlight& f = it->second;
   const bool ended = !batch.finish_reason().empty();
+  if (w.id == f.cost.decode_worker && f.kv_count == KvCount::kPending) {
+    f.kv_count = KvCount::kAnswered;  // a colocated worker's first tokens: its pages are taken
+  }
   if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
     // The prefill worker's answer: the first token, its KV acknowledged by the decode worker.
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
@@ -350,18 +390,17 @@ void WorkerRegistry::HandleErrorLocked(Worker& w, const proto::RequestError& err
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
   }
   const uint64_t failed = error.peer_failed() ? f.cost.decode_worker : w.id;
-  FailLocked(it->first, f, error.message(), error.retryable(), failed, w.id, actions);
+  FailLocked(it->first, f, {error.message(), error.retryable(), error.no_room(), failed}, w.id,
+             actions);
   ReleaseLocked(it->first, f, &w, actions);
 }
 
-void WorkerRegistry::FailLocked(uint64_t attempt_id, InFlight& f, const std::string& message,
-                                bool retryable, uint64_t failed_worker, uint64_t except_worker,
-                                Actions& actions) {
+void WorkerRegistry::FailLocked(uint64_t attempt_id, InFlight& f, AttemptFailure failure,
+                                uint64_t except_worker, Actions& actions) {
   if (f.sink_active) {
     f.Deactivate();
-    actions.calls.push_back([sink = f.sink, message, retryable, failed_worker] {
-      sink->OnFailure(message, retryable, failed_worker);
-    });
+    actions.calls.push_back(
+        [sink = f.sink, failure = std::move(failure)] { sink->OnFailure(failure); });
   }
   for (uint64_t other : f.open) {
     if (other == except_worker) continue;
@@ -375,6 +414,7 @@ void WorkerRegistry::ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, 
   if (w) {
     f.open.erase(w->id);
     w->attempts.erase(attempt_id);
+    actions.released = true;
   }
   if (!f.open.empty()) return;
   actions.calls.push_back([sink = f.sink, cost = f.cost] { sink->OnAttemptClosed(cost); });
@@ -396,8 +436,10 @@ void WorkerRegistry::OnClose(uint64_t conn_id, const Status& why) {
     for (uint64_t id : held) {
       auto f = attempts_.find(id);
       if (f == attempts_.end()) continue;
-      FailLocked(id, f->second, "the worker serving this request was lost (" + why.message() + ")",
-                 true, conn_id, conn_id, actions);
+      FailLocked(id, f->second,
+                 {"the worker serving this request was lost (" + why.message() + ")", true, false,
+                  conn_id},
+                 conn_id, actions);
       ReleaseLocked(id, f->second, &w, actions);
     }
     workers_.erase(it);
@@ -480,7 +522,7 @@ void WorkerRegistry::EnforcePhaseDeadlines(std::chrono::steady_clock::time_point
           });
         }
       }
-      FailLocked(id, f, why, true, slow, 0, actions);
+      FailLocked(id, f, {why, true, false, slow}, 0, actions);
     }
   }
   actions.Run();
@@ -521,7 +563,16 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
     l.zone = w.info.zone();
     l.layout_hash = w.info.layout_hash();
     l.kv_pages = w.info.kv_pages();
+    l.page_size = w.info.page_size();
+    l.max_context = w.info.max_context();
     l.free_pages = w.load.free_pages();
+    for (uint64_t a : w.attempts) {
+      auto f = attempts_.find(a);
+      if (f != attempts_.end() && f->second.cost.decode_worker == id &&
+          f->second.kv_count != KvCount::kInLoad) {
+        l.pending_pages += f->second.kv_pages;
+      }
+    }
     l.running = w.load.running();
     l.waiting = w.load.waiting();
     l.attempts = static_cast<int>(w.attempts.size());
@@ -537,6 +588,22 @@ std::vector<router::WorkerLoad> WorkerRegistry::LoadSnapshot() const {
   return SnapshotLocked();
 }
 
+bool WorkerRegistry::HasRoute() const {
+  std::lock_guard lock(mu_);
+  return options_.router->Pick(SnapshotLocked(), router::RouteRequest{}).has_value();
+}
+
+router::PrefillCapacity WorkerRegistry::Prefill() const {
+  std::lock_guard lock(mu_);
+  router::PrefillCapacity c;
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered || w.load.draining() || w.info.role() == "decode") continue;
+    c.tokens_per_second += w.prefill_tokens_per_second;
+    c.queued_prompt_tokens += std::max<int64_t>(0, w.sent_prompt_tokens);
+  }
+  return c;
+}
+
 Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
                                          const proto::Sampling& sampling,
                                          std::shared_ptr<RequestSink> sink,
@@ -548,6 +615,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     if (attempts_.count(attempt_id)) return InvalidArgument("attempt id reused");
     router::RouteRequest request;
     request.prompt_tokens = static_cast<int>(prompt.size());
+    request.kv_tokens = KvTokens(prompt.size(), sampling);
     request.exclude = exclude;
     const std::optional<router::Route> route = options_.router->Pick(SnapshotLocked(), request);
     auto d_it = route ? workers_.find(route->decode_worker) : workers_.end();
@@ -585,6 +653,10 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
       g->mutable_prompt()->Add(prompt.begin(), prompt.end());
       *g->mutable_sampling() = sampling;
     }
+    const int context = d->info.max_context();
+    f.kv_pages =
+        router::PagesFor(context > 0 ? std::min(request.kv_tokens, context) : request.kv_tokens,
+                         d->info.page_size());
     f.cost.attempt_id = attempt_id;
     f.cost.prefill_worker = p->id;
     f.cost.decode_worker = d->id;

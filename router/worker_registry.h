@@ -50,14 +50,21 @@ struct AttemptUsage {
   int64_t kv_bytes = 0;
 };
 
+// Why an attempt ended without finishing: a worker refused it or was lost.
+struct AttemptFailure {
+  std::string message;
+  bool retryable = false;  // it did not start: another attempt may take it
+  // A decode worker had no free KV pages for it now: it may wait for room, on that worker too.
+  bool no_room = false;
+  uint64_t failed_worker = 0;  // the one to avoid on a retry (unless no_room)
+};
+
 // What a request's owner (an HTTP session's call) receives from its workers.
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
   virtual void OnTokens(const proto::TokenBatch& batch) = 0;
-  // The attempt ended without finishing: a worker refused it or was lost. `failed_worker` is
-  // the one to avoid on a retry.
-  virtual void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) = 0;
+  virtual void OnFailure(const AttemptFailure& failure) = 0;
   // Called once per attempt, last, when no worker holds it any more.
   virtual void OnAttemptClosed(const AttemptUsage& cost) = 0;
 };
@@ -96,6 +103,10 @@ struct RegistryOptions {
   std::function<void(const WorkerPeriodUpdate&)> on_period;
   // Picks each attempt's workers; null: router::MakeDefaultRouter().
   std::shared_ptr<const router::Router> router;
+  // Called, without the registry's lock, after something that may have made room for a request:
+  // a worker joined, a Load came, a worker finished its part of an attempt. The admission queue
+  // tries its waiting requests then.
+  std::function<void()> on_capacity;
 };
 
 // Whether a worker's Register may join: FailedPrecondition for a wrong token or model,
@@ -133,6 +144,10 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   std::vector<WorkerSummary> Workers() const;
   // What the router sees: every registered worker's load now, by id.
   std::vector<router::WorkerLoad> LoadSnapshot() const;
+  // Whether the router finds a route among the registered workers, room aside (readiness).
+  bool HasRoute() const;
+  // The live prefill and colocated workers' prompt rate and backlog (admission's prediction).
+  router::PrefillCapacity Prefill() const;
 
  private:
   struct Worker {
@@ -148,8 +163,12 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     double busy_seconds = 0;
     bool registered = false;
     bool overclaimed = false;  // reported more free pages than it registered (logged once)
+    double prefill_tokens_per_second = 0;  // while running prompts; from its step reports
   };
   enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
+  // Whether the decode worker's last Load counts an attempt's pages: not while its Reserve (or
+  // Generate) is unanswered, nor until a Load sent after its answer.
+  enum class KvCount { kPending, kAnswered, kInLoad };
   struct InFlight {
     std::shared_ptr<RequestSink> sink;
     bool sink_active = true;  // false once cancelled, failed or finished
@@ -163,6 +182,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::chrono::steady_clock::time_point phase_since = std::chrono::steady_clock::now();
     std::set<uint64_t> open;  // workers still holding a part of it
     AttemptUsage cost;
+    int kv_pages = 0;  // its reservation on the decode worker
+    KvCount kv_count = KvCount::kPending;
     std::vector<int32_t> prompt;  // until Prefill is sent
     proto::Sampling sampling;
   };
@@ -171,6 +192,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::vector<std::pair<std::shared_ptr<FramedConnection>, proto::Envelope>> sends;
     std::vector<std::function<void()>> calls;
     std::vector<WorkerPeriodUpdate> periods;  // for options_.on_period
+    bool released = false;                    // a worker finished its part of an attempt
     void Run();                               // calls (posts to the sinks' strands), then sends
   };
 
@@ -193,10 +215,10 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void HandleErrorLocked(Worker& w, const proto::RequestError& error, Actions& actions);
   // The worker is done with its part of the attempt; closes the attempt when no part is left.
   void ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, Actions& actions);
-  // Fails the attempt to its sink (once) and cancels it on its other workers.
-  // Cancels it on its open workers but `except_worker` (the one that failed).
-  void FailLocked(uint64_t attempt_id, InFlight& f, const std::string& message, bool retryable,
-                  uint64_t failed_worker, uint64_t except_worker, Actions& actions);
+  // Fails the attempt to its sink (once) and cancels it on its open workers but `except_worker`
+  // (the one that failed).
+  void FailLocked(uint64_t attempt_id, InFlight& f, AttemptFailure failure, uint64_t except_worker,
+                  Actions& actions);
   void SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions);
   WorkerPeriodUpdate PeriodOf(const Worker& w, bool ended) const;
   std::vector<router::WorkerLoad> SnapshotLocked() const;

@@ -12,12 +12,13 @@ void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStat
 }
 
 void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
-                      bool retryable, bool peer_failed) {
+                      bool retryable, bool peer_failed, bool no_room) {
   proto::Envelope e;
   e.mutable_error()->set_request_id(request_id);
   e.mutable_error()->set_message(message);
   e.mutable_error()->set_retryable(retryable);
   e.mutable_error()->set_peer_failed(peer_failed);
+  e.mutable_error()->set_no_room(no_room);
   link.Send(e);
 }
 

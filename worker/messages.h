@@ -21,8 +21,9 @@ void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStat
                 const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds);
 
 // A RequestError for `request_id`: `retryable` when the request did not start (another worker
-// may take it), `peer_failed` when a prefill worker's KV peer caused it.
+// may take it), `peer_failed` when a prefill worker's KV peer caused it, `no_room` when a decode
+// worker had no free KV pages for it now (retryable, on this worker too, once pages are free).
 void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
-                      bool retryable, bool peer_failed = false);
+                      bool retryable, bool peer_failed = false, bool no_room = false);
 
 }  // namespace pdserve

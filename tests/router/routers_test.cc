@@ -56,6 +56,30 @@ TEST(PdPairRouterTest, NeverPicksDrainingExcludedOrIncompatibleWorkers) {
   EXPECT_FALSE(PdPairRouter().Pick(std::vector<WorkerLoad>{Worker(5, "both")}, {}));
 }
 
+TEST(PdPairRouterTest, ADecodeWorkerWithoutRoomForTheRequestsKvIsNotPicked) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 10), Worker(2, "decode", 12),
+                                Worker(3, "prefill", 0)};
+  for (auto& w : ws) w.page_size = 16;
+  ws[1].pending_pages = 8;  // 12 free, 8 of them promised: 4 of room
+  RouteRequest request;
+  request.kv_tokens = 100;  // 7 pages
+  auto route = PdPairRouter().Pick(ws, request);
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->decode_worker, 1u) << "worker 2's room is 4 pages, not 12";
+  request.kv_tokens = 161;  // 11 pages: neither has room; the prefill worker's pool never counts
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request));
+  // A reservation never exceeds the worker's context.
+  ws[0].max_context = 128;  // 8 pages at most
+  ws[0].free_pages = 7;
+  request.kv_tokens = 100000;
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request));
+  ws[0].free_pages = 8;
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 1u);
+  EXPECT_EQ(PagesFor(0, 16), 1);
+  EXPECT_EQ(PagesFor(16, 16), 1);
+  EXPECT_EQ(PagesFor(17, 16), 2);
+}
+
 TEST(ColocatedRouterTest, PicksTheWorkerOfRoleBothWithTheMostRoom) {
   std::vector<WorkerLoad> ws = {Worker(1, "both", 10), Worker(2, "decode", 500),
                                 Worker(3, "both", 40), Worker(4, "both", 90)};

@@ -83,7 +83,7 @@ proto::Envelope Tokens(uint64_t id, const std::vector<int32_t>& tokens,
 class UsageSink : public RequestSink {
  public:
   void OnTokens(const proto::TokenBatch&) override {}
-  void OnFailure(const std::string&, bool, uint64_t) override {}
+  void OnFailure(const AttemptFailure&) override {}
   void OnAttemptClosed(const AttemptUsage& usage) override {
     std::lock_guard lock(mu_);
     closed_[usage.attempt_id] = usage;

@@ -109,7 +109,7 @@ using Answer = WorkerStandIn::Answer;
 class NullSink : public RequestSink {
  public:
   void OnTokens(const proto::TokenBatch&) override {}
-  void OnFailure(const std::string&, bool, uint64_t) override {}
+  void OnFailure(const AttemptFailure&) override {}
   void OnAttemptClosed(const AttemptUsage&) override {}
 };
 
@@ -117,11 +117,12 @@ class NullSink : public RequestSink {
 class FailureSink : public RequestSink {
  public:
   void OnTokens(const proto::TokenBatch&) override {}
-  void OnFailure(const std::string& message, bool retryable, uint64_t failed_worker) override {
+  void OnFailure(const AttemptFailure& failure) override {
     std::lock_guard lock(mu);
-    this->message = message;
-    this->retryable = retryable;
-    this->failed_worker = failed_worker;
+    message = failure.message;
+    retryable = failure.retryable;
+    no_room = failure.no_room;
+    failed_worker = failure.failed_worker;
     failed = true;
   }
   void OnAttemptClosed(const AttemptUsage&) override {}
@@ -129,6 +130,7 @@ class FailureSink : public RequestSink {
   std::atomic<bool> failed{false};
   std::string message;
   bool retryable = false;
+  bool no_room = false;
   uint64_t failed_worker = 0;
 };
 
@@ -256,6 +258,69 @@ TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   ASSERT_EQ(snapshot.size(), 2u);
   EXPECT_EQ(snapshot[0].free_pages, 512);
   EXPECT_EQ(snapshot[1].free_pages, 0);
+}
+
+// Pages the registry routed to a decode worker count as taken from the moment it sends the
+// Reserve until a Load sent after the worker answered shows them: a burst of requests between two
+// Loads cannot promise the same free pages twice, and a Load from before the Reserve was read
+// does not free them.
+TEST_F(RegistryTest, RoutedPagesCountAsTakenUntilALoadAfterTheAnswerShowsThem) {
+  Start({});
+  // 10 free pages of 16 tokens; each request needs 3 (16 prompt + 32 max_tokens = 48 tokens).
+  WorkerStandIn& decode = Join(Decode(), 10);
+  Join(Prefill(), 512);
+  proto::Sampling sampling;
+  sampling.set_max_tokens(32);
+  const std::vector<int32_t> prompt(16, 1);
+  auto dispatch = [&](uint64_t id) {
+    return registry_->Dispatch(id, prompt, sampling, std::make_shared<NullSink>()).ok();
+  };
+  EXPECT_TRUE(dispatch(1));
+  EXPECT_TRUE(dispatch(2));
+  EXPECT_TRUE(dispatch(3));
+  EXPECT_FALSE(dispatch(4)) << "9 of 10 pages are promised: no room for 3 more";
+  const uint64_t d = registry_->LoadSnapshot()[0].id;
+  auto pending = [&] {
+    for (const auto& w : registry_->LoadSnapshot()) {
+      if (w.id == d) return w.pending_pages;
+    }
+    return -1;
+  };
+  EXPECT_EQ(pending(), 9);
+  // A Load the worker sent before it read the Reserves changes nothing.
+  proto::Envelope load;
+  load.mutable_load()->set_free_pages(10);
+  decode.Send(load);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(pending(), 9);
+  EXPECT_FALSE(dispatch(5));
+  // It answers the first Reserve, then a Load showing those pages used: 3 are no longer pending.
+  proto::Envelope reserved;
+  reserved.mutable_reserved()->set_request_id(1);
+  for (int p = 0; p < 3; ++p) reserved.mutable_reserved()->add_page_ids(p);
+  reserved.mutable_reserved()->set_layout_hash(42);
+  decode.Send(reserved);
+  load.mutable_load()->set_free_pages(7);
+  decode.Send(load);
+  EXPECT_TRUE(Eventually([&] { return pending() == 6; }));
+  EXPECT_FALSE(dispatch(6)) << "7 free, 6 promised";
+  // It refuses the second for want of room: the attempt is released, its pages no longer
+  // promised, and the sink is told it may wait and try again.
+  auto sink = std::make_shared<FailureSink>();
+  ASSERT_TRUE(Eventually([&] {
+    return registry_->Dispatch(7, {1}, proto::Sampling(), sink).ok();  // 1 page fits
+  }));
+  proto::Envelope refused;
+  refused.mutable_error()->set_request_id(7);
+  refused.mutable_error()->set_retryable(true);
+  refused.mutable_error()->set_no_room(true);
+  refused.mutable_error()->set_message("need 1 KV pages, 0 free");
+  decode.Send(refused);
+  ASSERT_TRUE(Eventually([&] { return sink->failed.load(); }));
+  std::lock_guard lock(sink->mu);
+  EXPECT_TRUE(sink->retryable);
+  EXPECT_TRUE(sink->no_room);
+  EXPECT_TRUE(Eventually([&] { return pending() == 6; }));
 }
 
 // A decode worker that heartbeats but never answers Reserve: the attempt fails over within the

@@ -1,0 +1,236 @@
+#include "router/admission_queue.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pdserve::router {
+
+namespace {
+// How far back the drain rate looks, and how long a backlog must last before it is trusted.
+constexpr auto kDrainWindow = std::chrono::seconds(10);
+constexpr auto kDrainMinimum = std::chrono::seconds(1);
+constexpr int kMaxRetryAfterSeconds = 3600;
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+}  // namespace
+
+AdmissionQueue::AdmissionQueue(std::function<PrefillCapacity()> capacity, Clock clock)
+    : capacity_(std::move(capacity)), clock_(std::move(clock)) {}
+
+Admission AdmissionQueue::Submit(AdmissionRequest request) {
+  if (!(request.weight > 0) || !std::isfinite(request.weight)) request.weight = 1;
+  request.cost = std::max<int64_t>(1, request.cost);
+  request.prompt_tokens = std::max<int64_t>(0, request.prompt_tokens);
+  std::lock_guard lock(mu_);
+  const auto now = clock_();
+  Admission a;
+  a.predicted_wait_s = PredictLocked(request, now);
+  const double slo = std::chrono::duration<double>(request.ttft_slo).count();
+  if (slo > 0 && a.predicted_wait_s > slo) {
+    a.verdict = Admission::Verdict::kRejected;
+    const double over = std::ceil(a.predicted_wait_s - slo);
+    a.retry_after_s = std::isfinite(over) ? std::clamp(static_cast<int>(std::min(over, 1e6)), 1,
+                                                       kMaxRetryAfterSeconds)
+                                          : kMaxRetryAfterSeconds;
+    return a;
+  }
+  if (!AnyWaitingAtOrAboveLocked(request.priority) && request.try_start()) {
+    a.verdict = Admission::Verdict::kStarted;
+    return a;
+  }
+  a.verdict = Admission::Verdict::kQueued;
+  a.ticket = next_ticket_++;
+  if (waiting_ == 0) backlog_since_ = now;
+  EnqueueLocked(a.ticket, std::move(request));
+  return a;
+}
+
+void AdmissionQueue::EnqueueLocked(uint64_t ticket, AdmissionRequest request) {
+  PriorityQueue& pq = queues_[static_cast<int>(request.priority)];
+  TenantQueue& tq = pq.tenants[request.tenant];
+  Entry e;
+  e.ticket = ticket;
+  e.start_tag = std::max(pq.virtual_time, tq.last_finish);
+  tq.last_finish = e.start_tag + static_cast<double>(request.cost) / request.weight;
+  tq.weight = request.weight;
+  tq.prompt_tokens += request.prompt_tokens;
+  tq.cost += request.cost;
+  ++waiting_;
+  waiting_prompt_tokens_ += request.prompt_tokens;
+  e.request = std::move(request);
+  tq.entries.push_back(std::move(e));
+}
+
+bool AdmissionQueue::AnyWaitingAtOrAboveLocked(Priority priority) const {
+  for (int p = 0; p <= static_cast<int>(priority); ++p) {
+    for (const auto& [name, tq] : queues_[p].tenants) {
+      if (!tq.entries.empty()) return true;
+    }
+  }
+  return false;
+}
+
+AdmissionQueue::Entry* AdmissionQueue::NextLocked(PriorityQueue** queue, TenantQueue** tenant) {
+  for (PriorityQueue& pq : queues_) {
+    Entry* best = nullptr;
+    for (auto& [name, tq] : pq.tenants) {
+      if (tq.entries.empty()) continue;
+      Entry& head = tq.entries.front();
+      if (!best || head.start_tag < best->start_tag ||
+          (head.start_tag == best->start_tag && head.ticket < best->ticket)) {
+        best = &head;
+        *tenant = &tq;
+      }
+    }
+    if (best) {
+      *queue = &pq;
+      return best;
+    }
+  }
+  return nullptr;
+}
+
+void AdmissionQueue::RemoveLocked(PriorityQueue& pq, const std::string& tenant,
+                                  std::deque<Entry>::iterator it) {
+  TenantQueue& tq = pq.tenants.at(tenant);
+  tq.prompt_tokens -= it->request.prompt_tokens;
+  tq.cost -= it->request.cost;
+  --waiting_;
+  waiting_prompt_tokens_ -= it->request.prompt_tokens;
+  tq.entries.erase(it);
+  // A tenant with nothing waiting and no tag ahead of the queue's time has nothing to remember.
+  if (tq.entries.empty() && tq.last_finish <= pq.virtual_time) pq.tenants.erase(tenant);
+}
+
+bool AdmissionQueue::Withdraw(uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  for (PriorityQueue& pq : queues_) {
+    for (auto& [name, tq] : pq.tenants) {
+      for (auto it = tq.entries.begin(); it != tq.entries.end(); ++it) {
+        if (it->ticket != ticket) continue;
+        const std::string tenant = name;  // RemoveLocked may erase the map's key
+        RemoveLocked(pq, tenant, it);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::vector<std::function<void()>> AdmissionQueue::TakeExpiredLocked(
+    std::chrono::steady_clock::time_point now) {
+  std::vector<std::function<void()>> timeouts;
+  for (PriorityQueue& pq : queues_) {
+    std::vector<std::pair<std::string, uint64_t>> expired;
+    for (const auto& [name, tq] : pq.tenants) {
+      for (const Entry& e : tq.entries) {
+        if (e.request.deadline <= now) expired.emplace_back(name, e.ticket);
+      }
+    }
+    for (const auto& [name, ticket] : expired) {
+      auto& entries = pq.tenants.at(name).entries;  // not erased while it held this entry
+      auto it = std::find_if(entries.begin(), entries.end(),
+                             [ticket = ticket](const Entry& e) { return e.ticket == ticket; });
+      timeouts.push_back(std::move(it->request.on_timeout));
+      RemoveLocked(pq, name, it);
+    }
+  }
+  return timeouts;
+}
+
+int AdmissionQueue::Pump() {
+  std::vector<std::function<void()>> timeouts;
+  int started = 0;
+  {
+    std::lock_guard lock(mu_);
+    const auto now = clock_();
+    timeouts = TakeExpiredLocked(now);
+    PriorityQueue* pq = nullptr;
+    TenantQueue* tq = nullptr;
+    while (Entry* e = NextLocked(&pq, &tq)) {
+      if (!e->request.try_start()) break;
+      started_.push_back({now, e->request.prompt_tokens});
+      pq->virtual_time = std::max(pq->virtual_time, e->start_tag);
+      const std::string tenant = e->request.tenant;
+      RemoveLocked(*pq, tenant, pq->tenants.at(tenant).entries.begin());
+      ++started;
+    }
+    while (!started_.empty() && now - started_.front().at > kDrainWindow) started_.pop_front();
+  }
+  for (auto& timeout : timeouts) {
+    if (timeout) timeout();
+  }
+  return started;
+}
+
+int AdmissionQueue::Expire() {
+  std::vector<std::function<void()>> timeouts;
+  {
+    std::lock_guard lock(mu_);
+    timeouts = TakeExpiredLocked(clock_());
+  }
+  for (auto& timeout : timeouts) {
+    if (timeout) timeout();
+  }
+  return static_cast<int>(timeouts.size());
+}
+
+size_t AdmissionQueue::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
+}
+
+int64_t AdmissionQueue::waiting_prompt_tokens() const {
+  std::lock_guard lock(mu_);
+  return waiting_prompt_tokens_;
+}
+
+double AdmissionQueue::PredictWait(const AdmissionRequest& request) const {
+  std::lock_guard lock(mu_);
+  return PredictLocked(request, clock_());
+}
+
+double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now) const {
+  if (waiting_ == 0) return -1;
+  const auto from = std::max(backlog_since_, now - kDrainWindow);
+  if (now - from < kDrainMinimum) return -1;
+  int64_t tokens = 0;
+  for (const Started& s : started_) {
+    if (s.at >= from) tokens += s.prompt_tokens;
+  }
+  return static_cast<double>(tokens) / Seconds(now - from);
+}
+
+double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
+                                     std::chrono::steady_clock::time_point now) const {
+  const PrefillCapacity capacity = capacity_ ? capacity_() : PrefillCapacity{};
+  if (!(capacity.tokens_per_second > 0)) return 0;
+  double ahead = 0;
+  for (int p = 0; p < static_cast<int>(request.priority); ++p) {
+    for (const auto& [name, tq] : queues_[p].tenants)
+      ahead += static_cast<double>(tq.prompt_tokens);
+  }
+  const PriorityQueue& pq = queues_[static_cast<int>(request.priority)];
+  auto own = pq.tenants.find(request.tenant);
+  const double own_cost =
+      static_cast<double>(own == pq.tenants.end() ? 0 : own->second.cost) + request.cost;
+  if (own != pq.tenants.end()) ahead += static_cast<double>(own->second.prompt_tokens);
+  // While the tenant's own queue and this request are served, each other tenant is served its
+  // weight's share of that cost, or all it has waiting if less (fair share's fluid model).
+  for (const auto& [name, tq] : pq.tenants) {
+    if (name == request.tenant || tq.cost <= 0) continue;
+    const double share = own_cost * tq.weight / request.weight;
+    ahead += static_cast<double>(tq.prompt_tokens) * std::min(1.0, share / tq.cost);
+  }
+  const double work =
+      ahead + static_cast<double>(capacity.queued_prompt_tokens + request.prompt_tokens);
+  double rate = capacity.tokens_per_second;
+  if (const double drain = DrainRateLocked(now); drain >= 0) rate = std::min(rate, drain);
+  if (rate <= 0) return std::numeric_limits<double>::infinity();
+  return work / rate;
+}
+
+}  // namespace pdserve::router

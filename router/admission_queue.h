@@ -1,0 +1,138 @@
+// AdmissionQueue: where a request waits while no route can take it (docs/architecture.md, "A
+// request's life", step 2). The gateway submits every request; one that nobody waits ahead of
+// is tried at once, the others wait until Pump finds them a route, until their deadline passes
+// (Expire), or until their client leaves (Withdraw).
+//
+// Order: interactive requests before batch ones; within a priority, fair share across tenants by
+// start-time fair queueing (Goyal et al., SIGCOMM 1996): each request is tagged with a virtual
+// start time, max(the queue's virtual time, its tenant's previous finish tag), and a finish tag,
+// start + cost / weight; the waiting request with the smallest start tag goes next, and the
+// queue's virtual time becomes its start tag. A tenant with weight 2 so gets twice the cost of
+// one with weight 1 while both wait, and a tenant that was idle comes back at the current
+// virtual time, with no credit saved up. Within a tenant, first come first served.
+//
+// Early rejection: a request with a TTFT SLO is refused at Submit when the wait predicted for it
+// already exceeds the SLO. The prediction is the prompt tokens that will start before it (all
+// of higher priority, its tenant's own, and of every other tenant what fair share gives it
+// meanwhile), plus the prompts the prefill workers hold and its own, at the slower of two rates:
+// the workers' measured prompt rate and the rate the queue has been draining at while backlogged
+// (which sees the decode side's limit too). With no measured prompt rate yet it predicts
+// nothing and refuses nothing.
+//
+// Threads: every method may be called from any thread; one mutex guards the queue, and
+// `try_start` runs under it (so that Withdraw returning true means it never ran and never will).
+// `try_start` may take other locks (the registry's) but must not call into the queue.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "router/router.h"
+
+namespace pdserve::router {
+
+enum class Priority { kInteractive = 0, kBatch = 1 };
+
+struct AdmissionRequest {
+  std::string tenant;
+  double weight = 1;  // the tenant's share against other waiting tenants; > 0
+  Priority priority = Priority::kInteractive;
+  int64_t prompt_tokens = 0;  // its prompt work, for the prediction
+  int64_t cost = 1;           // what fair share counts (the gateway: prompt plus max_tokens)
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::milliseconds ttft_slo{0};  // 0: not refused early
+  // Starts the request on a route, true when it did. Under the queue's lock.
+  std::function<bool()> try_start;
+  // Its deadline passed while it waited: called once, without the lock, by Expire.
+  std::function<void()> on_timeout;
+};
+
+struct Admission {
+  enum class Verdict { kStarted, kQueued, kRejected } verdict = Verdict::kQueued;
+  uint64_t ticket = 0;          // kQueued: what Withdraw takes
+  double predicted_wait_s = 0;  // the wait predicted at Submit (0: none predicted)
+  int retry_after_s = 0;        // kRejected: when to try again (whole seconds, at least 1)
+};
+
+class AdmissionQueue {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  // `capacity`: the live workers' prompt rate and backlog (WorkerRegistry::Prefill), read at
+  // Submit.
+  explicit AdmissionQueue(std::function<PrefillCapacity()> capacity,
+                          Clock clock = &std::chrono::steady_clock::now);
+
+  // Refuses the request (its SLO is out of reach), starts it (no one waits ahead of it and
+  // try_start succeeded) or queues it.
+  Admission Submit(AdmissionRequest request);
+  // Takes a waiting request out of the queue: true when it was waiting (it never started);
+  // false when it started or timed out already.
+  bool Withdraw(uint64_t ticket);
+  // Starts waiting requests in order while they find routes; how many started.
+  int Pump();
+  // Times out the requests whose deadline has passed (their on_timeout is called); how many.
+  int Expire();
+
+  size_t waiting() const;
+  int64_t waiting_prompt_tokens() const;
+  // The wait Submit would predict now for `request` (seconds; 0: none predicted).
+  double PredictWait(const AdmissionRequest& request) const;
+
+ private:
+  struct Entry {
+    uint64_t ticket = 0;
+    AdmissionRequest request;
+    double start_tag = 0;
+  };
+  struct TenantQueue {
+    std::deque<Entry> entries;
+    double last_finish = 0;
+    int64_t prompt_tokens = 0;  // of its waiting entries
+    int64_t cost = 0;           // of its waiting entries
+    double weight = 1;          // of its latest request
+  };
+  struct PriorityQueue {
+    std::map<std::string, TenantQueue> tenants;
+    double virtual_time = 0;
+  };
+  struct Started {
+    std::chrono::steady_clock::time_point at;
+    int64_t prompt_tokens;
+  };
+
+  double PredictLocked(const AdmissionRequest& request,
+                       std::chrono::steady_clock::time_point now) const;
+  // Prompt tokens a second the queue started while it was backlogged (0: not known yet).
+  double DrainRateLocked(std::chrono::steady_clock::time_point now) const;
+  bool AnyWaitingAtOrAboveLocked(Priority priority) const;
+  void EnqueueLocked(uint64_t ticket, AdmissionRequest request);
+  // The waiting request to try next, or null.
+  Entry* NextLocked(PriorityQueue** queue, TenantQueue** tenant);
+  // Takes `it` of `tenant`'s entries out; forgets the tenant when nothing of it matters now.
+  void RemoveLocked(PriorityQueue& queue, const std::string& tenant,
+                    std::deque<Entry>::iterator it);
+  // Takes out the requests past their deadline: their on_timeout calls, to run unlocked.
+  std::vector<std::function<void()>> TakeExpiredLocked(std::chrono::steady_clock::time_point now);
+
+  const std::function<PrefillCapacity()> capacity_;
+  const Clock clock_;
+
+  mutable std::mutex mu_;
+  PriorityQueue queues_[2];  // by Priority; guarded by mu_
+  uint64_t next_ticket_ = 1;
+  size_t waiting_ = 0;
+  int64_t waiting_prompt_tokens_ = 0;
+  // Since when requests have waited without a break, and what the queue started since (the
+  // last window's worth), for the drain rate.
+  std::chrono::steady_clock::time_point backlog_since_;
+  std::deque<Started> started_;
+};
+
+}  // namespace pdserve::router
