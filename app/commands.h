@@ -32,6 +32,8 @@ void ParseGatewayAddress(const char* command, const std::string& address, std::s
                          uint16_t* port);
 // `pdserve sim`: many simulated workers in one process (app/sim_command.cc).
 void AddSimCommand(CLI::App& app);
+// `pdserve capacity`: a profile's predicted throughput for a workload (model/capacity_model.h).
+void AddCapacityCommand(CLI::App& app);
 // `pdserve bench ...`: the group and its members.
 void AddBenchCommands(CLI::App& app);
 void AddBenchEngineCommand(CLI::App& bench);

@@ -29,6 +29,9 @@
 namespace pdserve::app {
 namespace {
 
+// Set by the SIGINT and SIGTERM handler (on whichever thread the signal landed).
+std::atomic<bool> g_stop_signal{false};
+
 using Clock = std::chrono::steady_clock;
 
 struct SimFlags {
@@ -165,7 +168,14 @@ void RunSim(const SimFlags& f) {
   ::gethostname(host, sizeof host - 1);
   const std::string prefix = fmt::format("{}:{}:sim", host, ::getpid());
 
-  // Signals are taken by a thread of their own; the workers' threads do not see them.
+  // SIGINT and SIGTERM drain. Threads that libraries started before this point (OpenBLAS's, the
+  // sanitizers') do not block them, so a signal may land on any thread: the handler only notes
+  // it, and the thread below acts on it. Our own threads block them.
+  struct sigaction stop {};
+  stop.sa_handler = [](int) { g_stop_signal.store(true); };
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGTERM, &stop, nullptr);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);
@@ -205,8 +215,8 @@ void RunSim(const SimFlags& f) {
   std::atomic<bool> all_ended{false};
   std::thread signals([&] {
     while (!all_ended) {
-      timespec timeout{0, 200'000'000};
-      if (sigtimedwait(&mask, nullptr, &timeout) > 0) {
+      timespec timeout{0, 100'000'000};
+      if (sigtimedwait(&mask, nullptr, &timeout) > 0 || g_stop_signal.load()) {
         spdlog::info("draining {} simulated workers", workers.size());
         for (auto& w : workers) w->Drain();
         // A frozen worker's step returns now, so that it can drain too.

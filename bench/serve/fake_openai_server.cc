@@ -139,6 +139,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (fault_ == FakeFault::kHttp500) {
       return SendError(http::status::internal_server_error, "injected failure");
     }
+    if (fault_ == FakeFault::kHttp429) {
+      return SendError(http::status::too_many_requests, "at capacity", /*retry_after_s=*/7);
+    }
     if (!stream) return SendWhole(/*sse=*/false);
     if (fault_ == FakeFault::kNone && state_->options.ttft_s <= 0 && state_->options.itl_s <= 0) {
       return SendWhole(/*sse=*/true);
@@ -175,9 +178,10 @@ class Session : public std::enable_shared_from_this<Session> {
     return tail + "data: [DONE]\n\n";
   }
 
-  void SendError(http::status status, std::string_view message) {
+  void SendError(http::status status, std::string_view message, int retry_after_s = 0) {
     auto res = std::make_shared<http::response<http::string_body>>(status, 11);
     res->set(http::field::content_type, "application/json");
+    if (retry_after_s > 0) res->set(http::field::retry_after, std::to_string(retry_after_s));
     res->keep_alive(keep_alive_);
     res->body() = json{{"error",
                         {{"message", message},

@@ -23,6 +23,7 @@ enum class FakeFault {
   kHang,            // reads the request, never answers
   kCloseMidStream,  // streams two chunks, then closes the connection
   kBadJson,         // streams one chunk, then a data line that is not JSON
+  kHttp429,         // 429 with Retry-After: 7, as a server at capacity answers
 };
 
 struct FakeServerOptions {

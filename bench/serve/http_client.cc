@@ -2,6 +2,7 @@
 #include "bench/serve/http_client.h"
 
 #include <array>
+#include <charconv>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -241,6 +242,14 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
             return self->FailRead(ec, "reading the response header");
           }
           self->record_.http_status = self->parser_->get().result_int();
+          const auto retry_after = self->parser_->get()[http::field::retry_after];
+          int seconds = -1;
+          if (!retry_after.empty() &&
+              std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds)
+                      .ptr != retry_after.data() + retry_after.size()) {
+            seconds = -1;  // an HTTP date, or garbage: not counted
+          }
+          self->record_.retry_after_s = seconds;
           self->content_type_ = std::string(self->parser_->get()[http::field::content_type]);
           self->ReadBody();
         });

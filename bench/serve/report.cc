@@ -81,7 +81,8 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
     }
   }
   json input_lens = json::array(), output_lens = json::array(), ttfts = json::array(),
-       itls = json::array(), errors = json::array(), texts = json::array();
+       itls = json::array(), errors = json::array(), texts = json::array(),
+       statuses = json::array(), retry_afters = json::array(), latencies = json::array();
   json sources = json::object();
   for (const RequestRecord& r : run.load.records) {
     input_lens.push_back(r.prompt_tokens);
@@ -89,6 +90,9 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
     ttfts.push_back(r.success ? r.ttft_s : 0.0);
     itls.push_back(r.itl_s);
     errors.push_back(r.error);
+    statuses.push_back(r.http_status);
+    retry_afters.push_back(r.retry_after_s);
+    latencies.push_back(r.latency_s);
     if (c.save_detailed) texts.push_back(r.generated_text);
     if (r.success) {
       std::string key(TokenCountSourceName(r.output_token_source));
@@ -100,6 +104,11 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
   j["ttfts"] = std::move(ttfts);
   j["itls"] = std::move(itls);
   j["errors"] = std::move(errors);
+  // pdserve's extras per request: the HTTP status (0: none read), Retry-After (-1: none) and the
+  // seconds from sending to the end, failed or not.
+  j["http_statuses"] = std::move(statuses);
+  j["retry_after_s"] = std::move(retry_afters);
+  j["latencies"] = std::move(latencies);
   if (c.save_detailed) j["generated_texts"] = std::move(texts);
   // pdserve's extras.
   j["failures_by_reason"] = m.failures_by_reason;

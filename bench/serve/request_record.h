@@ -48,6 +48,7 @@ struct RequestRecord {
   bool success = false;
   FailureKind failure = FailureKind::kNone;
   int http_status = 0;         // 0 when no status line was read
+  int retry_after_s = -1;      // the response's Retry-After in seconds; -1: none (or not a number)
   std::string error;           // human-readable reason; the server's message when it sent one
   std::string generated_text;  // the streamed text, concatenated
 };

@@ -88,14 +88,14 @@ TEST(LoadGenerator, ChatEndpointAndCountingChunksWithoutUsage) {
 
 TEST(LoadGenerator, CountsErrorsHangsAndMidStreamClosesAsFailuresAndEnds) {
   FakeServerOptions server_options;
-  server_options.faults = {FakeFault::kNone, FakeFault::kHttp500, FakeFault::kHang,
-                           FakeFault::kCloseMidStream, FakeFault::kBadJson};
+  server_options.faults = {FakeFault::kNone,           FakeFault::kHttp500, FakeFault::kHang,
+                           FakeFault::kCloseMidStream, FakeFault::kBadJson, FakeFault::kHttp429};
   auto server = FakeOpenAiServer::Start(server_options);
   ASSERT_TRUE(server.ok());
   LoadOptions options;
-  options.max_concurrency = 1;  // one at a time, so request i meets fault i % 5
+  options.max_concurrency = 1;  // one at a time, so request i meets fault i % 6
   options.client.request_timeout_s = 0.5;
-  auto requests = MakeRequests(10, 8, "/v1/completions");
+  auto requests = MakeRequests(12, 8, "/v1/completions");
   auto begin = std::chrono::steady_clock::now();
   auto run = RunLoad(Loopback((*server)->port()), options, requests);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
@@ -104,9 +104,12 @@ TEST(LoadGenerator, CountsErrorsHangsAndMidStreamClosesAsFailuresAndEnds) {
   auto metrics = CalculateMetrics(run->records, run->duration_s, {99}, {});
   EXPECT_EQ(metrics.completed, 2);
   std::map<std::string, int64_t> expected = {
-      {"http_status", 2}, {"timeout", 2}, {"closed_mid_stream", 2}, {"bad_response", 2}};
+      {"http_status", 4}, {"timeout", 2}, {"closed_mid_stream", 2}, {"bad_response", 2}};
   EXPECT_EQ(metrics.failures_by_reason, expected);
   EXPECT_EQ(run->records[1].http_status, 500);
+  EXPECT_EQ(run->records[1].retry_after_s, -1);
+  EXPECT_EQ(run->records[5].http_status, 429);
+  EXPECT_EQ(run->records[5].retry_after_s, 7);  // the server's back-pressure is kept
   EXPECT_NE(run->records[1].error.find("injected failure"), std::string::npos);
   EXPECT_NE(run->records[3].error.find("closed"), std::string::npos);
   EXPECT_NE(run->records[4].error.find("not JSON"), std::string::npos);
