@@ -112,6 +112,7 @@ class Engine {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
   const ModelConfig& config() const { return backend_->config(); }
+  int max_batch_tokens() const { return options_.max_batch_tokens; }
   Backend& backend() { return *backend_; }
   KvPagePool& pages() { return pool_; }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }

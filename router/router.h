@@ -33,6 +33,7 @@ struct WorkerLoad {
   int attempts = 0;  // attempts the registry has on it now
   // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
   int64_t sent_prompt_tokens = 0;
+  int max_batch_tokens = 0;  // its step budget, as registered (0: not said)
   bool draining = false;
 };
 
@@ -56,6 +57,7 @@ struct Route {
 struct PrefillCapacity {
   double tokens_per_second = 0;      // measured from their step reports; 0 before any prompt ran
   int64_t queued_prompt_tokens = 0;  // sent to prefill workers and not answered yet
+  int workers = 0;                   // those with a measured rate
 };
 
 // KV pages of `page_size` tokens that `tokens` tokens take (page_size <= 0: one page).
@@ -63,12 +65,20 @@ int PagesFor(int tokens, int page_size);
 // Whether `w` has free pages, less those pending, for `request`'s KV now.
 bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request);
 
+// Whether a prefill worker takes `request`'s prompt now: when idle, or when the prompt tokens
+// sent to it and unanswered, with this one, fit one of its steps. Beyond that a request waits
+// in the admission queue, where it is ordered fairly and can be withdrawn, rather than behind a
+// worker's queue (a request of another tenant would wait a whole step more per step queued
+// there). A worker that did not say its step budget takes any.
+bool HasPrefillRoomFor(const WorkerLoad& w, const RouteRequest& request);
+
 class Router {
  public:
   virtual ~Router() = default;
   // The route for `request` among `workers`, or nullopt when none can take it now. A route
-  // names only workers of the snapshot that are not draining and not excluded, and a decode (or
-  // colocated) worker only with room for the request's KV (HasRoomFor).
+  // names only workers of the snapshot that are not draining and not excluded, a decode (or
+  // colocated) worker only with room for the request's KV (HasRoomFor), and a prefill worker
+  // only with room in its queue (HasPrefillRoomFor).
   virtual std::optional<Route> Pick(std::span<const WorkerLoad> workers,
                                     const RouteRequest& request) const = 0;
 };

@@ -8,7 +8,7 @@ namespace {
 
 bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
   return w.role == role && !w.draining && !request.exclude.count(w.id) &&
-         (role == "prefill" || HasRoomFor(w, request));
+         (role == "prefill" ? HasPrefillRoomFor(w, request) : HasRoomFor(w, request));
 }
 
 // The best worker by `score` among the usable ones of `role` (and `layout_hash`, when not 0);
@@ -39,6 +39,11 @@ int64_t RoomForDecoding(const WorkerLoad& w) {
 int PagesFor(int tokens, int page_size) {
   if (page_size <= 0) return 1;
   return std::max(1, (tokens + page_size - 1) / page_size);
+}
+
+bool HasPrefillRoomFor(const WorkerLoad& w, const RouteRequest& request) {
+  if (w.max_batch_tokens <= 0 || w.sent_prompt_tokens <= 0) return true;
+  return w.sent_prompt_tokens + request.prompt_tokens <= int64_t{w.max_batch_tokens};
 }
 
 bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request) {

@@ -554,6 +554,14 @@ void WorkerRegistry::CloseAbandonedAttempts(std::chrono::steady_clock::time_poin
 std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
   std::vector<router::WorkerLoad> out;
   out.reserve(workers_.size());
+  // Prompts routed to a prefill worker whose decode worker has not reserved yet: not sent, but
+  // its queue's all the same.
+  std::map<uint64_t, int64_t> reserving_prompt_tokens;
+  for (const auto& [id, f] : attempts_) {
+    if (f.phase == Phase::kReserving && f.sink_active) {
+      reserving_prompt_tokens[f.cost.prefill_worker] += static_cast<int64_t>(f.prompt.size());
+    }
+  }
   for (const auto& [id, w] : workers_) {
     if (!w.registered) continue;
     router::WorkerLoad l;
@@ -577,6 +585,10 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
     l.waiting = w.load.waiting();
     l.attempts = static_cast<int>(w.attempts.size());
     l.sent_prompt_tokens = w.sent_prompt_tokens;
+    if (auto r = reserving_prompt_tokens.find(id); r != reserving_prompt_tokens.end()) {
+      l.sent_prompt_tokens += r->second;
+    }
+    l.max_batch_tokens = w.info.max_batch_tokens();
     l.draining = w.load.draining();
     out.push_back(std::move(l));
   }
@@ -599,6 +611,7 @@ router::PrefillCapacity WorkerRegistry::Prefill() const {
   for (const auto& [id, w] : workers_) {
     if (!w.registered || w.load.draining() || w.info.role() == "decode") continue;
     c.tokens_per_second += w.prefill_tokens_per_second;
+    c.workers += w.prefill_tokens_per_second > 0;
     c.queued_prompt_tokens += std::max<int64_t>(0, w.sent_prompt_tokens);
   }
   return c;

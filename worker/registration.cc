@@ -35,6 +35,7 @@ proto::Register RegisterFor(const std::string& role, model::Engine& engine,
   r.set_page_size(engine.backend().kv_shape().page_size);
   r.set_model_id(engine.config().model_id);
   r.set_max_context(engine.config().max_seq_len);
+  r.set_max_batch_tokens(engine.max_batch_tokens());
   return r;
 }
 

@@ -163,28 +163,31 @@ TEST_F(AdmissionQueueTest, PredictsNothingAndRefusesNothingBeforeAnyPromptRate) 
 }
 
 TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
-  cluster.capacity.tokens_per_second = 1000;
+  cluster.capacity.tokens_per_second = 1000;  // two workers of 500 tokens/s
+  cluster.capacity.workers = 2;
   cluster.capacity.queued_prompt_tokens = 500;
   for (int i = 0; i < 10; ++i) queue.Submit(Request("a" + std::to_string(i), "A", 100));
-  // B's wait: A's 1000 queued tokens are shared with it, so only B's own work share comes
-  // first: of A, as much as B's own cost (100); plus the 500 in the workers and its 100.
+  // B's wait: A's 1000 queued tokens are shared with it, so of A only as much as B's own cost
+  // (100) goes first; with the 500 in the workers that is 0.6 s at 1000 tokens/s, then its own
+  // 100 tokens on one worker, 0.2 s.
   AdmissionRequest b = Request("b", "B", 100);
-  EXPECT_NEAR(queue.PredictWait(b), (100 + 500 + 100) / 1000.0, 1e-9);
-  b.ttft_slo = milliseconds(800);
+  EXPECT_NEAR(queue.PredictWait(b), 0.6 + 0.2, 1e-9);
+  b.ttft_slo = milliseconds(1100);  // admitted up to 80% of it: 0.88 s
   EXPECT_EQ(queue.Submit(std::move(b)).verdict, Verdict::kQueued);
-  // A's next request waits for all of A's queue: 1000 + 500 + 100 tokens, 1.6 s.
+  // A's next request waits for all of A's queue and B's: (1000 + 100 + 500) / 1000 + 0.2 s.
   AdmissionRequest a = Request("a10", "A", 100);
-  EXPECT_NEAR(queue.PredictWait(a), 1.6 + 0.1, 1e-9);  // B's 100 is shared in too
-  a.ttft_slo = milliseconds(1000);
+  EXPECT_NEAR(queue.PredictWait(a), 1.6 + 0.2, 1e-9);
+  a.ttft_slo = milliseconds(2000);  // 1.8 s is within it, but not within 80% of it
   const Admission refused = queue.Submit(std::move(a));
   EXPECT_EQ(refused.verdict, Verdict::kRejected);
-  EXPECT_EQ(refused.retry_after_s, 1);  // ceil(1.7 - 1.0)
+  EXPECT_EQ(refused.retry_after_s, 1);  // ceil(1.8 - 1.6)
   EXPECT_EQ(queue.waiting(), 11u);
   EXPECT_TRUE(cluster.started.empty());
 }
 
 TEST_F(AdmissionQueueTest, TheDrainRateBoundsThePredictionWhenTheQueueMovesSlowerThanPrefill) {
   cluster.capacity.tokens_per_second = 1e6;  // prefill is not what limits this cluster
+  cluster.capacity.workers = 1;
   for (int i = 0; i < 20; ++i) queue.Submit(Request("a" + std::to_string(i), "A", 100));
   // Two requests (200 tokens) start in two seconds of backlog: 100 tokens a second.
   now += seconds(1);
@@ -194,8 +197,8 @@ TEST_F(AdmissionQueueTest, TheDrainRateBoundsThePredictionWhenTheQueueMovesSlowe
   cluster.free = 1;
   queue.Pump();
   AdmissionRequest r = Request("late", "A", 100);
-  // 18 * 100 queued + its own 100, at 100 tokens/s.
-  EXPECT_NEAR(queue.PredictWait(r), 19.0, 1e-6);
+  // 18 * 100 queued at 100 tokens/s, then its own 100 at the worker's 1e6 tokens/s.
+  EXPECT_NEAR(queue.PredictWait(r), 18.0 + 1e-4, 1e-9);
 }
 
 TEST_F(AdmissionQueueTest, AQueueThatDoesNotMoveAtAllPredictsAnEndlessWait) {

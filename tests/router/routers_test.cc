@@ -80,6 +80,25 @@ TEST(PdPairRouterTest, ADecodeWorkerWithoutRoomForTheRequestsKvIsNotPicked) {
   EXPECT_EQ(PagesFor(17, 16), 2);
 }
 
+TEST(PdPairRouterTest, APrefillWorkerTakesPromptsUpToOneStepQueued) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill")};
+  ws[1].max_batch_tokens = 512;
+  RouteRequest request;
+  request.prompt_tokens = 300;
+  ws[1].sent_prompt_tokens = 212;
+  EXPECT_TRUE(PdPairRouter().Pick(ws, request)) << "212 + 300 <= 512";
+  ws[1].sent_prompt_tokens = 213;
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request)) << "the request waits at the gateway instead";
+  // An idle worker takes a prompt of any length (its engine chunks it).
+  ws[1].sent_prompt_tokens = 0;
+  request.prompt_tokens = 5000;
+  EXPECT_TRUE(PdPairRouter().Pick(ws, request));
+  // One that did not say its step budget takes any.
+  ws[1].max_batch_tokens = 0;
+  ws[1].sent_prompt_tokens = 1 << 20;
+  EXPECT_TRUE(PdPairRouter().Pick(ws, request));
+}
+
 TEST(ColocatedRouterTest, PicksTheWorkerOfRoleBothWithTheMostRoom) {
   std::vector<WorkerLoad> ws = {Worker(1, "both", 10), Worker(2, "decode", 500),
                                 Worker(3, "both", 40), Worker(4, "both", 90)};
