@@ -36,9 +36,10 @@ class CpuBackend final : public Backend {
     shape_.dtype = DType::kF32;
     // In huge pages: attention reads one KV head's slice (a quarter of each row, for 4 KV heads)
     // of pages scattered over the pool, which through 4 KiB pages missed the TLB every few rows.
+    // Zeroed, and committed as pages are first written: a pool sized for a long context costs
+    // what its sequences use (zeroing it whole took 547 MB and most of a short run's time).
     for (int l = 0; l < config.n_layers; ++l) {
-      kv_.push_back(AllocateHugePageBuffer(shape_.layer_bytes()));
-      std::fill_n(static_cast<float*>(kv_.back().get()), shape_.layer_elems(), 0.0f);
+      kv_.push_back(AllocateZeroedHugePageBuffer(shape_.layer_bytes()));
     }
     threads_ =
         options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());

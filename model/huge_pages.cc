@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <algorithm>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -66,6 +67,26 @@ std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes) {
   // Advice only: without THP (or with it off) the memory is ordinary pages.
   ::madvise(p, rounded, MADV_HUGEPAGE);
   return std::shared_ptr<void>(p, std::free);
+}
+
+std::shared_ptr<void> AllocateZeroedHugePageBuffer(size_t bytes) {
+  WarnOnceIfThpIsOff();
+  constexpr size_t kHugePage = 2u << 20;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kHugePage - 1) / kHugePage * kHugePage;
+  // Map a huge page more than needed, then unmap what lies before the first 2 MiB boundary and
+  // after the buffer.
+  const size_t mapped = rounded + kHugePage;
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > base) ::munmap(p, aligned - base);
+  const size_t tail = base + mapped - (aligned + rounded);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+  void* buffer = reinterpret_cast<void*>(aligned);
+  ::madvise(buffer, rounded, MADV_HUGEPAGE);
+  return std::shared_ptr<void>(buffer, [rounded](void* b) { ::munmap(b, rounded); });
 }
 
 }  // namespace pdserve::model

@@ -15,6 +15,11 @@ namespace pdserve::model {
 // setting is "never" logs a warning once.
 std::shared_ptr<void> AllocateHugePageBuffer(size_t bytes);
 
+// At least `bytes` of zeroed memory (rounded up to 2 MiB, 2 MiB-aligned, advised to huge pages)
+// that the kernel commits as each page is first touched: a KV pool costs memory as it fills,
+// not all at start. Throws std::bad_alloc when the address space cannot be had.
+std::shared_ptr<void> AllocateZeroedHugePageBuffer(size_t bytes);
+
 // MemAvailable from the text of /proc/meminfo, in bytes; 0 when it is not there.
 size_t ParseMemAvailable(std::string_view meminfo);
 

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+
+#include <unistd.h>
 
 namespace pdserve::model {
 namespace {
@@ -17,6 +20,31 @@ TEST(HugePagesTest, BuffersAreAlignedToAHugePageAndWritable) {
     std::memset(buffer.get(), 0xab, bytes);
     EXPECT_EQ(static_cast<unsigned char*>(buffer.get())[bytes - 1], 0xab);
   }
+}
+
+// Resident memory of this process, from /proc/self/statm, in bytes.
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(HugePagesTest, AZeroedBufferIsZeroAlignedAndCommittedOnlyWhereTouched) {
+  constexpr size_t kBytes = 512u << 20;
+  const size_t before = ResidentBytes();
+  auto buffer = AllocateZeroedHugePageBuffer(kBytes);
+  ASSERT_NE(buffer, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.get()) % (2u << 20), 0u);
+  auto* bytes = static_cast<unsigned char*>(buffer.get());
+  // Zero at its start, middle and end, and writable everywhere.
+  for (size_t at : {size_t{0}, kBytes / 2, kBytes - 1}) {
+    EXPECT_EQ(bytes[at], 0) << at;
+    bytes[at] = 7;
+  }
+  // Three touched pages (each at most a 2 MiB huge page) are resident, not the 512 MiB.
+  EXPECT_LT(ResidentBytes() - before, size_t{64} << 20);
+  buffer.reset();  // unmapped
 }
 
 TEST(HugePagesTest, MemAvailableIsReadFromMeminfo) {
