@@ -73,6 +73,21 @@ bool CompletionCall::Start() {
 }
 
 bool CompletionCall::Admit() {
+  // A request no registered worker could ever hold would wait out its deadline for nothing.
+  const int64_t kv_tokens = static_cast<int64_t>(prompt_.size()) + max_tokens_;
+  if (const int64_t largest = registry_->LargestKvTokens(); largest > 0 && kv_tokens > largest) {
+    ApiError e = ApiError::BadRequest(
+        "This request needs KV for " + std::to_string(kv_tokens) +
+            " tokens (prompt plus max_tokens); the largest decode worker holds " +
+            std::to_string(largest) + ". Lower max_tokens or shorten the prompt.",
+        "max_tokens");
+    e.code = "kv_capacity_exceeded";
+    ++attempts_;
+    attempt_id_ = g_next_request.fetch_add(1);
+    metrics_->RecordRejected("kv_capacity");
+    EndUnstarted(e, 0);
+    return false;
+  }
   ++attempts_;
   attempt_id_ = g_next_request.fetch_add(1);
   attempts_by_id_[attempt_id_].number = attempts_;
@@ -168,7 +183,8 @@ void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
   } else if (admission_.quota && !accounting_.tenant.empty()) {
     admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
   }
-  HttpHeaders headers{{"retry-after", std::to_string(std::max(1, retry_after_s))}};
+  HttpHeaders headers;  // retry_after_s 0: trying again will not help
+  if (retry_after_s > 0) headers.emplace_back("retry-after", std::to_string(retry_after_s));
   if (request_.stream && started_) {
     output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
   } else {

@@ -103,7 +103,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   bool TryStart(uint64_t id, const std::set<uint64_t>& exclude);
   void HandleStarted(uint64_t id);
   void HandleTimeout(uint64_t id);
-  // Ends a call whose current attempt never left the queue (refused, timed out).
+  // Ends a call whose current attempt never left the queue (refused, timed out), with
+  // Retry-After when retry_after_s > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);
   void HandleTokens(const proto::TokenBatch& batch);
   void HandleFailure(const AttemptFailure& failure);

@@ -82,11 +82,13 @@ GatewayMetrics::GatewayMetrics()
                       .Help("Histogram of time requests spent in the admission queue in seconds.")
                       .Register(*registry_)
                       .Add({}, kE2eBuckets)),
-      rejected_(pm::BuildCounter()
-                    .Name("pdserve_request_rejected_total")
-                    .Help("Requests refused without running, by reason: predicted_wait (their "
-                          "TTFT objective was out of reach), queue_timeout, rate_limit.")
-                    .Register(*registry_)) {}
+      rejected_(
+          pm::BuildCounter()
+              .Name("pdserve_request_rejected_total")
+              .Help("Requests refused without running, by reason: predicted_wait (their "
+                    "TTFT objective was out of reach), queue_timeout, rate_limit, kv_capacity (no "
+                    "worker could ever hold its KV).")
+              .Register(*registry_)) {}
 
 void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
                                     int prompt_tokens, int generation_tokens) {

@@ -605,6 +605,18 @@ bool WorkerRegistry::HasRoute() const {
   return options_.router->Pick(SnapshotLocked(), router::RouteRequest{}).has_value();
 }
 
+int64_t WorkerRegistry::LargestKvTokens() const {
+  std::lock_guard lock(mu_);
+  int64_t largest = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered || w.info.role() == "prefill") continue;
+    int64_t tokens = int64_t{w.info.kv_pages()} * w.info.page_size();
+    if (w.info.max_context() > 0) tokens = std::min<int64_t>(tokens, w.info.max_context());
+    largest = std::max(largest, tokens);
+  }
+  return largest;
+}
+
 router::PrefillCapacity WorkerRegistry::Prefill() const {
   std::lock_guard lock(mu_);
   router::PrefillCapacity c;

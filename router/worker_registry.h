@@ -146,6 +146,9 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   std::vector<router::WorkerLoad> LoadSnapshot() const;
   // Whether the router finds a route among the registered workers, room aside (readiness).
   bool HasRoute() const;
+  // The most KV, in tokens, any registered decode or colocated worker can hold for one request
+  // (its pool, capped by its context); 0 with none registered.
+  int64_t LargestKvTokens() const;
   // The live prefill and colocated workers' prompt rate and backlog (admission's prediction).
   router::PrefillCapacity Prefill() const;
 

@@ -184,6 +184,10 @@ TEST_F(AdmissionTest, ADecodePoolWithRoomForFewStreamsServesManyByQueueing) {
   }
   EXPECT_EQ(MetricValue(http_, "pdserve_request_failure_total"), 0);
   // Two at a time: the others waited for room, some of them for rounds of 390 tokens.
+  // A request no decode worker could ever hold is refused at once, not queued till its deadline.
+  const HttpResponse huge = Post(http_, Completion(2000, false));
+  EXPECT_EQ(huge.status, 400) << huge.body;
+  EXPECT_NE(huge.body.find("kv_capacity_exceeded"), std::string::npos) << huge.body;
   const double quick = MetricValue(http_, "pdserve_request_queue_time_seconds_bucket{le=\"0.3\"}");
   EXPECT_GE(quick, 0) << "no such bucket";
   EXPECT_LT(quick, 8);
