@@ -220,6 +220,9 @@ void RunUp(const UpFlags& f) {
     std::cerr << "pdserve up: a child process (" << gone << ") exited during start-up; stopping\n";
     return true;
   };
+  std::cout << "pdserve up: the gateway listens on http://127.0.0.1:" << http << "; waiting for "
+            << workers << " worker(s) to load '" << model
+            << "' and register (requests sent meanwhile wait for them)" << std::endl;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (!GatewayReady(http)) {
     if (exited()) stop_all(1);
