@@ -73,6 +73,9 @@ bool CompletionCall::Start() {
 }
 
 bool CompletionCall::Admit() {
+  ++attempts_;
+  attempt_id_ = g_next_request.fetch_add(1);
+  attempts_by_id_[attempt_id_].number = attempts_;
   // A request no registered worker could ever hold would wait out its deadline for nothing.
   const int64_t kv_tokens = static_cast<int64_t>(prompt_.size()) + max_tokens_;
   if (const int64_t largest = registry_->LargestKvTokens(); largest > 0 && kv_tokens > largest) {
@@ -82,15 +85,10 @@ bool CompletionCall::Admit() {
             std::to_string(largest) + ". Lower max_tokens or shorten the prompt.",
         "max_tokens");
     e.code = "kv_capacity_exceeded";
-    ++attempts_;
-    attempt_id_ = g_next_request.fetch_add(1);
     metrics_->RecordRejected("kv_capacity");
     EndUnstarted(e, 0);
     return false;
   }
-  ++attempts_;
-  attempt_id_ = g_next_request.fetch_add(1);
-  attempts_by_id_[attempt_id_].number = attempts_;
   router::AdmissionRequest r;
   r.tenant = accounting_.tenant;
   r.weight = admission_.weight;
@@ -167,21 +165,26 @@ void CompletionCall::HandleTimeout(uint64_t id) {
   EndUnstarted(e, 1);
 }
 
-void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
-  done_ = true;
-  attempts_by_id_.erase(attempt_id_);  // it never ran
-  // A retry that never ran: the attempt before it is the request's last, and it failed.
+void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
+  attempts_by_id_.erase(attempt_id_);
+  // A retry that never ran: the attempt before it was the request's last.
   for (auto& [id, a] : attempts_by_id_) {
     if (!a.written && a.status == kStatusRetried) {
-      a.status = kStatusError;
+      a.status = prior_status;
       MaybeWriteRow(id);
     }
   }
+  if (!started_ && admission_.quota && !accounting_.tenant.empty()) {
+    admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
+  }
+}
+
+void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
+  done_ = true;
+  ForgetUnstartedAttempt(kStatusError);
   if (started_) {  // a retry: the request was counted as running
     metrics_->running().Decrement();
     metrics_->RecordFailed();
-  } else if (admission_.quota && !accounting_.tenant.empty()) {
-    admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
   }
   HttpHeaders headers;  // retry_after_s 0: trying again will not help
   if (retry_after_s > 0) headers.emplace_back("retry-after", std::to_string(retry_after_s));
@@ -195,29 +198,15 @@ void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
 void CompletionCall::Cancel() {
   if (done_) return;
   done_ = true;
-  if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
-    // The current attempt never left the queue: nothing runs to stop.
-    ticket_ = 0;
-    attempts_by_id_.erase(attempt_id_);
-    for (auto& [id, a] : attempts_by_id_) {
-      if (!a.written && a.status == kStatusRetried) {
-        a.status = kStatusCancelled;
-        MaybeWriteRow(id);
-      }
-    }
-    if (started_) {
-      metrics_->running().Decrement();
-      metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
-                               static_cast<int>(prompt_.size()), completion_tokens_);
-    } else if (admission_.quota && !accounting_.tenant.empty()) {
-      admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
-    }
-    return;
-  }
   if (started_) {
     metrics_->running().Decrement();
     metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
                              static_cast<int>(prompt_.size()), completion_tokens_);
+  }
+  if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
+    ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
+    ForgetUnstartedAttempt(kStatusCancelled);
+    return;
   }
   finish_reason_ = "abort";
   EndAttempt(kStatusCancelled);

@@ -103,6 +103,9 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   bool TryStart(uint64_t id, const std::set<uint64_t>& exclude);
   void HandleStarted(uint64_t id);
   void HandleTimeout(uint64_t id);
+  // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
+  // `prior_status` and its row, and a request that never started gets its quota back.
+  void ForgetUnstartedAttempt(const std::string& prior_status);
   // Ends a call whose current attempt never left the queue (refused, timed out), with
   // Retry-After when retry_after_s > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);

@@ -19,6 +19,13 @@ constexpr double kSloHeadroom = 0.8;
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+
+// Calls what TakeExpiredLocked took out, without the queue's lock.
+void RunTimeouts(const std::vector<std::function<void()>>& timeouts) {
+  for (const auto& timeout : timeouts) {
+    if (timeout) timeout();
+  }
+}
 }  // namespace
 
 AdmissionQueue::AdmissionQueue(std::function<PrefillCapacity()> capacity, Clock clock)
@@ -164,9 +171,7 @@ int AdmissionQueue::Pump() {
     }
     while (!started_.empty() && now - started_.front().at > kDrainWindow) started_.pop_front();
   }
-  for (auto& timeout : timeouts) {
-    if (timeout) timeout();
-  }
+  RunTimeouts(timeouts);
   return started;
 }
 
@@ -176,9 +181,7 @@ int AdmissionQueue::Expire() {
     std::lock_guard lock(mu_);
     timeouts = TakeExpiredLocked(clock_());
   }
-  for (auto& timeout : timeouts) {
-    if (timeout) timeout();
-  }
+  RunTimeouts(timeouts);
   return static_cast<int>(timeouts.size());
 }
 

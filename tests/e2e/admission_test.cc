@@ -20,17 +20,8 @@ using testing::HttpConnection;
 using testing::HttpResponse;
 using testing::MetricValue;
 using testing::Process;
+using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
-
-template <typename Predicate>
-bool WaitFor(Predicate done, Clock::duration timeout) {
-  const auto end = Clock::now() + timeout;
-  while (Clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
 
 // One request on its own connection: its whole response (status 0 when none came in `timeout`).
 HttpResponse Post(int port, const std::string& body, const std::vector<std::string>& headers = {},

@@ -14,6 +14,7 @@ using testing::Curl;
 using testing::HttpConnection;
 using testing::HttpResponse;
 using testing::Process;
+using testing::WaitFor;
 using Clock = std::chrono::steady_clock;
 
 class ClientDisconnectTest : public ::testing::Test {
@@ -29,16 +30,6 @@ class ClientDisconnectTest : public ::testing::Test {
     ASSERT_TRUE(WaitFor([&] { return testing::SumOverWorkers(http_, "running") == 0; },
                         std::chrono::seconds(30)))
         << "the worker did not register";
-  }
-
-  template <typename Predicate>
-  static bool WaitFor(Predicate done, Clock::duration timeout) {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      if (done()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return done();
   }
 
   TempDir dir_;

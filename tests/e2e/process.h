@@ -88,6 +88,17 @@ class Process {
   pid_t pid_ = -1;
 };
 
+// Polls `done` every 50 ms until it holds or `timeout` passes; whether it held at the end.
+template <typename Predicate>
+bool WaitFor(Predicate done, std::chrono::steady_clock::duration timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
 inline nlohmann::json WaitForJsonFile(const std::string& path, std::chrono::seconds timeout) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {

@@ -1,0 +1,102 @@
+// WorkerRegistry's reports of its workers' load (router/worker_registry.h): the snapshot its
+// router picks from, with the pages and prompts routed but not yet shown in the workers' Loads;
+// readiness; the prefill rate and the largest KV a worker holds, which admission reads; and the
+// summaries /health and /metrics show. The protocol that keeps these figures is in
+// worker_registry.cc.
+#include <algorithm>
+#include <map>
+
+#include "router/worker_registry.h"
+
+namespace pdserve::gateway {
+
+std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
+  std::vector<router::WorkerLoad> out;
+  out.reserve(workers_.size());
+  // Prompts routed to a prefill worker whose decode worker has not reserved yet: not sent, but
+  // its queue's all the same.
+  std::map<uint64_t, int64_t> reserving_prompt_tokens;
+  for (const auto& [id, f] : attempts_) {
+    if (f.phase == Phase::kReserving && f.sink_active) {
+      reserving_prompt_tokens[f.cost.prefill_worker] += static_cast<int64_t>(f.prompt.size());
+    }
+  }
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered) continue;
+    router::WorkerLoad l;
+    l.id = id;
+    l.role = w.info.role();
+    l.capacity_class = w.info.capacity_class();
+    l.zone = w.info.zone();
+    l.layout_hash = w.info.layout_hash();
+    l.kv_pages = w.info.kv_pages();
+    l.page_size = w.info.page_size();
+    l.max_context = w.info.max_context();
+    l.free_pages = w.load.free_pages();
+    for (uint64_t a : w.attempts) {
+      auto f = attempts_.find(a);
+      if (f != attempts_.end() && f->second.cost.decode_worker == id &&
+          f->second.kv_count != KvCount::kInLoad) {
+        l.pending_pages += f->second.kv_pages;
+      }
+    }
+    l.running = w.load.running();
+    l.waiting = w.load.waiting();
+    l.attempts = static_cast<int>(w.attempts.size());
+    l.sent_prompt_tokens = w.sent_prompt_tokens;
+    if (auto r = reserving_prompt_tokens.find(id); r != reserving_prompt_tokens.end()) {
+      l.sent_prompt_tokens += r->second;
+    }
+    l.max_batch_tokens = w.info.max_batch_tokens();
+    l.draining = w.load.draining();
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<router::WorkerLoad> WorkerRegistry::LoadSnapshot() const {
+  std::lock_guard lock(mu_);
+  return SnapshotLocked();
+}
+
+bool WorkerRegistry::HasRoute() const {
+  std::lock_guard lock(mu_);
+  return options_.router->Pick(SnapshotLocked(), router::RouteRequest{}).has_value();
+}
+
+int64_t WorkerRegistry::LargestKvTokens() const {
+  std::lock_guard lock(mu_);
+  int64_t largest = 0;
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered || w.info.role() == "prefill") continue;
+    int64_t tokens = int64_t{w.info.kv_pages()} * w.info.page_size();
+    if (w.info.max_context() > 0) tokens = std::min<int64_t>(tokens, w.info.max_context());
+    largest = std::max(largest, tokens);
+  }
+  return largest;
+}
+
+router::PrefillCapacity WorkerRegistry::Prefill() const {
+  std::lock_guard lock(mu_);
+  router::PrefillCapacity c;
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered || w.load.draining() || w.info.role() == "decode") continue;
+    c.tokens_per_second += w.prefill_tokens_per_second;
+    c.workers += w.prefill_tokens_per_second > 0;
+    c.queued_prompt_tokens += std::max<int64_t>(0, w.sent_prompt_tokens);
+  }
+  return c;
+}
+
+std::vector<WorkerSummary> WorkerRegistry::Workers() const {
+  std::lock_guard lock(mu_);
+  std::vector<WorkerSummary> out;
+  for (const auto& [id, w] : workers_) {
+    if (!w.registered) continue;
+    out.push_back({id, w.info.role(), w.info.capacity_class(), w.info.name(), w.load.free_pages(),
+                   w.load.running(), static_cast<int>(w.attempts.size()), w.load.draining()});
+  }
+  return out;
+}
+
+}  // namespace pdserve::gateway
