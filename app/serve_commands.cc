@@ -336,6 +336,11 @@ void AddServeCommands(CLI::App& app) {
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")
         ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--kv-lookahead-tokens", o->engine.kv_lookahead_tokens,
+                    "A request starts with KV pages for its prompt plus this many tokens and "
+                    "grows as it decodes, preempting the newest requests when the pool runs "
+                    "out (0: pages for prompt plus max_tokens up front, never preempted)")
+        ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--max-running", o->engine.max_running, "Sequences in a batch at once")
         ->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--metrics-port", o->metrics_port,

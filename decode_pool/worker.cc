@@ -27,7 +27,13 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
     return InvalidArgument("a decode worker's role is decode or both, got '" + options.role + "'");
   }
   PDSERVE_RETURN_IF_ERROR(options.Validate());
-  PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
+  model::EngineOptions engine_options = options.engine;
+  // A decode worker cannot recompute a prompt it never saw run: the gateway resumes what it
+  // preempts on a prefill worker. A colocated worker recomputes in place.
+  engine_options.preemption = options.role == "decode"
+                                  ? model::EngineOptions::Preemption::kHandBack
+                                  : model::EngineOptions::Preemption::kRecompute;
+  PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, engine_options));
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, options.role));
@@ -200,9 +206,8 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   if (Status s = engine_->CheckPrompt(prompt); !s.ok()) {
     return SendError(r.request_id(), s.message(), false);
   }
-  const int max_len = engine_->config().max_seq_len;
-  const int tokens = static_cast<int>(std::min<int64_t>(
-      max_len, static_cast<int64_t>(prompt.size()) + params.max_tokens));  // no overflow
+  // The prompt plus a lookahead; the engine grows the sequence's pages as it decodes.
+  const int tokens = engine_->InitialKvTokens(static_cast<int>(prompt.size()), params.max_tokens);
   const int pages = model::PagesForTokens(tokens, engine_->backend().kv_shape().page_size);
   const auto deadline = DeadlineFromGateway(r.deadline_seconds());
   if (!deadline.ok()) return SendError(r.request_id(), deadline.status().message(), false);
@@ -287,9 +292,17 @@ void Worker::RunStep() {
       t->second.first_step = stats.start;
     }
   }
+  ReportPreemptions(*engine_, metrics_.get(), &reported_preemptions_);
   for (const auto& e : events) {
     auto it = request_of_seq_.find(e.seq_id);
     if (it == request_of_seq_.end()) continue;
+    if (e.finish == model::FinishReason::kPreempted) {  // its pages are free already
+      SendPreempted(*link_, it->second);
+      seq_of_request_.erase(it->second);
+      request_of_seq_.erase(it);
+      timing_.erase(e.seq_id);
+      continue;
+    }
     proto::Envelope m;
     proto::TokenBatch* b = m.mutable_tokens();
     b->set_request_id(it->second);

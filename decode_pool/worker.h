@@ -1,9 +1,11 @@
 // Worker: the `pdserve decode` process (--role decode, or --role both for a colocated worker).
 // Loads one engine, dials the gateway (GatewayLink), registers and serves:
 // - role both: Generate requests end to end, prefill and decode in this process;
-// - role decode: Reserve (KV pages for prompt plus max_tokens, from the engine's pool, through a
-//   KvReceiver and its TCP listener, the KV endpoint it registers), then KvDone, which joins the
-//   sequence, now holding the prompt's KV pushed by a prefill worker, to the running batch.
+// - role decode: Reserve (KV pages for the prompt plus a lookahead, from the engine's pool,
+//   through a KvReceiver and its TCP listener, the KV endpoint it registers), then KvDone, which
+//   joins the sequence, now holding the prompt's KV pushed by a prefill worker, to the running
+//   batch. Its pages grow as it decodes; a sequence preempted when the pool runs out goes back to
+//   the gateway (RequestError.preempted), which resumes it elsewhere.
 // It streams TokenBatch messages, reports every step's wall time and its requests (StepReport,
 // before the step's tokens) and its load every heartbeat. Drain() (SIGTERM) stops taking work,
 // finishes what runs, then Run returns. When the gateway is lost, the worker drops what it was
@@ -102,6 +104,7 @@ class Worker {
   };
   std::unordered_map<uint64_t, FirstTokenTiming> timing_;  // by sequence
   double busy_seconds_ = 0;
+  int64_t reported_preemptions_ = 0;
   int sent_free_pages_ = -1;  // in the last Load sent
 };
 

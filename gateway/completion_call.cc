@@ -89,19 +89,29 @@ bool CompletionCall::Admit() {
     EndUnstarted(e, 0);
     return false;
   }
+  // A stream under way resumes from where its client is: the tokens it has are prompt now, the
+  // sampler's stream starts past them, and it goes before anything new.
+  const bool resuming = completion_tokens_ > 0;
+  auto prompt = std::make_shared<std::vector<int32_t>>(prompt_);
+  prompt->insert(prompt->end(), token_ids_.begin(), token_ids_.end());
+  proto::Sampling sampling = sampling_;
+  sampling.set_max_tokens(max_tokens_ - completion_tokens_);
+  sampling.set_samples_drawn(completion_tokens_);
   router::AdmissionRequest r;
   r.tenant = accounting_.tenant;
   r.weight = admission_.weight;
-  r.priority = admission_.priority;
-  r.prompt_tokens = static_cast<int64_t>(prompt_.size());
-  r.cost = static_cast<int64_t>(prompt_.size()) + max_tokens_;
-  r.deadline = admission_.deadline;
+  r.priority = resuming ? router::Priority::kResumed : admission_.priority;
+  r.prompt_tokens = static_cast<int64_t>(prompt->size());
+  r.cost = static_cast<int64_t>(prompt->size()) + sampling.max_tokens();
+  // A retry waits as long as the request first could, from now.
+  r.deadline = attempts_ == 1 ? admission_.deadline
+                              : std::chrono::steady_clock::now() + (admission_.deadline - arrival_);
   // A retry is not refused for its SLO: the request was admitted once.
   if (attempts_ == 1) r.ttft_slo = admission_.ttft_slo;
   std::weak_ptr<CompletionCall> weak = shared_from_this();
-  r.try_start = [weak, id = attempt_id_, exclude = failed_workers_] {
+  r.try_start = [weak, id = attempt_id_, exclude = failed_workers_, prompt, sampling] {
     auto self = weak.lock();
-    return self && self->TryStart(id, exclude);
+    return self && self->TryStart(id, *prompt, sampling, exclude);
   };
   r.on_timeout = [weak, id = attempt_id_] {
     if (auto self = weak.lock()) {
@@ -124,12 +134,12 @@ bool CompletionCall::Admit() {
   return false;
 }
 
-bool CompletionCall::TryStart(uint64_t id, const std::set<uint64_t>& exclude) {
+bool CompletionCall::TryStart(uint64_t id, const std::vector<int32_t>& prompt,
+                              const proto::Sampling& sampling, const std::set<uint64_t>& exclude) {
   auto self = shared_from_this();
-  auto attempt = registry_->Dispatch(id, prompt_, sampling_, self, exclude);
+  auto attempt = registry_->Dispatch(id, prompt, sampling, self, exclude);
   // Workers that failed this request are avoided while others can take it, not waited for.
-  if (!attempt.ok() && !exclude.empty())
-    attempt = registry_->Dispatch(id, prompt_, sampling_, self);
+  if (!attempt.ok() && !exclude.empty()) attempt = registry_->Dispatch(id, prompt, sampling, self);
   if (!attempt.ok()) return false;
   boost::asio::post(strand_, [self, id] { self->HandleStarted(id); });
   return true;
@@ -142,7 +152,8 @@ void CompletionCall::HandleStarted(uint64_t id) {
   started_attempt_ = id;
   ticket_ = 0;
   if (done_) return;  // cancelled meanwhile, which cancelled the attempt too
-  dispatched_ = std::chrono::steady_clock::now();
+  // The request's queue time ends when the attempt that gives its first token leaves the queue.
+  if (completion_tokens_ == 0) dispatched_ = std::chrono::steady_clock::now();
   if (started_) return;
   started_ = true;
   metrics_->running().Increment();
@@ -169,7 +180,7 @@ void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
   attempts_by_id_.erase(attempt_id_);
   // A retry that never ran: the attempt before it was the request's last.
   for (auto& [id, a] : attempts_by_id_) {
-    if (!a.written && a.status == kStatusRetried) {
+    if (!a.written && (a.status == kStatusRetried || a.status == kStatusResumed)) {
       a.status = prior_status;
       MaybeWriteRow(id);
     }
@@ -319,7 +330,7 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
       first_token_ = std::chrono::steady_clock::now();
     }
     ++completion_tokens_;
-    if (request_.return_token_ids) token_ids_.push_back(batch.tokens(i));
+    token_ids_.push_back(batch.tokens(i));
     if (i == n - 1 && batch.last_is_stop_token()) break;  // an end-of-sequence token has no text
     piece += stops_.Push(detok_.Add(batch.tokens(i)));
     if (stops_.stopped()) break;
@@ -347,12 +358,18 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
 void CompletionCall::HandleFailure(const AttemptFailure& failure) {
   HandleStarted(attempt_id_);  // and only the current attempt's failure
   if (done_) return;
-  if (!failure.no_room) ++failures_;
-  // A decode worker without room sends the request back to wait; other failures are retried
-  // elsewhere a bounded number of times. Either way only before a token reached the client.
-  if (failure.retryable && completion_tokens_ == 0 && failures_ < kMaxAttempts) {
-    if (!failure.no_room) failed_workers_.insert(failure.failed_worker);
-    EndAttempt(kStatusRetried);
+  // Every token was sent, its end lost with its worker: nothing is left to resume.
+  if (completion_tokens_ >= max_tokens_) return Complete("length");
+  // A decode worker without room sends the request back to wait, and one that ran out of pages
+  // sends back what it preempted; other failures are retried elsewhere a bounded number of
+  // times. A stream under way resumes on the new attempt where its client is.
+  const bool for_room = failure.no_room || failure.preempted;
+  if (!for_room) ++failures_;
+  if (failure.retryable && failures_ < kMaxAttempts) {
+    if (!for_room) failed_workers_.insert(failure.failed_worker);
+    const bool resuming = completion_tokens_ > 0;
+    if (resuming) metrics_->RecordResumed(failure.preempted ? "preempted" : "worker_failed");
+    EndAttempt(resuming ? kStatusResumed : kStatusRetried);
     Admit();
     return;
   }

@@ -2,7 +2,9 @@
 // byte: submits it to the admission queue (router/admission_queue.h), which starts it on workers
 // or refuses it (429: its TTFT SLO is out of reach; 503: its queue deadline passed, both with
 // Retry-After), retries on other workers while no token has reached the client (a decode worker
-// that had no room for it sends it back to the queue), turns TokenBatch messages into text
+// that had no room for it sends it back to the queue), resumes a stream under way on other
+// workers when its decode worker preempts it or is lost (the tokens sent so far prefilled again,
+// the client's stream going on with no gap and no repeat), turns TokenBatch messages into text
 // (incremental detokenisation, stop strings) and hands the HTTP session what to write. It is the
 // RequestSink the WorkerRegistry calls. Every attempt gets one ledger row once its workers are done
 // with it (status ok, cancelled, error or retried); a completed request's row is written before its
@@ -100,7 +102,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // A new attempt, through the queue. False when it was refused (the call has finished).
   bool Admit();
   // Under the queue's lock, from any thread: dispatches attempt `id` to the registry.
-  bool TryStart(uint64_t id, const std::set<uint64_t>& exclude);
+  bool TryStart(uint64_t id, const std::vector<int32_t>& prompt, const proto::Sampling& sampling,
+                const std::set<uint64_t>& exclude);
   void HandleStarted(uint64_t id);
   void HandleTimeout(uint64_t id);
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
@@ -138,13 +141,13 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   model::StopStringMatcher stops_;
   std::string text_;
   int completion_tokens_ = 0;
-  std::vector<int32_t> token_ids_;  // with return_token_ids: every completion token's id
-  size_t streamed_ids_ = 0;         // how many of them stream chunks carried
+  std::vector<int32_t> token_ids_;  // every completion token's id (a resumed attempt's prompt)
+  size_t streamed_ids_ = 0;         // with return_token_ids: how many stream chunks carried
   bool streamed_prompt_ids_ = false;
   bool done_ = false;
   bool started_ = false;  // an attempt left the queue (the client's response has begun)
   int attempts_ = 0;
-  int failures_ = 0;              // attempts that failed, but for want of room
+  int failures_ = 0;              // attempts that failed, but for want of room (or preempted)
   uint64_t ticket_ = 0;           // the current attempt's place in the queue while it waits
   uint64_t started_attempt_ = 0;  // the last attempt HandleStarted took
   CallAdmission admission_;

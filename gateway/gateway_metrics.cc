@@ -88,7 +88,13 @@ GatewayMetrics::GatewayMetrics()
               .Help("Requests refused without running, by reason: predicted_wait (their "
                     "TTFT objective was out of reach), queue_timeout, rate_limit, kv_capacity (no "
                     "worker could ever hold its KV).")
-              .Register(*registry_)) {}
+              .Register(*registry_)),
+      resumed_(pm::BuildCounter()
+                   .Name("pdserve_requests_resumed_total")
+                   .Help("Streams under way started again on other workers, their tokens so far "
+                         "prefilled again, by reason: preempted (the decode worker ran out of KV "
+                         "pages) or worker_failed (a worker was lost, froze or failed).")
+                   .Register(*registry_)) {}
 
 void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
                                     int prompt_tokens, int generation_tokens) {

@@ -34,6 +34,9 @@ class GatewayMetrics {
   void RecordRejected(const std::string& reason) {
     rejected_.Add({{"reason", reason}}).Increment();
   }
+  // pdserve_requests_resumed_total{reason}: a stream under way started again on other workers
+  // (reason preempted or worker_failed).
+  void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
   // set to `waiting` (requests in the admission queue).
@@ -54,6 +57,7 @@ class GatewayMetrics {
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;
   prometheus::Family<prometheus::Counter>& rejected_;
+  prometheus::Family<prometheus::Counter>& resumed_;
 };
 
 }  // namespace pdserve::gateway

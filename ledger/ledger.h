@@ -33,13 +33,16 @@ inline constexpr char kStatusOk[] = "ok";
 inline constexpr char kStatusError[] = "error";
 inline constexpr char kStatusCancelled[] = "cancelled";
 inline constexpr char kStatusRetried[] = "retried";
+// An attempt whose tokens reached the client before its sequence was resumed on other workers:
+// they recompute its work (prompt and tokens so far), so its cost is retry waste.
+inline constexpr char kStatusResumed[] = "resumed";
 bool IsAcceptedStatus(std::string_view status);
 
 struct AttemptRow {
   std::string request_id;  // OpenAI id (cmpl-.../chatcmpl-...), shared by a request's attempts
   int attempt = 1;
   std::string tenant, model, endpoint;  // endpoint: "completions" or "chat"
-  std::string status;                   // "ok", "error", "cancelled", "retried"
+  std::string status;                   // "ok", "error", "cancelled", "retried", "resumed"
   std::string finish_reason;            // "stop", "length", "abort", "" ...
   double arrival_unix = 0, first_token_unix = 0 /*0: none*/, end_unix = 0;
   double queue_seconds = 0, prefill_seconds = 0, transfer_seconds = 0, decode_seconds = 0;  // wall

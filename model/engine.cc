@@ -17,6 +17,8 @@ const char* FinishReasonName(FinishReason reason) {
       return "length";
     case FinishReason::kCancelled:
       return "cancelled";
+    case FinishReason::kPreempted:
+      return "preempted";
   }
   return "";
 }
@@ -25,6 +27,9 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
                                              const EngineOptions& options) {
   if (options.page_size < 1 || options.max_batch_tokens < 1 || options.max_running < 1) {
     return InvalidArgument("page_size, max_batch_tokens and max_running must be >= 1");
+  }
+  if (options.kv_lookahead_tokens < 0) {
+    return InvalidArgument("kv_lookahead_tokens must be >= 0 (0: reserve max_tokens up front)");
   }
   PDSERVE_ASSIGN_OR_RETURN(ModelConfig config, ModelConfig::Load(model_dir));
   PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
@@ -44,6 +49,13 @@ int Engine::ReservedTokens(const Sequence& s) const {
   // In 64 bits: max_tokens comes from a peer and may be anything up to INT32_MAX.
   return static_cast<int>(
       std::min<int64_t>(config().max_seq_len, int64_t{s.prompt_len} + s.params.max_tokens));
+}
+
+int Engine::InitialKvTokens(int prompt_tokens, int max_tokens) const {
+  const int64_t all = std::min<int64_t>(config().max_seq_len, int64_t{prompt_tokens} + max_tokens);
+  if (options_.kv_lookahead_tokens == 0) return static_cast<int>(all);
+  return static_cast<int>(
+      std::min<int64_t>(all, int64_t{prompt_tokens} + options_.kv_lookahead_tokens));
 }
 
 Status Engine::CheckPrompt(std::span<const int32_t> prompt) const {
@@ -67,8 +79,8 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
   PDSERVE_RETURN_IF_ERROR(params.Validate());
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
   auto seq = std::make_unique<Sequence>(
-      Sequence{next_id_++, std::move(prompt), 0, 0, {}, params, Sampler(params), 0, keep_pages});
-  seq->prompt_len = static_cast<int>(seq->tokens.size());
+      Sequence{next_id_++, std::move(prompt), 0, 0, 0, {}, params, Sampler(params), 0, keep_pages});
+  seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
   const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
   if (pages > pool_.num_pages()) {
     return ResourceExhausted("request needs " + std::to_string(pages) + " KV pages; the pool has " +
@@ -88,13 +100,15 @@ Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first
                            " is outside the vocabulary");
   }
   const int prompt_len = static_cast<int>(prompt.size());
-  auto seq =
-      std::make_unique<Sequence>(Sequence{next_id_++, std::move(prompt), prompt_len, prompt_len,
-                                          std::move(pages), params, Sampler(params), 1, false});
-  const int needed = PagesForTokens(ReservedTokens(*seq), options_.page_size);
+  auto seq = std::make_unique<Sequence>(Sequence{next_id_++, std::move(prompt), prompt_len,
+                                                 prompt_len, prompt_len, std::move(pages), params,
+                                                 Sampler(params), 1, false});
+  const bool up_front = options_.kv_lookahead_tokens == 0;
+  const int needed =
+      PagesForTokens(up_front ? ReservedTokens(*seq) : prompt_len, options_.page_size);
   if (static_cast<int>(seq->pages.size()) < needed) {
-    return InvalidArgument("a prefilled sequence needs " + std::to_string(needed) +
-                           " pages for its prompt and max_tokens, got " +
+    return InvalidArgument("a prefilled sequence needs " + std::to_string(needed) + " pages for " +
+                           (up_front ? "its prompt and max_tokens" : "its prompt") + ", got " +
                            std::to_string(seq->pages.size()));
   }
   for (int32_t p : seq->pages) {
@@ -133,10 +147,53 @@ void Engine::Cancel(uint64_t seq_id) {
   }
 }
 
+void Engine::PreemptNewest(std::vector<TokenEvent>* events) {
+  auto newest = std::prev(running_.end());
+  std::unique_ptr<Sequence> s = std::move(newest->second);
+  running_.erase(newest);
+  pool_.Free(s->pages);
+  s->pages.clear();
+  ++num_preemptions_;
+  if (options_.preemption == EngineOptions::Preemption::kHandBack) {
+    events->push_back({s->id, -1, FinishReason::kPreempted, false});
+    return;
+  }
+  // Every token so far is run again as prompt work; the last chunk's logits give the token a
+  // decode step would have, from the same sampler.
+  s->computed = 0;
+  s->prefill_len = static_cast<int>(s->tokens.size());
+  waiting_.push_front(std::move(s));
+}
+
+void Engine::GrowOrPreempt(std::vector<TokenEvent>* events) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    Sequence& s = *it->second;
+    if (s.computed < s.prefill_len) continue;  // its prompt's pages came with its admission
+    while (!pool_.EnsureCapacity(s.pages, s.computed + 1, options_.page_size).ok()) {
+      const bool newest = std::next(it) == running_.end();
+      PreemptNewest(events);
+      if (newest) return;  // it was the newest; every older sequence has its page
+    }
+  }
+}
+
 void Engine::Admit() {
+  // A sequence preempted to recompute waits first in line; a new one is admitted only while a
+  // page for every running sequence's next token would be left, so admitting it does not
+  // preempt at once what it joins.
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Sequence& s = *waiting_.front();
-    if (!pool_.EnsureCapacity(s.pages, ReservedTokens(s), options_.page_size).ok()) break;
+    if (s.computed == 0) {  // not prefilled elsewhere: pages for its prompt work now
+      const int want =
+          options_.kv_lookahead_tokens == 0
+              ? ReservedTokens(s)
+              : std::min(ReservedTokens(s), s.prefill_len + options_.kv_lookahead_tokens);
+      const int headroom =
+          options_.kv_lookahead_tokens == 0 ? 0 : static_cast<int>(running_.size());
+      const int pages = PagesForTokens(want, options_.page_size);
+      if (!running_.empty() && pages + headroom > pool_.free_pages()) break;
+      if (!pool_.EnsureCapacity(s.pages, want, options_.page_size).ok()) break;
+    }
     running_.emplace(s.id, std::move(waiting_.front()));
     waiting_.pop_front();
   }
@@ -162,6 +219,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   const size_t first_event = events->size();  // what the caller had is not this step's
   for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
   cancelled_.clear();
+  GrowOrPreempt(events);
   Admit();
 
   // Decoding sequences first (one token each), then prompt chunks within the token budget.
@@ -170,7 +228,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   int budget = options_.max_batch_tokens;
   int prompt_tokens = 0, decode_tokens = 0;
   for (auto& [id, s] : running_) {
-    if (s->computed < s->prompt_len || budget == 0) continue;
+    if (s->computed < s->prefill_len || budget == 0) continue;
     batch.chunks.push_back(
         {std::span(s->tokens).subspan(s->computed, 1), s->computed, s->pages, true, true});
     in_batch.push_back(s.get());
@@ -178,9 +236,9 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     ++decode_tokens;
   }
   for (auto& [id, s] : running_) {
-    if (s->computed >= s->prompt_len || budget == 0) continue;
-    const int n = std::min(budget, s->prompt_len - s->computed);
-    const bool last = s->computed + n == s->prompt_len;
+    if (s->computed >= s->prefill_len || budget == 0) continue;
+    const int n = std::min(budget, s->prefill_len - s->computed);
+    const bool last = s->computed + n == s->prefill_len;
     batch.chunks.push_back(
         {std::span(s->tokens).subspan(s->computed, n), s->computed, s->pages, last});
     in_batch.push_back(s.get());
@@ -243,7 +301,10 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   }
   for (size_t i = first_event; i < events->size(); ++i) {
     const TokenEvent& e = (*events)[i];
-    if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled) continue;
+    if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled ||
+        e.finish == FinishReason::kPreempted) {
+      continue;  // running, or already gone with its pages
+    }
     auto it = running_.find(e.seq_id);
     if (it->second->keep_pages) {
       kept_pages_[e.seq_id] = std::move(it->second->pages);

@@ -1,9 +1,11 @@
 // Engine: one model on one device running many sequences with continuous batching. Each Step
-// admits waiting sequences while KV pages last (a sequence reserves pages for its prompt plus
-// max_tokens up front, so a running sequence never waits for memory), then runs one mixed batch:
-// one token for every decoding sequence plus prompt chunks up to a token budget (chunked
-// prefill). This is the single-process reference (`pdserve generate`) and the core of the
-// prefill and decode workers. Owned and driven by one thread; only KvPagePool is thread-safe.
+// grows the KV of its decoding sequences by a page when they need one, preempting the newest
+// sequences when the pool runs out (vLLM's policy), admits waiting sequences while pages last,
+// then runs one mixed batch: one token for every decoding sequence plus prompt chunks up to a
+// token budget (chunked prefill). A sequence is admitted with pages for its prompt plus
+// kv_lookahead_tokens; with kv_lookahead_tokens 0 it reserves prompt plus max_tokens up front
+// and is never preempted. This is the single-process reference (`pdserve generate`) and the core of
+// the prefill and decode workers. Owned and driven by one thread; only KvPagePool is thread-safe.
 #pragma once
 
 #include <chrono>
@@ -37,6 +39,13 @@ struct EngineOptions {
   int max_batch_tokens = 2048;  // tokens per step (decode tokens + prompt chunks); >= 1
   int max_running = 256;        // sequences decoding at once
   int threads = 0;              // CPU threads; 0 = all
+  // KV on demand: a sequence starts with pages for its prompt plus this many tokens and grows
+  // as it decodes. 0: pages for prompt plus max_tokens up front (no sequence is ever preempted).
+  int kv_lookahead_tokens = 16;
+  // What becomes of a sequence preempted for want of pages: kRecompute waits (first in line) and
+  // recomputes its tokens' KV when pages free, with the same sampling state; kHandBack ends it
+  // with FinishReason::kPreempted for its owner to resume elsewhere (a decode worker).
+  enum class Preemption { kRecompute, kHandBack } preemption = Preemption::kRecompute;
   // Matrix dtype on the CPU: "auto" keeps the checkpoint's; "f32", "bf16" or "f16" converts at
   // load (Weights::ConvertedTo). The CUDA backend always holds bf16 ("auto" or "bf16").
   std::string dtype = "auto";
@@ -46,8 +55,9 @@ struct EngineOptions {
   std::shared_ptr<SimFaults> sim_faults;
 };
 
-enum class FinishReason { kNone, kStop, kLength, kCancelled };
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled"
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kPreempted };
+// "stop", "length", "cancelled", "preempted"
+const char* FinishReasonName(FinishReason reason);
 
 // What one step produced for one sequence.
 struct TokenEvent {
@@ -94,7 +104,8 @@ class Engine {
   Status CheckPrompt(std::span<const int32_t> prompt) const;
   // Queues a sequence whose prompt's KV is already in `pages` (written by a KV transfer) and
   // whose first token was sampled elsewhere: it joins the batch decoding `first_token`. The
-  // pages must cover prompt plus max_tokens; they are the engine's from now on (freed at the end).
+  // pages must cover the prompt (prompt plus max_tokens when kv_lookahead_tokens is 0); they are
+  // the engine's from now on (freed at the end).
   Result<uint64_t> AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
                                 std::vector<int32_t> pages, const SamplingParams& params);
   // The pages of a finished keep_pages sequence; the caller frees them (pages().Free, any
@@ -103,6 +114,9 @@ class Engine {
   // Called during Step after each layer's KV write, for the sequences whose prompt completes in
   // that step. Only a prefill worker sets it.
   void set_layer_hook(LayerHook hook) { layer_hook_ = std::move(hook); }
+  // The KV a sequence of `prompt_tokens` asks for when it starts: prompt plus lookahead, within
+  // prompt plus max_tokens and the context.
+  int InitialKvTokens(int prompt_tokens, int max_tokens) const;
   // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
   void Cancel(uint64_t seq_id);
   // Runs one batch; appends one event per sequence that produced a token or ended.
@@ -111,8 +125,11 @@ class Engine {
   bool HasWork() const { return !waiting_.empty() || !running_.empty() || !cancelled_.empty(); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
+  // Sequences preempted for want of KV pages since the engine started.
+  int64_t num_preemptions() const { return num_preemptions_; }
   const ModelConfig& config() const { return backend_->config(); }
   int max_batch_tokens() const { return options_.max_batch_tokens; }
+  int kv_lookahead_tokens() const { return options_.kv_lookahead_tokens; }
   Backend& backend() { return *backend_; }
   KvPagePool& pages() { return pool_; }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
@@ -123,6 +140,9 @@ class Engine {
     uint64_t id;
     std::vector<int32_t> tokens;  // prompt, then generated
     int prompt_len;
+    // Tokens to run as prompt work before decoding: the prompt, or after a recompute
+    // preemption every token so far.
+    int prefill_len;
     int computed = 0;  // tokens whose KV is in the cache
     std::vector<int32_t> pages;
     SamplingParams params;
@@ -132,6 +152,11 @@ class Engine {
   };
 
   int ReservedTokens(const Sequence& s) const;
+  // Gives every decoding sequence, oldest first, a page for its next token, preempting the
+  // newest sequences while the pool has none.
+  void GrowOrPreempt(std::vector<TokenEvent>* events);
+  // Takes the newest running sequence's pages (kRecompute: back to wait; kHandBack: ended).
+  void PreemptNewest(std::vector<TokenEvent>* events);
   void Admit();
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 
@@ -143,6 +168,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::map<uint64_t, std::unique_ptr<Sequence>> running_;
   std::vector<uint64_t> cancelled_;
+  int64_t num_preemptions_ = 0;
   std::map<uint64_t, std::vector<int32_t>> kept_pages_;
   LayerHook layer_hook_;
   std::vector<float> logits_;

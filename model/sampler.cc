@@ -22,6 +22,10 @@ Status SamplingParams::Validate() const {
   for (const auto& s : stop) {
     if (s.empty()) return InvalidArgument("stop strings must not be empty");
   }
+  if (samples_drawn < 0 || samples_drawn > kMaxSamplesDrawn) {
+    return InvalidArgument("samples_drawn must be in [0, " + std::to_string(kMaxSamplesDrawn) +
+                           "], got " + std::to_string(samples_drawn));
+  }
   return Status::Ok();
 }
 
@@ -81,7 +85,11 @@ int32_t ArgMax(std::span<const float> values) {
 }
 
 Sampler::Sampler(const SamplingParams& params)
-    : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
+    : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {
+  // Validate() bounds it; a sampler built from unchecked params skips at most that many.
+  const int drawn = std::clamp(params.samples_drawn, 0, SamplingParams::kMaxSamplesDrawn);
+  for (int i = 0; i < drawn; ++i) SkipSample();
+}
 
 void Sampler::SkipSample() {
   if (params_.greedy()) return;  // greedy draws nothing

@@ -11,6 +11,7 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
   p.max_tokens = s.max_tokens();
   p.ignore_eos = s.ignore_eos();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  p.samples_drawn = s.samples_drawn();
   return p;
 }
 

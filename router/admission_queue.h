@@ -3,11 +3,11 @@
 // is tried at once, the others wait until Pump finds them a route, until their deadline passes
 // (Expire), or until their client leaves (Withdraw).
 //
-// Order: interactive requests before batch ones; within a priority, fair share across tenants by
-// start-time fair queueing (Goyal et al., SIGCOMM 1996): each request is tagged with a virtual
-// start time, max(the queue's virtual time, its tenant's previous finish tag), and a finish tag,
-// start + cost / weight; the waiting request with the smallest start tag goes next, and the
-// queue's virtual time becomes its start tag. A tenant with weight 2 so gets twice the cost of
+// Order: resumed streams, then interactive requests, then batch ones; within a priority, fair share
+// across tenants by start-time fair queueing (Goyal et al., SIGCOMM 1996): each request is tagged
+// with a virtual start time, max(the queue's virtual time, its tenant's previous finish tag), and a
+// finish tag, start + cost / weight; the waiting request with the smallest start tag goes next, and
+// the queue's virtual time becomes its start tag. A tenant with weight 2 so gets twice the cost of
 // one with weight 1 while both wait, and a tenant that was idle comes back at the current
 // virtual time, with no credit saved up. Within a tenant, first come first served.
 //
@@ -37,7 +37,9 @@
 
 namespace pdserve::router {
 
-enum class Priority { kInteractive = 0, kBatch = 1 };
+// kResumed: a stream already under way whose sequence must start again elsewhere (its decode
+// worker preempted it or was lost); it goes before anything new, its client waiting mid-stream.
+enum class Priority { kResumed = 0, kInteractive = 1, kBatch = 2 };
 
 struct AdmissionRequest {
   std::string tenant;
@@ -125,7 +127,7 @@ class AdmissionQueue {
   const Clock clock_;
 
   mutable std::mutex mu_;
-  PriorityQueue queues_[2];  // by Priority; guarded by mu_
+  PriorityQueue queues_[3];  // by Priority; guarded by mu_
   uint64_t next_ticket_ = 1;
   size_t waiting_ = 0;
   int64_t waiting_prompt_tokens_ = 0;

@@ -24,7 +24,10 @@ struct WorkerLoad {
   int kv_pages = 0;     // as registered
   int page_size = 0;    // tokens per KV page, as registered
   int max_context = 0;  // as registered; a reservation never exceeds it (0: unknown)
-  int free_pages = 0;   // from its last Load, at most kv_pages
+  // As registered: it reserves KV for a request's prompt plus this many tokens and grows it as
+  // the request decodes (0: prompt plus max_tokens up front).
+  int kv_lookahead_tokens = 0;
+  int free_pages = 0;  // from its last Load, at most kv_pages
   // Pages the registry routed to it that its last Load does not show yet (a Reserve or Generate
   // it has not answered, or answered after that Load): free_pages - pending_pages is its room.
   int pending_pages = 0;
@@ -39,8 +42,9 @@ struct WorkerLoad {
 
 struct RouteRequest {
   int prompt_tokens = 0;
-  // The KV the attempt reserves on its decode worker, in tokens (prompt plus max_tokens): a
-  // decode or colocated worker takes it only with room for that many pages now. 0: no check.
+  // The KV the attempt may need on its decode worker, in tokens (prompt plus max_tokens): a
+  // decode or colocated worker takes it only with room for what it reserves of it at the start
+  // (InitialKvPages) now. 0: no check.
   int kv_tokens = 0;
   std::set<uint64_t> exclude;  // workers not to use (those that failed this request before)
 };
@@ -62,7 +66,10 @@ struct PrefillCapacity {
 
 // KV pages of `page_size` tokens that `tokens` tokens take (page_size <= 0: one page).
 int PagesFor(int tokens, int page_size);
-// Whether `w` has free pages, less those pending, for `request`'s KV now.
+// The pages `w` reserves for `request` when it takes it: prompt plus its lookahead (all of
+// kv_tokens without one), within kv_tokens and its context.
+int InitialKvPages(const WorkerLoad& w, const RouteRequest& request);
+// Whether `w` has free pages, less those pending, for `request`'s initial KV now.
 bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request);
 
 // Whether a prefill worker takes `request`'s prompt now: when idle, or when the prompt tokens

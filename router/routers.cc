@@ -46,11 +46,18 @@ bool HasPrefillRoomFor(const WorkerLoad& w, const RouteRequest& request) {
   return w.sent_prompt_tokens + request.prompt_tokens <= int64_t{w.max_batch_tokens};
 }
 
+int InitialKvPages(const WorkerLoad& w, const RouteRequest& request) {
+  int64_t tokens = request.kv_tokens;
+  if (w.kv_lookahead_tokens > 0) {
+    tokens = std::min<int64_t>(tokens, int64_t{request.prompt_tokens} + w.kv_lookahead_tokens);
+  }
+  if (w.max_context > 0) tokens = std::min<int64_t>(tokens, w.max_context);
+  return PagesFor(static_cast<int>(tokens), w.page_size);
+}
+
 bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request) {
   if (request.kv_tokens <= 0) return true;
-  const int tokens =
-      w.max_context > 0 ? std::min(request.kv_tokens, w.max_context) : request.kv_tokens;
-  return w.free_pages - w.pending_pages >= PagesFor(tokens, w.page_size);
+  return w.free_pages - w.pending_pages >= InitialKvPages(w, request);
 }
 
 std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,

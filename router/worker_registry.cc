@@ -390,7 +390,8 @@ void WorkerRegistry::HandleErrorLocked(Worker& w, const proto::RequestError& err
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
   }
   const uint64_t failed = error.peer_failed() ? f.cost.decode_worker : w.id;
-  FailLocked(it->first, f, {error.message(), error.retryable(), error.no_room(), failed}, w.id,
+  FailLocked(it->first, f,
+             {error.message(), error.retryable(), error.no_room(), failed, error.preempted()}, w.id,
              actions);
   ReleaseLocked(it->first, f, &w, actions);
 }
@@ -600,10 +601,11 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
       g->mutable_prompt()->Add(prompt.begin(), prompt.end());
       *g->mutable_sampling() = sampling;
     }
-    const int context = d->info.max_context();
-    f.kv_pages =
-        router::PagesFor(context > 0 ? std::min(request.kv_tokens, context) : request.kv_tokens,
-                         d->info.page_size());
+    router::WorkerLoad decode_kv;
+    decode_kv.page_size = d->info.page_size();
+    decode_kv.max_context = d->info.max_context();
+    decode_kv.kv_lookahead_tokens = std::max(0, d->info.kv_lookahead_tokens());
+    f.kv_pages = router::InitialKvPages(decode_kv, request);
     f.cost.attempt_id = attempt_id;
     f.cost.prefill_worker = p->id;
     f.cost.decode_worker = d->id;

@@ -56,7 +56,10 @@ struct AttemptFailure {
   bool retryable = false;  // it did not start: another attempt may take it
   // A decode worker had no free KV pages for it now: it may wait for room, on that worker too.
   bool no_room = false;
-  uint64_t failed_worker = 0;  // the one to avoid on a retry (unless no_room)
+  uint64_t failed_worker = 0;  // the one to avoid on a retry (unless no_room or preempted)
+  // A decode worker preempted it for want of pages (retryable): it resumes where there is room,
+  // on that worker too.
+  bool preempted = false;
 };
 
 // What a request's owner (an HTTP session's call) receives from its workers.

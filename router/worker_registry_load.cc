@@ -32,6 +32,7 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
     l.kv_pages = w.info.kv_pages();
     l.page_size = w.info.page_size();
     l.max_context = w.info.max_context();
+    l.kv_lookahead_tokens = std::max(0, w.info.kv_lookahead_tokens());
     l.free_pages = w.load.free_pages();
     for (uint64_t a : w.attempts) {
       auto f = attempts_.find(a);

@@ -11,6 +11,22 @@ void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStat
   if (!stats.seq_ids.empty()) link.Send(model::StepReportMessage(stats, request_of));
 }
 
+void ReportPreemptions(const model::Engine& engine, WorkerMetrics* metrics, int64_t* reported) {
+  const int64_t now = engine.num_preemptions();
+  if (metrics && now > *reported) metrics->AddPreemptions(now - *reported);
+  *reported = now;
+}
+
+void SendPreempted(GatewayLink& link, uint64_t request_id) {
+  proto::Envelope e;
+  proto::RequestError* error = e.mutable_error();
+  error->set_request_id(request_id);
+  error->set_message("the decode worker ran out of KV pages and preempted this request");
+  error->set_retryable(true);
+  error->set_preempted(true);
+  link.Send(e);
+}
+
 void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
                       bool retryable, bool peer_failed, bool no_room) {
   proto::Envelope e;

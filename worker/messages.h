@@ -19,11 +19,17 @@ namespace pdserve {
 // know).
 void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStats& stats,
                 const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds);
+// After an engine step: counts in `metrics` (null: none) the preemptions since the last call,
+// `*reported` being how many the engine had then.
+void ReportPreemptions(const model::Engine& engine, WorkerMetrics* metrics, int64_t* reported);
 
 // A RequestError for `request_id`: `retryable` when the request did not start (another worker
 // may take it), `peer_failed` when a prefill worker's KV peer caused it, `no_room` when a decode
 // worker had no free KV pages for it now (retryable, on this worker too, once pages are free).
 void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string& message,
                       bool retryable, bool peer_failed = false, bool no_room = false);
+// A RequestError saying the decode worker preempted the running request for want of KV pages:
+// the gateway resumes it, with the tokens it already has, where there is room.
+void SendPreempted(GatewayLink& link, uint64_t request_id);
 
 }  // namespace pdserve

@@ -36,6 +36,7 @@ proto::Register RegisterFor(const std::string& role, model::Engine& engine,
   r.set_model_id(engine.config().model_id);
   r.set_max_context(engine.config().max_seq_len);
   r.set_max_batch_tokens(engine.max_batch_tokens());
+  r.set_kv_lookahead_tokens(engine.kv_lookahead_tokens());
   return r;
 }
 

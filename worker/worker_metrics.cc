@@ -19,6 +19,8 @@ Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& b
   m->prompt_tokens_ = counter("pdserve_prompt_tokens_total", "Prompt tokens computed.");
   m->generation_tokens_ = counter("pdserve_generation_tokens_total", "Tokens generated.");
   m->busy_seconds_ = counter("pdserve_busy_seconds_total", "Wall time spent in engine steps.");
+  m->preemptions_ =
+      counter("pdserve_num_preemptions_total", "Sequences preempted for want of KV pages.");
   m->kv_bytes_ = counter("pdserve_kv_transfer_bytes_total", "KV bytes pushed to decode workers.");
   m->kv_seconds_ = &prometheus::BuildHistogram()
                         .Name("pdserve_kv_transfer_seconds")
@@ -43,6 +45,8 @@ void WorkerMetrics::AddStep(double seconds, int prompt_tokens, int generation_to
   prompt_tokens_->Increment(prompt_tokens);
   generation_tokens_->Increment(generation_tokens);
 }
+
+void WorkerMetrics::AddPreemptions(int64_t n) { preemptions_->Increment(static_cast<double>(n)); }
 
 void WorkerMetrics::AddKvTransfer(int64_t bytes, double seconds) {
   kv_bytes_->Increment(static_cast<double>(bytes));

@@ -1,8 +1,8 @@
 // WorkerMetrics: a worker's Prometheus endpoint (`/metrics`, served by MetricsHttpServer)
 // with the names and meanings of docs/architecture.md, "Metrics": KV pages used, requests running
-// and waiting, prompt and generation tokens, KV transfer bytes and seconds, busy (step) seconds.
-// Every series carries the worker's role. Created by the prefill and decode workers at start-up.
-// Thread-safe (prometheus-cpp metrics are atomic): any thread may record.
+// and waiting, prompt and generation tokens, KV transfer bytes and seconds, busy (step) seconds,
+// preemptions. Every series carries the worker's role. Created by the prefill and decode workers at
+// start-up. Thread-safe (prometheus-cpp metrics are atomic): any thread may record.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -29,6 +29,7 @@ class WorkerMetrics {
   void SetLoad(int kv_pages_used, int running, int waiting);
   void AddStep(double seconds, int prompt_tokens, int generation_tokens);
   void AddKvTransfer(int64_t bytes, double seconds);
+  void AddPreemptions(int64_t n);
 
  private:
   WorkerMetrics() = default;
@@ -42,6 +43,7 @@ class WorkerMetrics {
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
   prometheus::Counter* busy_seconds_ = nullptr;
+  prometheus::Counter* preemptions_ = nullptr;
   prometheus::Counter* kv_bytes_ = nullptr;
   prometheus::Histogram* kv_seconds_ = nullptr;
 };

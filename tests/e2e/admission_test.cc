@@ -153,13 +153,14 @@ TEST_F(AdmissionTest, AClientThatLeavesWhileItsRequestWaitsTakesItOutOfTheQueue)
 
 TEST_F(AdmissionTest, ADecodePoolWithRoomForFewStreamsServesManyByQueueing) {
   StartGateway();
-  // A KV pool of 64 pages of 16 tokens: room for two requests of 400 tokens (25 pages each)
-  // at a time, where eight are sent together.
+  // A KV pool of 64 pages of 16 tokens reserved up front (no lookahead): room for two requests
+  // of 400 tokens (25 pages each) at a time, where eight are sent together.
   Process prefill({"prefill", "--model", model_, "--threads", "1", "--gateway", Gateway()},
                   dir_ / "prefill.log");
-  Process decode({"decode", "--role", "decode", "--model", model_, "--threads", "1", "--kv-pages",
-                  "64", "--metrics-port", "0", "--gateway", Gateway()},
-                 dir_ / "decode.log");
+  Process decode(
+      {"decode", "--role", "decode", "--model", model_, "--threads", "1", "--kv-pages", "64",
+       "--kv-lookahead-tokens", "0", "--metrics-port", "0", "--gateway", Gateway()},
+      dir_ / "decode.log");
   ASSERT_TRUE(
       WaitFor([&] { return Curl(http_, "/ready").status == 200; }, std::chrono::seconds(30)))
       << testing::ReadLog(dir_ / "decode.log");

@@ -181,19 +181,35 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
 
   // A client that gives up: its request is cancelled on both workers and still has a row.
   Post("alpha-key", Body("give up", 3000, true), /*timeout_s=*/1);
-  // A request whose decode worker dies mid-stream: it fails with an error row. The worker is
-  // killed once a few tokens have streamed (a fixed 1.5 s raced the tiny model, which can
-  // finish 3,000 tokens in that time on an idle machine).
-  auto failed = Post("beta-key", Body("doomed", 3000, true), 30, "", /*tokens=*/3, [&] {
+  // A request whose decode worker dies mid-stream resumes on a second decode worker started
+  // then: the attempt on the dead one is a "resumed" row (retry waste: the second recomputes
+  // it), the last an ok row with every token. The worker is killed once a few tokens have
+  // streamed (a fixed 1.5 s raced the tiny model, which can finish 3,000 tokens in that time on
+  // an idle machine).
+  StartedWorker second;
+  auto resumed = Post("beta-key", Body("doomed", 3000, true), 60, "", /*tokens=*/3, [&] {
     decode.own_busy = OwnBusySeconds(decode);
     decode.killed = true;
     decode.process->Kill(SIGKILL);
     decode.gone_unix = NowUnix();
+    second = StartWorker("decode", kDecodePrice, "burst");
   });
-  EXPECT_NE(failed.body.find("\"error\""), std::string::npos) << failed.body.substr(0, 300);
+  EXPECT_EQ(resumed.body.find("data: {\"error\""), std::string::npos)
+      << resumed.body.substr(0, 300);
+  std::string resumed_id;
+  for (size_t pos = 0; (pos = resumed.body.find("data: {", pos)) != std::string::npos; ++pos) {
+    auto chunk = nlohmann::json::parse(
+        resumed.body.substr(pos + 6, resumed.body.find("\n\n", pos) - pos - 6));
+    if (chunk.contains("usage") && !chunk["usage"].is_null()) {
+      resumed_id = chunk["id"];
+      seen[resumed_id] = {chunk["usage"]["prompt_tokens"], chunk["usage"]["completion_tokens"],
+                          chunk["usage"]["cost_usd"], "team-b"};
+    }
+  }
+  ASSERT_FALSE(resumed_id.empty()) << resumed.body.substr(0, 300);
+  EXPECT_EQ(seen[resumed_id].completion, 3000);
 
   // Drain the survivors so their periods end with every step reported, then read the ledger.
-  StartedWorker second = StartWorker("decode", kDecodePrice, "burst");
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
   auto last = Post("alpha-key", Body("after", 4, false));
@@ -235,6 +251,11 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
     EXPECT_NEAR(row["cost_usd"].get<double>(), want, 1e-15 + 1e-9 * want) << row.dump();
     auto it = seen.find(row["request_id"]);
     if (it == seen.end()) continue;
+    if (row["status"] == "resumed") {  // the resumed request's first attempt
+      EXPECT_EQ(row["request_id"], resumed_id) << row.dump();
+      EXPECT_GT(row["cost_usd"].get<double>(), 0) << row.dump();
+      continue;
+    }
     ++matched;
     EXPECT_EQ(row["status"], "ok");
     EXPECT_EQ(row["prompt_tokens"], it->second.prompt) << row.dump();
@@ -250,9 +271,10 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
     }
   }
   EXPECT_EQ(matched, seen.size()) << "rows whose request the client saw";
-  EXPECT_EQ(statuses["ok"], 7);
+  EXPECT_EQ(statuses["ok"], 8);
   EXPECT_EQ(statuses["cancelled"], 1);
-  EXPECT_GE(statuses["error"] + statuses["retried"], 1);
+  EXPECT_EQ(statuses["resumed"], 1);
+  EXPECT_EQ(statuses["error"] + statuses["retried"], 0);
 
   // Per worker, from the report over the same ledger, against what the test knows: the price
   // and GPUs it gave, the lifetime it measured, the busy time the worker counted itself.

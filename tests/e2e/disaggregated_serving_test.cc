@@ -154,49 +154,6 @@ TEST_F(DisaggregatedServingTest, GpuWorkersMoveKvByCudaIpcAndMatchOneGpuEngine) 
   ExpectPagesReturnToZero(d);
 }
 
-TEST_F(DisaggregatedServingTest, KilledDecodeWorkerEndsTheStreamAndTheNextRequestGoesElsewhere) {
-  auto p = Start("prefill");
-  auto d1 = Start("decode");
-  WaitForWorkers("decode", 1);
-  auto d2 = Start("decode");
-  WaitForWorkers("prefill", 1);
-  WaitForWorkers("decode", 2);
-  // Find which decode worker takes the long stream: the one whose pages are in use.
-  std::atomic<bool> killed{false};
-  std::chrono::steady_clock::time_point kill_time;
-  std::thread killer([&] {
-    for (int i = 0; i < 300 && !killed; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      for (Worker* w : {&d1, &d2}) {
-        if (KvPagesUsed(*w) > 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));
-          kill_time = std::chrono::steady_clock::now();
-          w->process->Kill(SIGKILL);
-          killed = true;
-          break;
-        }
-      }
-    }
-  });
-  const auto start = std::chrono::steady_clock::now();
-  auto streamed = Curl(
-      http_, "/v1/completions",
-      R"({"model":"tiny","prompt":"go","max_tokens":3000,"ignore_eos":true,"stream":true})", 60);
-  killer.join();
-  ASSERT_TRUE(killed);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - kill_time).count();
-  EXPECT_LT(seconds, 5.0) << "the client waited too long for the error after the kill";
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
-  EXPECT_NE(streamed.body.find("\"error\""), std::string::npos) << streamed.body.substr(0, 300);
-  EXPECT_NE(streamed.body.find("data: [DONE]"), std::string::npos);
-  WaitForWorkers("decode", 1);
-  testing::ExpectGreedyMatchesGenerate(http_, model_, "again");
-  testing::ExpectGreedyMatchesGenerate(http_, model_, "and again");
-  ExpectPagesReturnToZero(p);
-  ExpectPagesReturnToZero(d1.process->running() ? d1 : d2);
-}
-
 TEST_F(DisaggregatedServingTest, KilledPrefillWorkerDuringItsTransferIsRetriedOnAnother) {
   // The first prefill worker pauses after each layer's push (4 layers: 2 s of transfer), so it
   // can be killed while the decode worker holds a half-written reservation.

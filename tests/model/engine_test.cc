@@ -26,9 +26,13 @@ class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override { WriteModel(SmallConfig(), dir_.path()); }
 
-  std::unique_ptr<Engine> MakeEngine(int max_batch_tokens = 2048, int num_pages = 256,
-                                     int max_running = 64) {
+  std::unique_ptr<Engine> MakeEngine(
+      int max_batch_tokens = 2048, int num_pages = 256, int max_running = 64,
+      int kv_lookahead_tokens = 16,
+      EngineOptions::Preemption preemption = EngineOptions::Preemption::kRecompute) {
     EngineOptions o;
+    o.kv_lookahead_tokens = kv_lookahead_tokens;
+    o.preemption = preemption;
     o.page_size = 4;
     o.num_pages = num_pages;
     o.max_batch_tokens = max_batch_tokens;
@@ -234,17 +238,99 @@ TEST_F(EngineTest, ContextEndStopsWithLength) {
 
 // max_tokens as large as a peer can send: the reservation is the context, not a sum that
 // overflowed into a negative count of tokens (and 0 pages, which failed every sequence's step).
-TEST_F(EngineTest, MaxTokensUpToInt32MaxReservesTheContext) {
-  auto e = MakeEngine();
+TEST_F(EngineTest, MaxTokensUpToInt32MaxReservesTheContextUpFrontOrTheLookaheadOnDemand) {
+  for (const int lookahead : {0, 16}) {
+    auto e = MakeEngine(2048, 256, 64, lookahead);
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = std::numeric_limits<int32_t>::max();
+    ASSERT_TRUE(e->Add({1, 2, 3}, p).ok());
+    std::vector<TokenEvent> events;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->Step(&events).ok());
+    EXPECT_EQ(events.size(), 3u);
+    EXPECT_EQ(e->pages().used_pages(),
+              PagesForTokens(lookahead == 0 ? SmallConfig().max_seq_len : 3 + lookahead,
+                             e->backend().kv_shape().page_size))
+        << "lookahead " << lookahead;
+  }
+}
+
+// A pool with room for about a quarter of what the sequences may use: the engine preempts the
+// newest when a running sequence needs a page, recomputes them later, and every sequence's
+// tokens are those it has alone, greedy or seeded.
+TEST_F(EngineTest, KvOnDemandPreemptsTheNewestAndRecomputesToTheSameTokens) {
+  constexpr int kSequences = 16, kMaxTokens = 24;
+  for (const float temperature : {0.0f, 0.8f}) {
+    auto run = [&](Engine& e) {
+      std::map<uint64_t, int> index;
+      for (int i = 0; i < kSequences; ++i) {
+        SamplingParams p;
+        p.temperature = temperature;
+        p.seed = 100 + i;
+        p.max_tokens = kMaxTokens;
+        p.ignore_eos = true;
+        index[*e.Add(Prompt(i), p)] = i;
+      }
+      std::map<int, std::vector<int32_t>> out;
+      std::vector<TokenEvent> events;
+      for (int steps = 0; e.HasWork() && steps < 20000; ++steps) {
+        events.clear();
+        EXPECT_TRUE(e.Step(&events).ok());
+        for (const auto& ev : events) out[index[ev.seq_id]].push_back(ev.token);
+      }
+      return out;
+    };
+    auto roomy = MakeEngine(2048, 1024, 64, /*kv_lookahead_tokens=*/0);
+    const auto expected = run(*roomy);
+    int needed = 0;  // pages every sequence holds at its end
+    for (int i = 0; i < kSequences; ++i) {
+      needed += PagesForTokens(static_cast<int>(Prompt(i).size()) + kMaxTokens, 4);
+    }
+    auto tight = MakeEngine(2048, needed / 4, 64, /*kv_lookahead_tokens=*/4);
+    EXPECT_EQ(run(*tight), expected) << "temperature " << temperature;
+    EXPECT_GT(tight->num_preemptions(), 0);
+    EXPECT_EQ(tight->pages().used_pages(), 0);
+    EXPECT_EQ(roomy->num_preemptions(), 0);
+  }
+}
+
+// A decode worker's engine hands a preempted sequence back (its owner resumes it elsewhere):
+// the newest goes, with its pages, and the oldest keeps decoding.
+TEST_F(EngineTest, HandBackPreemptionEndsTheNewestSequenceAndFreesItsPages) {
+  auto e = MakeEngine(2048, /*num_pages=*/6, 64, /*kv_lookahead_tokens=*/4,
+                      EngineOptions::Preemption::kHandBack);
   SamplingParams p;
   p.temperature = 0;
-  p.max_tokens = std::numeric_limits<int32_t>::max();
-  ASSERT_TRUE(e->Add({1, 2, 3}, p).ok());
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  std::vector<uint64_t> seqs;
+  for (int i = 0; i < 2; ++i) {
+    auto pages = e->pages().Allocate(1);
+    ASSERT_TRUE(pages.ok());
+    auto seq = e->AddPrefilled({1, 2, 3}, 5, *pages, p);  // 3 prompt tokens: one page
+    ASSERT_TRUE(seq.ok()) << seq.status().ToString();
+    seqs.push_back(*seq);
+  }
   std::vector<TokenEvent> events;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e->Step(&events).ok());
-  EXPECT_EQ(events.size(), 3u);
-  EXPECT_EQ(e->pages().used_pages(),
-            PagesForTokens(SmallConfig().max_seq_len, e->backend().kv_shape().page_size));
+  std::vector<uint64_t> preempted;
+  std::map<uint64_t, int> tokens;
+  while (e->HasWork()) {
+    events.clear();
+    ASSERT_TRUE(e->Step(&events).ok());
+    for (const auto& ev : events) {
+      if (ev.finish == FinishReason::kPreempted) {
+        EXPECT_EQ(ev.token, -1);
+        preempted.push_back(ev.seq_id);
+      } else if (ev.token >= 0) {
+        ++tokens[ev.seq_id];
+      }
+    }
+  }
+  // Each needs 4 pages by its end (3 + 12 tokens), 8 in all, of 6.
+  EXPECT_EQ(preempted, std::vector<uint64_t>{seqs[1]});
+  EXPECT_EQ(tokens[seqs[0]], 11);  // the first token came with it
+  EXPECT_EQ(e->num_preemptions(), 1);
+  EXPECT_EQ(e->pages().used_pages(), 0);
 }
 
 // Prefill in one engine, copy the KV pages into another engine's pages (what the KV transfer
@@ -318,8 +404,24 @@ TEST_F(EngineTest, PrefillInOneEngineDecodeInAnotherMatchesOneEngine) {
   }
 }
 
-TEST_F(EngineTest, PrefilledSequenceNeedsPagesForItsWholeReservation) {
-  auto e = MakeEngine();
+TEST_F(EngineTest, PrefilledSequenceNeedsPagesForItsPromptOrItsWholeReservationUpFront) {
+  auto on_demand = MakeEngine();
+  SamplingParams q;
+  q.temperature = 0;
+  q.max_tokens = 20;
+  auto one = on_demand->pages().Allocate(1);
+  ASSERT_TRUE(one.ok());
+  auto short_of_prompt = on_demand->AddPrefilled({1, 2, 3, 4, 5}, 7, *one, q);
+  EXPECT_EQ(short_of_prompt.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_of_prompt.status().message().find("needs 2 pages for its prompt"),
+            std::string::npos)
+      << short_of_prompt.status().ToString();
+  auto two = on_demand->pages().Allocate(2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_TRUE(on_demand->AddPrefilled({1, 2, 3, 4, 5}, 7, *two, q).ok());
+  on_demand->pages().Free(*one);
+
+  auto e = MakeEngine(2048, 256, 64, /*kv_lookahead_tokens=*/0);
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = 20;

@@ -111,7 +111,35 @@ TEST(SamplerTest, ValidateNamesTheBadField) {
   p = {};
   p.stop = {""};
   EXPECT_FALSE(p.Validate().ok());
+  p = {};
+  p.samples_drawn = -1;
+  EXPECT_NE(p.Validate().message().find("samples_drawn"), std::string::npos);
+  p.samples_drawn = SamplingParams::kMaxSamplesDrawn + 1;
+  EXPECT_NE(p.Validate().message().find("samples_drawn"), std::string::npos);
   EXPECT_TRUE(SamplingParams{}.Validate().ok());
+}
+
+// A stream resumed elsewhere after k tokens goes on as the unmoved stream would: a sampler
+// built with samples_drawn k gives what the first gives from its (k+1)th draw.
+TEST(SamplerTest, SamplesDrawnStartsTheStreamPastThem) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 42;
+  std::vector<float> logits(50);
+  for (int i = 0; i < 50; ++i) logits[i] = std::sin(i * 0.7f);
+  Sampler whole(p);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(whole.Sample(logits));
+  p.samples_drawn = 25;
+  Sampler resumed(p);
+  std::vector<int32_t> rest;
+  for (int i = 25; i < 40; ++i) rest.push_back(resumed.Sample(logits));
+  EXPECT_EQ(rest, std::vector<int32_t>(tokens.begin() + 25, tokens.end()));
+  p.samples_drawn = 24;  // one short: a different stream (the test can tell)
+  Sampler off(p);
+  std::vector<int32_t> shifted;
+  for (int i = 25; i < 40; ++i) shifted.push_back(off.Sample(logits));
+  EXPECT_NE(shifted, rest);
 }
 
 }  // namespace

@@ -80,6 +80,25 @@ TEST(PdPairRouterTest, ADecodeWorkerWithoutRoomForTheRequestsKvIsNotPicked) {
   EXPECT_EQ(PagesFor(17, 16), 2);
 }
 
+// A worker that grows KV on demand reserves the prompt plus its lookahead at the start: it
+// takes a request whose whole KV would not fit now, and one without a lookahead does not.
+TEST(PdPairRouterTest, AWorkerWithALookaheadNeedsRoomForThePromptAndLookaheadOnly) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 3), Worker(2, "prefill", 0)};
+  ws[0].page_size = 16;
+  RouteRequest request;
+  request.prompt_tokens = 20;
+  request.kv_tokens = 20 + 500;  // 33 pages up front
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request));
+  ws[0].kv_lookahead_tokens = 16;  // 36 tokens: 3 pages
+  EXPECT_EQ(InitialKvPages(ws[0], request), 3);
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 1u);
+  ws[0].pending_pages = 1;
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request));
+  // Never more than the request may use.
+  request.kv_tokens = 21;
+  EXPECT_EQ(InitialKvPages(ws[0], request), 2);
+}
+
 TEST(PdPairRouterTest, APrefillWorkerTakesPromptsUpToOneStepQueued) {
   std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill")};
   ws[1].max_batch_tokens = 512;

@@ -122,6 +122,7 @@ class FailureSink : public RequestSink {
     message = failure.message;
     retryable = failure.retryable;
     no_room = failure.no_room;
+    preempted = failure.preempted;
     failed_worker = failure.failed_worker;
     failed = true;
   }
@@ -131,6 +132,7 @@ class FailureSink : public RequestSink {
   std::string message;
   bool retryable = false;
   bool no_room = false;
+  bool preempted = false;
   uint64_t failed_worker = 0;
 };
 
@@ -321,6 +323,35 @@ TEST_F(RegistryTest, RoutedPagesCountAsTakenUntilALoadAfterTheAnswerShowsThem) {
   EXPECT_TRUE(sink->retryable);
   EXPECT_TRUE(sink->no_room);
   EXPECT_TRUE(Eventually([&] { return pending() == 6; }));
+}
+
+// A decode worker that grows KV on demand (it registered a lookahead) is promised only the prompt
+// plus its lookahead, and a sequence it preempts reaches the sink as preempted and retryable.
+TEST_F(RegistryTest, AWorkerWithALookaheadIsPromisedItsStartAndHandsBackWhatItPreempts) {
+  Start({});
+  proto::Register hello = Decode();
+  hello.set_kv_lookahead_tokens(16);
+  WorkerStandIn& decode = Join(hello, 10);
+  Join(Prefill(), 512);
+  proto::Sampling sampling;
+  sampling.set_max_tokens(1000);  // 64 pages up front; 2 with the lookahead
+  const std::vector<int32_t> prompt(16, 1);
+  auto sink = std::make_shared<FailureSink>();
+  ASSERT_TRUE(registry_->Dispatch(1, prompt, sampling, sink).ok());
+  const auto snapshot = registry_->LoadSnapshot();
+  EXPECT_EQ(snapshot[0].kv_lookahead_tokens, 16);
+  EXPECT_EQ(snapshot[0].pending_pages, 2);
+  proto::Envelope preempted;
+  preempted.mutable_error()->set_request_id(1);
+  preempted.mutable_error()->set_retryable(true);
+  preempted.mutable_error()->set_preempted(true);
+  preempted.mutable_error()->set_message("out of KV pages");
+  decode.Send(preempted);
+  ASSERT_TRUE(Eventually([&] { return sink->failed.load(); }));
+  std::lock_guard lock(sink->mu);
+  EXPECT_TRUE(sink->retryable);
+  EXPECT_TRUE(sink->preempted);
+  EXPECT_FALSE(sink->no_room);
 }
 
 // A decode worker that heartbeats but never answers Reserve: the attempt fails over within the
