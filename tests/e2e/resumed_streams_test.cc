@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <future>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "tests/e2e/process.h"
@@ -54,26 +56,35 @@ class ResumedStreamsTest : public testing::GatewayFixture {
         << Curl(http_, "/health").body;
   }
 
-  // `pdserve generate`'s greedy text for `prompt`: the reference every stream must match.
-  std::string Reference(const std::string& prompt, int max_tokens) {
+  // `pdserve generate`'s text for `prompt` (greedy without a seed): the reference every stream
+  // must match.
+  std::string Reference(const std::string& prompt, int max_tokens,
+                        std::optional<int> seed = std::nullopt) {
+    const std::string sampling =
+        seed ? " --temperature 0.8 --seed " + std::to_string(*seed) : std::string();
     const auto run = testing::RunPdserveWithOutput(
         "generate --json --ignore-eos --threads 1 --max-tokens " + std::to_string(max_tokens) +
-        " --model " + model_ + " --prompt '" + prompt + "'");
+        sampling + " --model " + model_ + " --prompt '" + prompt + "'");
     EXPECT_EQ(run.exit_code, 0) << run.err;
     const auto j = nlohmann::json::parse(run.out, nullptr, false);
     EXPECT_TRUE(j.is_object()) << run.out << run.err;
     return j.is_object() ? j["text"].get<std::string>() : "";
   }
 
-  StreamSeen Stream(const std::string& prompt, int max_tokens, int timeout_s = 90) {
-    const nlohmann::json body = {{"model", "tiny"},
-                                 {"prompt", prompt},
-                                 {"max_tokens", max_tokens},
-                                 {"temperature", 0},
-                                 {"ignore_eos", true},
-                                 {"stream", true},
-                                 {"stream_options", {{"include_usage", true}}}};
-    const auto r = Curl(http_, "/v1/completions", body.dump(), timeout_s);
+  StreamSeen Stream(const std::string& prompt, int max_tokens,
+                    std::optional<int> seed = std::nullopt) {
+    nlohmann::json body = {{"model", "tiny"},
+                           {"prompt", prompt},
+                           {"max_tokens", max_tokens},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}}};
+    if (seed) {
+      body["temperature"] = 0.8;
+      body["seed"] = *seed;
+    }
+    const auto r = Curl(http_, "/v1/completions", body.dump(), 90);
     StreamSeen seen;
     seen.status = r.status;
     seen.error_event = r.body.find("data: {\"error\"") != std::string::npos;
@@ -141,19 +152,24 @@ class ResumedStreamsTest : public testing::GatewayFixture {
 
 // Decode pages for a quarter of what 64 streams may use (64 x 64 tokens): the decode worker
 // reserves each prompt plus a lookahead, grows, preempts the newest, and every stream completes
-// with the text of `pdserve generate`.
+// with the text of `pdserve generate`, greedy or seeded (a resumed stream's sampler goes on
+// where it was).
 TEST_F(ResumedStreamsTest, SixtyFourStreamsOnAQuarterOfTheirPagesAllMatchGenerate) {
   constexpr int kStreams = 64, kPrompts = 16, kTokens = 64;
   auto prefill = Start("prefill");
   auto decode = Start("decode", {"--kv-pages", std::to_string(kStreams * kTokens / 4 / 16)});
   WaitForWorkers(2);
-  std::vector<std::string> want;
-  for (int i = 0; i < kPrompts; ++i)
-    want.push_back(Reference("stream " + std::to_string(i), kTokens));
+  // Stream i sends prompt i % kPrompts, seeded when i is odd (kPrompts is even: every prompt
+  // goes both ways).
+  auto seed = [](int i) { return i % 2 ? std::optional<int>(1000 + i % kPrompts) : std::nullopt; };
+  std::map<int, std::string> want;  // by i % (2 * kPrompts)
+  for (int i = 0; i < 2 * kPrompts; ++i) {
+    want[i] = Reference("stream " + std::to_string(i % kPrompts), kTokens, seed(i));
+  }
   std::vector<std::future<StreamSeen>> streams;
   for (int i = 0; i < kStreams; ++i) {
     streams.push_back(std::async(std::launch::async, [&, i] {
-      return Stream("stream " + std::to_string(i % kPrompts), kTokens);
+      return Stream("stream " + std::to_string(i % kPrompts), kTokens, seed(i));
     }));
   }
   for (int i = 0; i < kStreams; ++i) {
@@ -161,7 +177,8 @@ TEST_F(ResumedStreamsTest, SixtyFourStreamsOnAQuarterOfTheirPagesAllMatchGenerat
     EXPECT_EQ(s.status, 200);
     EXPECT_FALSE(s.error_event) << "stream " << i;
     EXPECT_EQ(s.completion_tokens, kTokens) << "stream " << i;
-    EXPECT_TRUE(s.text == want[i % kPrompts]) << "stream " << i << " differs from pdserve generate";
+    EXPECT_TRUE(s.text == want[i % (2 * kPrompts)])
+        << "stream " << i << " differs from pdserve generate";
   }
   EXPECT_GT(testing::WorkerMetric(decode.log, "pdserve_num_preemptions_total"), 0);
   EXPECT_GT(Resumed("preempted"), 0);
