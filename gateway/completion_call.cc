@@ -367,7 +367,8 @@ void CompletionCall::HandleFailure(const AttemptFailure& failure) {
   if (!for_room) ++failures_;
   if (failure.retryable && failures_ < kMaxAttempts) {
     if (!for_room) failed_workers_.insert(failure.failed_worker);
-    const bool resuming = completion_tokens_ > 0;
+    // An attempt refused for room never ran: its request waits again, resumed or not.
+    const bool resuming = completion_tokens_ > 0 && !failure.no_room;
     if (resuming) metrics_->RecordResumed(failure.preempted ? "preempted" : "worker_failed");
     EndAttempt(resuming ? kStatusResumed : kStatusRetried);
     Admit();
