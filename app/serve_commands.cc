@@ -1,6 +1,6 @@
 // `pdserve gateway`, `pdserve prefill`, `pdserve decode` (--role both: colocated) and
 // `pdserve up`: the serving processes. `up` runs a gateway and workers as child processes of its
-// own on localhost.
+// own on localhost and starts again a worker that exits.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +24,7 @@
 #include "decode_pool/worker.h"
 #include "gateway/gateway_server.h"
 #include "model/model_maker.h"
+#include "planner/local_processes.h"
 #include "prefill_pool/prefill_worker.h"
 
 namespace pdserve::app {
@@ -130,55 +131,40 @@ struct UpFlags {
   bool no_auth = true;
 };
 
-pid_t Spawn(const std::vector<std::string>& args) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv("/proc/self/exe", argv.data());
-    std::perror("pdserve up: exec");
-    ::_exit(127);
-  }
-  return pid;
-}
-
 void RunUp(const UpFlags& f) {
   const std::string model_dir = ModelOrBuiltin("up", f.model_dir);
   const std::string ready = std::filesystem::temp_directory_path() /
                             ("pdserve-up-" + std::to_string(::getpid()) + ".json");
   std::filesystem::remove(ready);
-  // Children ignore nothing; we forward SIGINT/SIGTERM to them and wait.
+  // SIGINT and SIGTERM are waited for (sigtimedwait), not handled; children start with them
+  // unblocked (planner::LocalProcesses).
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
-  std::vector<pid_t> children;
+  planner::LocalProcesses children;
   auto stop_all = [&](int code) {
-    for (auto it = children.rbegin(); it != children.rend(); ++it) ::kill(*it, SIGTERM);
-    for (pid_t c : children) ::waitpid(c, nullptr, 0);
+    children.StopAll();
     std::filesystem::remove(ready);
     if (code) throw CLI::RuntimeError(code);
   };
-  sigset_t none;
-  sigemptyset(&none);
-  auto spawn = [&](std::vector<std::string> args) {
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // the child starts with signals unblocked
-    pid_t pid = Spawn(args);
-    sigprocmask(SIG_BLOCK, &mask, nullptr);
-    children.push_back(pid);
+  auto start = [&](const std::string& name, const std::vector<std::string>& args, bool supervised) {
+    if (auto pid = children.Start(name, args, supervised); !pid.ok()) {
+      std::cerr << "pdserve up: could not start " << name << ": " << pid.status().ToString()
+                << "\n";
+      stop_all(1);
+    }
   };
   std::vector<std::string> gateway{"pdserve",      "gateway", "--model",
                                    model_dir,      "--port",  std::to_string(f.port),
                                    "--ready-file", ready};
   if (!f.ledger.empty()) gateway.insert(gateway.end(), {"--ledger", f.ledger});
-  spawn(gateway);
+  start("gateway", gateway, /*supervised=*/false);
   nlohmann::json ports;
   for (int i = 0; i < 600 && ports.is_null(); ++i) {
-    int status = 0;
-    if (::waitpid(children[0], &status, WNOHANG) == children[0]) {
-      children.clear();
+    if (!children.Poll().empty()) {
+      std::filesystem::remove(ready);
       Fail("up", Unavailable("the gateway exited during start-up"));
     }
     std::ifstream in(ready);
@@ -201,31 +187,30 @@ void RunUp(const UpFlags& f) {
                                            control,   "--threads", threads,
                                            "--dtype", f.dtype,     "--price-per-gpu-hour",
                                            price};
-  auto spawn_worker = [&](std::vector<std::string> args, int count) {
+  // Workers are supervised: one that exits is started again (with backoff), the gateway and the
+  // other workers going on meanwhile.
+  auto start_workers = [&](const std::string& pool, std::vector<std::string> args, int count) {
     args.insert(args.end(), shared.begin(), shared.end());
-    for (int i = 0; i < count; ++i) spawn(args);
+    for (int i = 0; i < count; ++i) start(pool + "-" + std::to_string(i + 1), args, true);
   };
-  spawn_worker({"pdserve", "prefill"}, f.prefill);
-  spawn_worker({"pdserve", "decode", "--role", "decode"}, f.decode);
-  spawn_worker({"pdserve", "decode", "--role", "both"}, f.colocated);
+  start_workers("prefill", {"pdserve", "prefill"}, f.prefill);
+  start_workers("decode", {"pdserve", "decode", "--role", "decode"}, f.decode);
+  start_workers("colocated", {"pdserve", "decode", "--role", "both"}, f.colocated);
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
   // "Up" means a request sent now is served: wait until the workers registered (the gateway's
-  // queue holds requests sent before that, so nothing sent early is lost either).
-  auto exited = [&] {
-    int status = 0;
-    const pid_t gone = ::waitpid(-1, &status, WNOHANG);
-    if (gone <= 0) return false;
-    children.erase(std::remove(children.begin(), children.end(), gone), children.end());
-    std::cerr << "pdserve up: a child process (" << gone << ") exited during start-up; stopping\n";
-    return true;
-  };
+  // queue holds requests sent before that, so nothing sent early is lost either). A child that
+  // exits before then is a start-up failure (a bad flag, a model that does not load): stop.
   std::cout << "pdserve up: the gateway listens on http://127.0.0.1:" << http << "; waiting for "
             << workers << " worker(s) to load '" << model
             << "' and register (requests sent meanwhile wait for them)" << std::endl;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (!GatewayReady(http)) {
-    if (exited()) stop_all(1);
+    for (const auto& e : children.Poll()) {
+      std::cerr << "pdserve up: " << e.name << " (pid " << e.pid << ") "
+                << planner::DescribeExit(e.wait_status) << " during start-up; stopping\n";
+      stop_all(1);
+    }
     if (std::chrono::steady_clock::now() > give_up) {
       std::cerr << "pdserve up: the workers did not register within 10 minutes; stopping\n";
       stop_all(1);
@@ -247,14 +232,23 @@ void RunUp(const UpFlags& f) {
       << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"" << model
       << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
       << std::flush;
-  // Wait for a signal or for any child to exit.
+  // Supervise until a signal: a worker that exits is started again; the gateway exiting ends
+  // `up` (its workers would have nowhere to register).
   while (true) {
-    int status = 0;
-    pid_t gone = ::waitpid(-1, &status, WNOHANG);
-    if (gone > 0) {
-      children.erase(std::remove(children.begin(), children.end(), gone), children.end());
-      std::cerr << "pdserve up: a child process (" << gone << ") exited; stopping\n";
-      stop_all(1);
+    std::vector<std::string> restarted;
+    for (const auto& e : children.Poll(planner::LocalProcesses::Clock::now(), &restarted)) {
+      if (!e.will_restart) {
+        std::cerr << "pdserve up: the " << e.name << " (pid " << e.pid << ") "
+                  << planner::DescribeExit(e.wait_status) << "; stopping\n";
+        stop_all(1);
+      }
+      std::cerr << "pdserve up: " << e.name << " (pid " << e.pid << ") "
+                << planner::DescribeExit(e.wait_status) << "; starting it again in "
+                << e.backoff.count() << " ms\n";
+    }
+    for (const auto& name : restarted) {
+      std::cerr << "pdserve up: started " << name << " again (pid " << children.PidOf(name)
+                << ")\n";
     }
     timespec timeout{0, 200'000'000};
     if (sigtimedwait(&mask, nullptr, &timeout) > 0) break;

@@ -169,28 +169,12 @@ TEST_F(ColocatedServingTest, KilledWorkerMidStreamResumesOnTheNextWorker) {
   auto a = StartWorker("a.log");
   WaitForWorkers(1);
   std::unique_ptr<testing::Process> b;
-  const nlohmann::json body = {{"model", "tiny"},
-                               {"prompt", "go"},
-                               {"max_tokens", 3000},
-                               {"temperature", 0},
-                               {"ignore_eos", true},
-                               {"stream", true},
-                               {"stream_options", {{"include_usage", true}}}};
-  auto streamed = Curl(http_, "/v1/completions", body.dump(), 60, /*chunks=*/3, [&] {
-    a->Kill(SIGKILL);
-    b = StartWorker("b.log");
-  });
-  int tokens = 0;
-  bool done = false;
-  const std::string text = testing::StreamedText(streamed.body, &tokens, &done);
-  EXPECT_EQ(streamed.body.find("data: {\"error\""), std::string::npos)
-      << streamed.body.substr(0, 300);
-  EXPECT_TRUE(done);
-  EXPECT_EQ(tokens, 3000);
-  const auto reference = nlohmann::json::parse(
-      testing::RunPdserve("generate --json --ignore-eos --max-tokens 3000 --threads 1 --model " +
-                          model_ + " --prompt go"));
-  EXPECT_TRUE(text == reference["text"].get<std::string>()) << "differs from pdserve generate";
+  auto streamed = Curl(http_, "/v1/completions", testing::GreedyStreamBody("tiny", "go", 3000), 60,
+                       /*chunks=*/3, [&] {
+                         a->Kill(SIGKILL);
+                         b = StartWorker("b.log");
+                       });
+  testing::ExpectStreamMatchesGenerate(streamed.body, 3000, "--model " + model_ + " --prompt go");
   EXPECT_GE(testing::MetricValue(http_, "pdserve_requests_resumed_total{reason=\"worker_failed\"}"),
             1);
   ASSERT_TRUE(b);

@@ -512,6 +512,39 @@ inline std::unique_ptr<Process> StartColocatedWorker(const std::string& model, i
       log_path);
 }
 
+// The body of a greedy streamed completion of `max_tokens` tokens (end-of-sequence ignored, usage
+// asked for).
+inline std::string GreedyStreamBody(const std::string& model, const std::string& prompt,
+                                    int max_tokens) {
+  return nlohmann::json{{"model", model},
+                        {"prompt", prompt},
+                        {"max_tokens", max_tokens},
+                        {"temperature", 0},
+                        {"ignore_eos", true},
+                        {"stream", true},
+                        {"stream_options", {{"include_usage", true}}}}
+      .dump();
+}
+
+// Expects the SSE stream `sse` (of GreedyStreamBody) to have ended with [DONE], without an error
+// event, with `max_tokens` tokens whose text is `pdserve generate`'s for the same prompt
+// (`generate_args`: "--model DIR --prompt P"; one thread, like the workers of the tests).
+inline void ExpectStreamMatchesGenerate(const std::string& sse, int max_tokens,
+                                        const std::string& generate_args) {
+  int tokens = 0;
+  bool done = false;
+  const std::string text = StreamedText(sse, &tokens, &done);
+  EXPECT_EQ(sse.find("data: {\"error\""), std::string::npos) << sse.substr(0, 300);
+  EXPECT_TRUE(done);
+  EXPECT_EQ(tokens, max_tokens);
+  const auto reference =
+      nlohmann::json::parse(RunPdserve("generate --json --ignore-eos --threads 1 --max-tokens " +
+                                       std::to_string(max_tokens) + " " + generate_args),
+                            nullptr, false);
+  ASSERT_TRUE(reference.is_object()) << generate_args;
+  EXPECT_TRUE(text == reference["text"].get<std::string>()) << "differs from pdserve generate";
+}
+
 // Sends `prompt` greedily for 12 tokens through the gateway on `http_port`, plain and streamed,
 // and expects the token ids (return_token_ids), the text and the token counts of `pdserve
 // generate` on `model`: the reference every serving setup must match token for token

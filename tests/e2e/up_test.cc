@@ -1,10 +1,12 @@
 // End to end: `pdserve up` as a new user runs it. A request sent as soon as its gateway listens,
 // before the workers registered, completes; "pdserve is up" is printed only once the gateway is
-// ready (a route exists); Ctrl-C stops every process and exits 0.
+// ready (a route exists); a worker killed under load is started again while the gateway stays
+// up, and the stream it served resumes on it; Ctrl-C stops every process and exits 0.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include "tests/e2e/process.h"
@@ -16,6 +18,13 @@ namespace {
 using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
+
+// Whether `up` logging to `log` printed that it is up, within two minutes.
+bool WaitForUp(const std::string& log) {
+  return testing::WaitFor(
+      [&] { return testing::ReadLog(log).find("pdserve is up") != std::string::npos; },
+      std::chrono::seconds(120));
+}
 
 TEST(UpTest, ARequestSentBeforeItIsUpCompletesAndUpMeansReady) {
   TempDir dir;
@@ -33,18 +42,70 @@ TEST(UpTest, ARequestSentBeforeItIsUpCompletesAndUpMeansReady) {
                                {"max_tokens", 4}};
   auto early = std::async(std::launch::async,
                           [&] { return Curl(http, "/v1/chat/completions", body.dump()); });
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (testing::ReadLog(log).find("pdserve is up") == std::string::npos &&
-         std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_NE(testing::ReadLog(log).find("pdserve is up"), std::string::npos)
-      << testing::ReadLog(log);
+  ASSERT_TRUE(WaitForUp(log)) << testing::ReadLog(log);
   EXPECT_EQ(Curl(http, "/ready").status, 200) << "up was printed before the gateway was ready";
   const auto answer = early.get();
   EXPECT_EQ(answer.status, 200) << answer.body;
   up.Signal(SIGINT);
   EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
+}
+
+// The pid of the child of `parent` whose command line has `word` ("gateway", "decode"), 0 if none.
+pid_t ChildPid(pid_t parent, const std::string& word) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');  // pid (comm) state ppid ...
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != parent) {
+      continue;
+    }
+    std::ifstream cmdline(entry.path() / "cmdline");
+    const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+    if (args.find(word) != std::string::npos && state != 'Z') return std::stoi(name);
+  }
+  return 0;
+}
+
+// A decode worker killed mid-stream: `up` starts it again within seconds, the gateway never
+// stops, and the stream waits for the new worker and resumes there with the text of `pdserve
+// generate`.
+TEST(UpTest, AKilledWorkerIsStartedAgainAndTheStreamItServedResumes) {
+  TempDir dir;
+  const std::string log = dir / "up.log";
+  Process up({"up", "--port", "0", "--threads", "1"}, log);
+  ASSERT_TRUE(WaitForUp(log)) << testing::ReadLog(log);
+  const nlohmann::json ports = testing::WaitForJsonFile(
+      std::filesystem::temp_directory_path() / ("pdserve-up-" + std::to_string(up.pid()) + ".json"),
+      std::chrono::seconds(5));
+  ASSERT_FALSE(ports.is_null());
+  const int http = ports["http_port"];
+  const pid_t gateway = ChildPid(up.pid(), "gateway");
+  const pid_t decode = ChildPid(up.pid(), "decode");
+  ASSERT_GT(gateway, 0);
+  ASSERT_GT(decode, 0);
+  const auto streamed =
+      Curl(http, "/v1/completions", testing::GreedyStreamBody(ports["model"], "go", 3000), 90,
+           /*chunks=*/3, [&] { ::kill(decode, SIGKILL); });
+  testing::ExpectStreamMatchesGenerate(streamed.body, 3000, "--prompt go");  // the built-in model
+  const std::string said = testing::ReadLog(log);
+  EXPECT_NE(said.find("decode-1 (pid " + std::to_string(decode) + ") killed by signal 9"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("started decode-1 again"), std::string::npos) << said;
+  const pid_t again = ChildPid(up.pid(), "decode");
+  EXPECT_GT(again, 0);
+  EXPECT_NE(again, decode);
+  EXPECT_EQ(ChildPid(up.pid(), "gateway"), gateway) << "the gateway was started again";
+  EXPECT_EQ(Curl(http, "/ready").status, 200);
+  up.Signal(SIGINT);
+  EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
+  EXPECT_EQ(::kill(again, 0), -1) << "the restarted worker outlived up";
 }
 
 }  // namespace
