@@ -1,0 +1,110 @@
+#include "planner/planner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pdserve::planner {
+
+const char* PoolName(Pool pool) { return pool == Pool::kPrefill ? "prefill" : "decode"; }
+
+namespace {
+
+std::string Format(const char* format, double a, double b) {
+  char text[128];
+  std::snprintf(text, sizeof text, format, a, b);
+  return text;
+}
+
+}  // namespace
+
+Planner::Planner(PlannerOptions options, std::map<Pool, PoolLimits> limits)
+    : options_(std::move(options)) {
+  for (const auto& [pool, l] : limits) {
+    PoolState& s = pools_[pool];
+    s.limits = l;
+    s.desired = {l.reserved_floor, 0};
+  }
+}
+
+Desired Planner::desired(Pool pool) const {
+  auto it = pools_.find(pool);
+  return it == pools_.end() ? Desired{} : it->second.desired;
+}
+
+int Planner::DesiredTotal() const {
+  int total = 0;
+  for (const auto& [pool, s] : pools_) total += s.desired.reserved + s.desired.burst;
+  return total;
+}
+
+std::string Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
+  if (s.queued_requests > 0 && s.reserved + s.burst == 0) {
+    return std::to_string(s.queued_requests) + " requests wait and no worker runs";
+  }
+  if (pool == Pool::kPrefill) {
+    if (s.predicted_ttft_s > options_.ttft_slo_s) {
+      return Format("predicted TTFT %.2f s > SLO %.2f s", s.predicted_ttft_s, options_.ttft_slo_s);
+    }
+    return "";
+  }
+  if (s.kv_use > options_.kv_high) {
+    return Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high);
+  }
+  if (s.itl_s > options_.itl_slo_s) {
+    return Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s);
+  }
+  return "";
+}
+
+bool Planner::Comfortable(Pool pool, const PoolSignals& s) const {
+  if (s.queued_requests > 0) return false;
+  if (pool == Pool::kPrefill) return s.predicted_ttft_s < options_.down_ratio * options_.ttft_slo_s;
+  return s.kv_use < options_.kv_low && s.itl_s < options_.down_ratio * options_.itl_slo_s;
+}
+
+std::vector<Decision> Planner::Decide(Clock::time_point now,
+                                      const std::map<Pool, PoolSignals>& signals) {
+  std::vector<Decision> decisions;
+  for (auto& [pool, state] : pools_) {
+    auto it = signals.find(pool);
+    if (it == signals.end()) continue;
+    const PoolSignals& s = it->second;
+    const bool comfortable = Comfortable(pool, s);
+    if (!comfortable) {
+      state.comfortable_since = {};
+    } else if (state.comfortable_since == Clock::time_point{}) {
+      state.comfortable_since = now;
+    }
+    // Workers it asked for are still starting: their effect is not in the signals yet.
+    if (s.starting > 0) continue;
+    const std::string shortage = ShortBecause(pool, s);
+    if (!shortage.empty()) {
+      const bool cooling =
+          state.last_up != Clock::time_point{} && now - state.last_up < options_.up_cooldown;
+      const bool turned =
+          state.last_down != Clock::time_point{} && now - state.last_down < options_.up_cooldown;
+      const bool at_max = state.desired.burst >= state.limits.burst_max;
+      const bool over_budget =
+          options_.worker_budget > 0 && DesiredTotal() >= options_.worker_budget;
+      if (cooling || turned || at_max || over_budget) continue;
+      ++state.desired.burst;
+      state.last_up = now;
+      state.comfortable_since = {};
+      decisions.push_back({pool, "burst", +1, shortage});
+      continue;
+    }
+    if (!comfortable || state.desired.burst == 0) continue;
+    const bool held = now - state.comfortable_since >= options_.down_hold;
+    const bool after_up =
+        state.last_up != Clock::time_point{} && now - state.last_up < options_.down_hold;
+    if (!held || after_up) continue;
+    --state.desired.burst;
+    state.last_down = now;
+    state.comfortable_since = now;  // the next step down waits a whole window again
+    decisions.push_back({pool, "burst", -1,
+                         "comfortable for " + std::to_string(options_.down_hold.count()) + " s"});
+  }
+  return decisions;
+}
+
+}  // namespace pdserve::planner

@@ -1,0 +1,100 @@
+// Planner: the capacity layer's decisions (docs/architecture.md, "Processes"; the design in
+// ../shared/ARCHITECTURE.md, "Planner"). Pure: every interval its owner passes what it observes
+// of each pool (prefill, decode) and gets back the workers each pool and capacity class should
+// have, with every change and its reason. Actuators (local processes, Slurm, Kubernetes, a
+// command) carry the counts out; modes off/advise/act are the owner's.
+//
+// Rules, per pool, decided separately:
+// - Reserved workers are the floor: their desired count is always the floor.
+// - Up when the pool is short: prefill when the predicted TTFT exceeds the TTFT SLO (or
+//   requests wait and no worker runs: up from zero); decode when KV use is above kv_high or the
+//   inter-token latency exceeds the ITL SLO (or requests wait with no worker). A step of one
+//   burst worker, within the burst maximum and the shared worker budget, then no other step up
+//   for up_cooldown.
+// - No decision for a pool while workers it asked for are still starting.
+// - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
+//   SLO and nothing queued; decode: KV use under kv_low and ITL under down_ratio of the SLO)
+//   for down_hold without a break: one burst worker, drained by the actuator, then the window
+//   starts again. Zero traffic is comfortable, so the pools return to their floors.
+// - A pool never turns down within down_hold of a step up, nor up within up_cooldown of a step
+//   down, so it changes direction at most once per load step.
+//
+// Threads: one owner; not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pdserve::planner {
+
+enum class Pool { kPrefill, kDecode };
+const char* PoolName(Pool pool);  // "prefill", "decode"
+
+// What the owner observes of one pool now.
+struct PoolSignals {
+  int reserved = 0;             // registered workers of class reserved, not draining
+  int burst = 0;                // registered workers of class burst, not draining
+  int starting = 0;             // asked for and not registered yet
+  int queued_requests = 0;      // waiting in the admission queue for this pool's work
+  double predicted_ttft_s = 0;  // prefill: for a request arriving now
+  double kv_use = 0;            // decode: pages used over pages registered, 0..1
+  double itl_s = 0;             // decode: recent inter-token latency (a high percentile)
+};
+
+struct PoolLimits {
+  int reserved_floor = 1;
+  int burst_max = 0;
+};
+
+struct PlannerOptions {
+  double ttft_slo_s = 2.0;
+  double itl_slo_s = 0.1;
+  double kv_high = 0.85, kv_low = 0.4;
+  double down_ratio = 0.5;  // comfortable below this fraction of an SLO
+  std::chrono::seconds up_cooldown{30};
+  std::chrono::seconds down_hold{120};
+  int worker_budget = 0;  // all workers of both pools, reserved and burst; 0: no budget
+};
+
+struct Decision {
+  Pool pool = Pool::kPrefill;
+  std::string capacity_class;  // "reserved" or "burst"
+  int delta = 0;               // +1 or -1 workers
+  std::string reason;          // e.g. "predicted TTFT 3.1 s > SLO 2.0 s"
+};
+
+struct Desired {
+  int reserved = 0, burst = 0;
+};
+
+class Planner {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Planner(PlannerOptions options, std::map<Pool, PoolLimits> limits);
+
+  // One interval: the changes decided now (at most one per pool). Pools without signals are
+  // left as they are.
+  std::vector<Decision> Decide(Clock::time_point now, const std::map<Pool, PoolSignals>& signals);
+  // What each pool should have after the last Decide (the floor and no burst before any).
+  Desired desired(Pool pool) const;
+
+ private:
+  struct PoolState {
+    PoolLimits limits;
+    Desired desired;
+    Clock::time_point last_up, last_down;
+    Clock::time_point comfortable_since;  // {}: not comfortable now
+  };
+  // Why `signals` show the pool short of workers ("" when they do not).
+  std::string ShortBecause(Pool pool, const PoolSignals& signals) const;
+  bool Comfortable(Pool pool, const PoolSignals& signals) const;
+  int DesiredTotal() const;
+
+  PlannerOptions options_;
+  std::map<Pool, PoolState> pools_;
+};
+
+}  // namespace pdserve::planner

@@ -1,0 +1,219 @@
+// The planner's rules, one test each, on signals built here and a clock the test moves: steps of
+// one within the burst maximum and the budget, cooldowns, no decision while workers start,
+// scale-down only after a whole comfortable window and burst workers only, zero traffic back to
+// the floor, up from zero, each pool alone, and no flapping on a signal that flips.
+#include "planner/planner.h"
+
+#include <gtest/gtest.h>
+
+namespace pdserve::planner {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = Planner::Clock;
+
+PlannerOptions Options() {
+  PlannerOptions o;
+  o.ttft_slo_s = 2.0;
+  o.itl_slo_s = 0.1;
+  o.up_cooldown = 30s;
+  o.down_hold = 120s;
+  return o;
+}
+
+Planner TwoPools(int burst_max = 4, PlannerOptions o = Options()) {
+  return Planner(o, {{Pool::kPrefill, {1, burst_max}}, {Pool::kDecode, {1, burst_max}}});
+}
+
+PoolSignals ShortPrefill() {
+  PoolSignals s;
+  s.reserved = 1;
+  s.predicted_ttft_s = 3.5;
+  return s;
+}
+PoolSignals Idle() {
+  PoolSignals s;
+  s.reserved = 1;
+  return s;
+}
+
+TEST(PlannerTest, StartsAtTheFloorWithNoBurst) {
+  Planner p = TwoPools();
+  EXPECT_EQ(p.desired(Pool::kPrefill).reserved, 1);
+  EXPECT_EQ(p.desired(Pool::kPrefill).burst, 0);
+}
+
+TEST(PlannerTest, AShortPoolGetsOneBurstWorkerPerCooldownUpToItsMaximum) {
+  Planner p = TwoPools(/*burst_max=*/2);
+  Clock::time_point t{};
+  t += 1000s;
+  auto d = p.Decide(t, {{Pool::kPrefill, ShortPrefill()}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].pool, Pool::kPrefill);
+  EXPECT_EQ(d[0].capacity_class, "burst");
+  EXPECT_EQ(d[0].delta, 1);
+  EXPECT_NE(d[0].reason.find("predicted TTFT 3.50 s > SLO 2.00 s"), std::string::npos)
+      << d[0].reason;
+  EXPECT_TRUE(p.Decide(t + 10s, {{Pool::kPrefill, ShortPrefill()}}).empty()) << "cooling down";
+  EXPECT_TRUE(p.Decide(t + 29s, {{Pool::kPrefill, ShortPrefill()}}).empty());
+  EXPECT_EQ(p.Decide(t + 30s, {{Pool::kPrefill, ShortPrefill()}}).size(), 1u);
+  EXPECT_TRUE(p.Decide(t + 60s, {{Pool::kPrefill, ShortPrefill()}}).empty()) << "at its maximum";
+  EXPECT_EQ(p.desired(Pool::kPrefill).burst, 2);
+  EXPECT_EQ(p.desired(Pool::kPrefill).reserved, 1);
+}
+
+TEST(PlannerTest, NoDecisionForAPoolWhileWorkersItAskedForStart) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals s = ShortPrefill();
+  s.starting = 1;
+  EXPECT_TRUE(p.Decide(t, {{Pool::kPrefill, s}}).empty());
+  EXPECT_TRUE(p.Decide(t + 600s, {{Pool::kPrefill, s}}).empty());
+  s.starting = 0;
+  EXPECT_EQ(p.Decide(t + 601s, {{Pool::kPrefill, s}}).size(), 1u);
+}
+
+TEST(PlannerTest, APromptHeavyLoadScalesPrefillOnlyAndADecodeHeavyOneDecodeOnly) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  auto d = p.Decide(t, {{Pool::kPrefill, ShortPrefill()}, {Pool::kDecode, Idle()}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].pool, Pool::kPrefill);
+  PoolSignals full = Idle();
+  full.kv_use = 0.9;
+  Planner q = TwoPools();
+  d = q.Decide(t, {{Pool::kPrefill, Idle()}, {Pool::kDecode, full}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].pool, Pool::kDecode);
+  EXPECT_NE(d[0].reason.find("KV use 90% > 85%"), std::string::npos) << d[0].reason;
+  PoolSignals slow = Idle();
+  slow.itl_s = 0.25;
+  Planner r = TwoPools();
+  d = r.Decide(t, {{Pool::kDecode, slow}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].reason.find("inter-token latency 0.250 s > SLO 0.100 s"), std::string::npos)
+      << d[0].reason;
+}
+
+TEST(PlannerTest, ScalesDownOneBurstWorkerPerWholeComfortableWindow) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  p.Decide(t, {{Pool::kPrefill, ShortPrefill()}});
+  p.Decide(t + 30s, {{Pool::kPrefill, ShortPrefill()}});
+  ASSERT_EQ(p.desired(Pool::kPrefill).burst, 2);
+  // Comfortable from t+40: nothing before t+160 (a whole window, and the window after the last
+  // step up); an interruption starts the window again.
+  t += 40s;
+  for (int s = 0; s < 100; s += 10) {
+    EXPECT_TRUE(p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, Idle()}}).empty()) << s;
+  }
+  PoolSignals busy = Idle();
+  busy.predicted_ttft_s = 1.5;  // under the SLO, not comfortable (above half of it)
+  EXPECT_TRUE(p.Decide(t + 100s, {{Pool::kPrefill, busy}}).empty());
+  EXPECT_TRUE(p.Decide(t + 110s, {{Pool::kPrefill, Idle()}}).empty());
+  EXPECT_TRUE(p.Decide(t + 229s, {{Pool::kPrefill, Idle()}}).empty());
+  auto d = p.Decide(t + 230s, {{Pool::kPrefill, Idle()}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, -1);
+  EXPECT_EQ(d[0].capacity_class, "burst");
+  EXPECT_EQ(d[0].reason, "comfortable for 120 s");
+  EXPECT_TRUE(p.Decide(t + 300s, {{Pool::kPrefill, Idle()}}).empty()) << "one step a window";
+  EXPECT_EQ(p.Decide(t + 350s, {{Pool::kPrefill, Idle()}}).size(), 1u);
+  EXPECT_EQ(p.desired(Pool::kPrefill).burst, 0);
+}
+
+TEST(PlannerTest, ZeroTrafficReturnsEveryPoolToItsFloorAndNoLower) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals full = Idle();
+  full.kv_use = 0.95;
+  for (int i = 0; i < 4; ++i) {
+    p.Decide(t + std::chrono::seconds(30 * i),
+             {{Pool::kPrefill, ShortPrefill()}, {Pool::kDecode, full}});
+  }
+  ASSERT_EQ(p.desired(Pool::kPrefill).burst, 4);
+  ASSERT_EQ(p.desired(Pool::kDecode).burst, 4);
+  PoolSignals zero;  // no traffic: nothing predicted, nothing used, nothing queued
+  zero.reserved = 1;
+  for (int s = 0; s < 3600; s += 10) {
+    for (const auto& d : p.Decide(t + 200s + std::chrono::seconds(s),
+                                  {{Pool::kPrefill, zero}, {Pool::kDecode, zero}})) {
+      EXPECT_EQ(d.delta, -1);
+    }
+  }
+  for (Pool pool : {Pool::kPrefill, Pool::kDecode}) {
+    EXPECT_EQ(p.desired(pool).burst, 0) << PoolName(pool);
+    EXPECT_EQ(p.desired(pool).reserved, 1) << PoolName(pool);
+  }
+}
+
+TEST(PlannerTest, RequestsWaitingWithNoWorkerScaleUpFromZero) {
+  Planner p(Options(), {{Pool::kDecode, {/*reserved_floor=*/0, /*burst_max=*/3}}});
+  EXPECT_EQ(p.desired(Pool::kDecode).reserved, 0);
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals none;  // no worker, so no KV use or latency to see: only the queue says
+  none.queued_requests = 5;
+  auto d = p.Decide(t, {{Pool::kDecode, none}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 1);
+  EXPECT_EQ(d[0].reason, "5 requests wait and no worker runs");
+  // And back to zero once nothing waits (its floor).
+  PoolSignals idle;
+  idle.burst = 1;
+  for (int s = 0; s <= 300; s += 10)
+    p.Decide(t + 30s + std::chrono::seconds(s), {{Pool::kDecode, idle}});
+  EXPECT_EQ(p.desired(Pool::kDecode).burst, 0);
+}
+
+TEST(PlannerTest, TheWorkerBudgetCapsBothPoolsTogether) {
+  PlannerOptions o = Options();
+  o.worker_budget = 3;  // the two floors and one burst worker
+  Planner p = TwoPools(4, o);
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals full = Idle();
+  full.kv_use = 0.95;
+  auto d = p.Decide(t, {{Pool::kPrefill, ShortPrefill()}, {Pool::kDecode, full}});
+  ASSERT_EQ(d.size(), 1u) << "the budget held one of the two";
+  EXPECT_TRUE(p.Decide(t + 60s, {{Pool::kPrefill, ShortPrefill()}, {Pool::kDecode, full}}).empty());
+}
+
+// A signal that flips between short and comfortable every interval for ten minutes: the pool
+// steps up at most once per cooldown and never turns down (comfort never holds a whole window).
+TEST(PlannerTest, AFlippingSignalDoesNotMakeThePoolFlap) {
+  Planner p = TwoPools(/*burst_max=*/20);
+  Clock::time_point t{};
+  t += 1000s;
+  int ups = 0, downs = 0;
+  for (int s = 0; s < 600; s += 10) {
+    const PoolSignals sig = (s / 10) % 2 ? Idle() : ShortPrefill();
+    for (const auto& d : p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, sig}})) {
+      (d.delta > 0 ? ups : downs)++;
+    }
+  }
+  EXPECT_EQ(downs, 0);
+  EXPECT_LE(ups, 600 / 30);
+  EXPECT_GE(ups, 1);
+}
+
+// After a step down, a brief shortage does not bring the worker straight back: up waits its
+// cooldown after a down, so a pool changes direction at most once per load step.
+TEST(PlannerTest, AStepUpRightAfterAStepDownWaitsItsCooldown) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  p.Decide(t, {{Pool::kPrefill, ShortPrefill()}});
+  for (int s = 10; s <= 140; s += 10)
+    p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, Idle()}});
+  ASSERT_EQ(p.desired(Pool::kPrefill).burst, 0);  // stepped down at t+130
+  EXPECT_TRUE(p.Decide(t + 145s, {{Pool::kPrefill, ShortPrefill()}}).empty());
+  EXPECT_EQ(p.Decide(t + 160s, {{Pool::kPrefill, ShortPrefill()}}).size(), 1u);
+}
+
+}  // namespace
+}  // namespace pdserve::planner
