@@ -74,6 +74,38 @@ constexpr const char* kKvCongestionHelp =
     "runs bbr, which paces bursty KV transfers well below the link), default (the host's), or a "
     "name";
 
+struct PlannerFlags {
+  std::string mode = "off";
+  std::string prefill = "1:4", decode = "1:4";  // MIN:MAX workers
+  double interval_s = 5;
+  int budget = 0;
+  int64_t itl_slo_ms = 100;
+};
+
+// "MIN:MAX" workers as the planner's limits: MIN reserved, up to MAX - MIN burst.
+planner::PoolLimits ParsePoolLimits(const std::string& flag, const std::string& text) {
+  int min = -1, max = -1;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%d:%d%c", &min, &max, &tail) != 2 || min < 0 || max < min ||
+      max > 4096) {
+    Fail("gateway", InvalidArgument(flag + " must be MIN:MAX workers with 0 <= MIN <= MAX, got '" +
+                                    text + "'"));
+  }
+  return {min, max - min};
+}
+
+std::shared_ptr<gateway::PlannerAdvisorOptions> PlannerOptionsFrom(const PlannerFlags& f,
+                                                                   int64_t ttft_slo_ms) {
+  auto o = std::make_shared<gateway::PlannerAdvisorOptions>();
+  o->prefill = ParsePoolLimits("--planner-prefill", f.prefill);
+  o->decode = ParsePoolLimits("--planner-decode", f.decode);
+  o->interval = std::chrono::milliseconds(std::llround(f.interval_s * 1000));
+  o->planner.worker_budget = f.budget;
+  o->planner.ttft_slo_s = ttft_slo_ms > 0 ? ttft_slo_ms / 1000.0 : 2.0;
+  o->planner.itl_slo_s = f.itl_slo_ms / 1000.0;
+  return o;
+}
+
 void RunGateway(gateway::GatewayOptions o, const std::string& ready_file) {
   InitLogging("gateway", "info");
   o.model_dir = ModelOrBuiltin("gateway", o.model_dir);
@@ -297,10 +329,37 @@ void AddServeCommands(CLI::App& app) {
                  "token (0: never; a tenant's ttft_slo_ms or x-pdserve-ttft-slo-ms overrides it)")
       ->check(CLI::NonNegativeNumber);
   gw->add_option("--ready-file", *ready, "Write the bound ports here as JSON once listening");
-  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms] {
+  auto planner = std::make_shared<PlannerFlags>();
+  gw->add_option("--planner", planner->mode,
+                 "off, or advise: decide each pool's workers every interval, log why and export "
+                 "pdserve_planner_desired_workers for an actuator (act is not built)")
+      ->check(CLI::IsMember({"off", "advise", "act"}))
+      ->capture_default_str();
+  gw->add_option("--planner-prefill", planner->prefill,
+                 "MIN:MAX prefill workers: MIN reserved (the floor), up to MAX with burst ones")
+      ->capture_default_str();
+  gw->add_option("--planner-decode", planner->decode, "MIN:MAX decode workers, likewise")
+      ->capture_default_str();
+  gw->add_option("--planner-interval", planner->interval_s, "Seconds between decisions")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  gw->add_option("--planner-worker-budget", planner->budget,
+                 "Workers of both pools together at most (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  gw->add_option("--itl-slo-ms", planner->itl_slo_ms,
+                 "The planner adds decode workers when inter-token latency exceeds this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner] {
     if (*no_auth) g->api_keys_file.clear();
     g->queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(*queue_timeout * 1000));
     g->ttft_slo = std::chrono::milliseconds(*ttft_slo_ms);
+    if (planner->mode == "act") {
+      Fail("gateway", InvalidArgument("--planner act needs an actuator, which is not built yet: "
+                                      "use --planner advise and act on the "
+                                      "pdserve_planner_desired_workers gauges (KEDA, HPA)"));
+    }
+    if (planner->mode == "advise") g->planner = PlannerOptionsFrom(*planner, *ttft_slo_ms);
     RunGateway(*g, *ready);
   });
 

@@ -94,7 +94,30 @@ GatewayMetrics::GatewayMetrics()
                    .Help("Streams under way started again on other workers, their tokens so far "
                          "prefilled again, by reason: preempted (the decode worker ran out of KV "
                          "pages) or worker_failed (a worker was lost, froze or failed).")
-                   .Register(*registry_)) {}
+                   .Register(*registry_)),
+      planner_desired_(pm::BuildGauge()
+                           .Name("pdserve_planner_desired_workers")
+                           .Help("Workers the planner wants per pool (prefill, decode) and class "
+                                 "(reserved: the floor; burst: above it), in advise mode.")
+                           .Register(*registry_)),
+      planner_decisions_(pm::BuildCounter()
+                             .Name("pdserve_planner_decisions_total")
+                             .Help("The planner's changes of a pool's desired workers, by "
+                                   "direction (up, down).")
+                             .Register(*registry_)) {}
+
+void GatewayMetrics::RecordInterToken(double seconds) {
+  itl_.Observe(seconds);
+  std::lock_guard lock(recent_itl_mu_);
+  recent_itl_ = recent_itl_ > 0 ? 0.95 * recent_itl_ + 0.05 * seconds : seconds;
+  recent_itl_at_ = std::chrono::steady_clock::now();
+}
+
+double GatewayMetrics::RecentInterToken() const {
+  std::lock_guard lock(recent_itl_mu_);
+  if (std::chrono::steady_clock::now() - recent_itl_at_ > std::chrono::seconds(10)) return 0;
+  return recent_itl_;
+}
 
 void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e2e_seconds,
                                     int prompt_tokens, int generation_tokens) {

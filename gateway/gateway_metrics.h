@@ -8,7 +8,9 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace pdserve::gateway {
@@ -20,7 +22,10 @@ class GatewayMetrics {
   GatewayMetrics();
 
   void RecordFirstToken(double seconds) { ttft_.Observe(seconds); }
-  void RecordInterToken(double seconds) { itl_.Observe(seconds); }
+  void RecordInterToken(double seconds);
+  // An exponentially weighted mean of the inter-token latencies recorded lately (each weighs 5%),
+  // for the planner; 0 when none came for 10 s (no traffic is no latency).
+  double RecentInterToken() const;
   void RecordFinished(const std::string& finished_reason, double e2e_seconds, int prompt_tokens,
                       int generation_tokens);
   void RecordFailed() { failed_.Increment(); }
@@ -37,6 +42,14 @@ class GatewayMetrics {
   // pdserve_requests_resumed_total{reason}: a stream under way started again on other workers
   // (reason preempted or worker_failed).
   void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
+  // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,
+  // direction}: what the planner (advise mode) wants and how often it changed its mind.
+  void SetPlannerDesired(const std::string& pool, const std::string& capacity_class, int n) {
+    planner_desired_.Add({{"pool", pool}, {"class", capacity_class}}).Set(n);
+  }
+  void RecordPlannerDecision(const std::string& pool, const std::string& direction) {
+    planner_decisions_.Add({{"pool", pool}, {"direction", direction}}).Increment();
+  }
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
   // set to `waiting` (requests in the admission queue).
@@ -58,6 +71,11 @@ class GatewayMetrics {
   prometheus::Histogram& queue_time_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& resumed_;
+  prometheus::Family<prometheus::Gauge>& planner_desired_;
+  prometheus::Family<prometheus::Counter>& planner_decisions_;
+  mutable std::mutex recent_itl_mu_;
+  double recent_itl_ = 0;                                // guarded by recent_itl_mu_
+  std::chrono::steady_clock::time_point recent_itl_at_;  // guarded by recent_itl_mu_
 };
 
 }  // namespace pdserve::gateway

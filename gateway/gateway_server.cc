@@ -105,6 +105,13 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   server->Accept();
   server->admission_timer_ = std::make_unique<asio::steady_timer>(server->io_);
   server->TickAdmission();
+  if (o.planner) {
+    server->planner_ = std::make_unique<PlannerAdvisor>(*o.planner, server->registry_,
+                                                        shared->admission, shared->metrics);
+    server->planner_interval_ = o.planner->interval;
+    server->planner_timer_ = std::make_unique<asio::steady_timer>(server->io_);
+    server->TickPlanner();
+  }
   for (int i = 0; i < std::max(1, o.io_threads); ++i) {
     server->threads_.emplace_back([s = server.get()] { s->io_.run(); });
   }
@@ -132,11 +139,21 @@ void GatewayServer::TickAdmission() {
   });
 }
 
+void GatewayServer::TickPlanner() {
+  planner_timer_->expires_after(planner_interval_);
+  planner_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    planner_->Tick(std::chrono::steady_clock::now());
+    TickPlanner();
+  });
+}
+
 void GatewayServer::Stop() {
   asio::post(io_, [this] {
     boost::system::error_code ignored;
     acceptor_->close(ignored);
     admission_timer_->cancel();
+    if (planner_timer_) planner_timer_->cancel();
   });
   registry_->Stop();
   io_.stop();

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
+#include "gateway/planner_advisor.h"
 #include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
 #include "router/admission_queue.h"
@@ -46,6 +47,8 @@ struct GatewayOptions {
   // The TTFT objective past which a predicted wait is refused at once with 429 (0: none); a
   // tenant's ttft_slo_ms in the keys file, or a request's x-pdserve-ttft-slo-ms, overrides it.
   std::chrono::milliseconds ttft_slo{0};
+  // The planner in advise mode (decide and export, act on nothing): null: off.
+  std::shared_ptr<PlannerAdvisorOptions> planner;
 };
 
 class GatewayServer {
@@ -83,12 +86,17 @@ class GatewayServer {
   // Every tick: times out queued requests past their deadline and starts those that fit now
   // (the registry also pumps the queue whenever room may have come).
   void TickAdmission();
+  // Every planner interval: the planner decides (advise mode).
+  void TickPlanner();
 
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<AcceptBackoff> accept_backoff_;  // the accept handler's
   std::shared_ptr<WorkerRegistry> registry_;
   std::unique_ptr<boost::asio::steady_timer> admission_timer_;
+  std::unique_ptr<PlannerAdvisor> planner_;  // null: off
+  std::chrono::milliseconds planner_interval_{5000};
+  std::unique_ptr<boost::asio::steady_timer> planner_timer_;
   std::shared_ptr<const Shared> shared_;
   std::string model_id_;
   uint16_t http_port_ = 0;

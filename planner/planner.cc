@@ -39,7 +39,9 @@ int Planner::DesiredTotal() const {
 
 std::string Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
   if (s.queued_requests > 0 && s.reserved + s.burst == 0) {
-    return std::to_string(s.queued_requests) + " requests wait and no worker runs";
+    return s.queued_requests == 1
+               ? std::string("a request waits and no worker runs")
+               : std::to_string(s.queued_requests) + " requests wait and no worker runs";
   }
   if (pool == Pool::kPrefill) {
     if (s.predicted_ttft_s > options_.ttft_slo_s) {

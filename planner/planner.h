@@ -40,7 +40,7 @@ struct PoolSignals {
   int queued_requests = 0;      // waiting in the admission queue for this pool's work
   double predicted_ttft_s = 0;  // prefill: for a request arriving now
   double kv_use = 0;            // decode: pages used over pages registered, 0..1
-  double itl_s = 0;             // decode: recent inter-token latency (a high percentile)
+  double itl_s = 0;             // decode: recent inter-token latency (0: no traffic)
 };
 
 struct PoolLimits {

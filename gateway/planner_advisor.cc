@@ -1,0 +1,66 @@
+#include "gateway/planner_advisor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace pdserve::gateway {
+
+using planner::Pool;
+
+std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::WorkerLoad> workers,
+                                                     size_t queued, double predicted_wait_s,
+                                                     double itl_s) {
+  std::map<Pool, planner::PoolSignals> out;
+  planner::PoolSignals& prefill = out[Pool::kPrefill];
+  planner::PoolSignals& decode = out[Pool::kDecode];
+  int64_t pages = 0, used = 0;
+  for (const router::WorkerLoad& w : workers) {
+    if (w.draining || (w.role != "prefill" && w.role != "decode")) continue;
+    planner::PoolSignals& s = w.role == "prefill" ? prefill : decode;
+    (w.capacity_class == "burst" ? s.burst : s.reserved)++;
+    if (w.role == "decode") {
+      pages += w.kv_pages;
+      used += w.kv_pages - w.free_pages;
+    }
+  }
+  for (auto& [pool, s] : out) s.queued_requests = static_cast<int>(queued);
+  prefill.predicted_ttft_s = predicted_wait_s;
+  decode.itl_s = itl_s;
+  decode.kv_use = pages > 0 ? static_cast<double>(used) / static_cast<double>(pages) : 0;
+  return out;
+}
+
+PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
+                               std::shared_ptr<WorkerRegistry> registry,
+                               std::shared_ptr<router::AdmissionQueue> queue,
+                               std::shared_ptr<GatewayMetrics> metrics)
+    : registry_(std::move(registry)),
+      queue_(std::move(queue)),
+      metrics_(std::move(metrics)),
+      planner_(options.planner,
+               {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}) {
+  for (Pool pool : {Pool::kPrefill, Pool::kDecode}) {
+    metrics_->SetPlannerDesired(planner::PoolName(pool), "reserved",
+                                planner_.desired(pool).reserved);
+    metrics_->SetPlannerDesired(planner::PoolName(pool), "burst", planner_.desired(pool).burst);
+  }
+}
+
+void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
+  const auto snapshot = registry_->LoadSnapshot();
+  router::AdmissionRequest arriving;  // a request arriving now, its own prompt aside
+  const double wait = queue_->PredictWait(arriving);
+  const auto signals =
+      PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
+  for (const planner::Decision& d : planner_.Decide(now, signals)) {
+    const char* pool = planner::PoolName(d.pool);
+    spdlog::info("planner (advise): {} {:+d} {} worker: {}; desired now {} reserved, {} burst",
+                 pool, d.delta, d.capacity_class, d.reason, planner_.desired(d.pool).reserved,
+                 planner_.desired(d.pool).burst);
+    metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down");
+    metrics_->SetPlannerDesired(pool, d.capacity_class == "burst" ? "burst" : "reserved",
+                                d.capacity_class == "burst" ? planner_.desired(d.pool).burst
+                                                            : planner_.desired(d.pool).reserved);
+  }
+}
+
+}  // namespace pdserve::gateway

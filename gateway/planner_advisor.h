@@ -1,0 +1,51 @@
+// PlannerAdvisor: the planner (planner/planner.h) in advise mode inside the gateway, where its
+// signals are (`pdserve gateway --planner advise`). Every interval it reads the registry's
+// snapshot and the admission queue, decides, logs each change with its reason and exports
+// pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,direction}
+// for an actuator to act on (KEDA or HPA on the gauges; `pdserve up --autoscale` is not built).
+// It acts on nothing itself. Prefill and decode workers count; colocated ones are in no pool.
+//
+// Threads: Tick runs on one thread at a time (the gateway's planner timer).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <span>
+
+#include "gateway/gateway_metrics.h"
+#include "planner/planner.h"
+#include "router/admission_queue.h"
+#include "router/worker_registry.h"
+
+namespace pdserve::gateway {
+
+struct PlannerAdvisorOptions {
+  planner::PlannerOptions planner;
+  planner::PoolLimits prefill, decode;
+  std::chrono::milliseconds interval{5000};
+};
+
+// Each pool's signals: its reserved and burst workers (not draining), the requests waiting
+// (both pools'), the wait the queue predicts for a request arriving now (prefill), the share of
+// decode KV pages in use and the recent inter-token latency (decode). Starting workers are not
+// known here (0).
+std::map<planner::Pool, planner::PoolSignals> PoolSignalsFrom(
+    std::span<const router::WorkerLoad> workers, size_t queued, double predicted_wait_s,
+    double itl_s);
+
+class PlannerAdvisor {
+ public:
+  PlannerAdvisor(PlannerAdvisorOptions options, std::shared_ptr<WorkerRegistry> registry,
+                 std::shared_ptr<router::AdmissionQueue> queue,
+                 std::shared_ptr<GatewayMetrics> metrics);
+  void Tick(planner::Planner::Clock::time_point now);
+
+ private:
+  std::shared_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<router::AdmissionQueue> queue_;
+  std::shared_ptr<GatewayMetrics> metrics_;
+  planner::Planner planner_;
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,50 @@
+// The planner's signals as the gateway reads them from its registry's snapshot and its queue:
+// workers counted by pool and class (draining and colocated ones in no pool), decode KV use
+// over the decode pool only, the queue in both pools, the inter-token latency in decode.
+#include "gateway/planner_advisor.h"
+
+#include <gtest/gtest.h>
+
+namespace pdserve::gateway {
+namespace {
+
+using planner::Pool;
+
+router::WorkerLoad Load(const std::string& role, const std::string& capacity_class,
+                        int kv_pages = 0, int free_pages = 0, bool draining = false) {
+  router::WorkerLoad w;
+  w.role = role;
+  w.capacity_class = capacity_class;
+  w.kv_pages = kv_pages;
+  w.free_pages = free_pages;
+  w.draining = draining;
+  return w;
+}
+
+TEST(PlannerAdvisorTest, PoolSignalsCountWorkersByPoolAndClassAndDecodeKvUse) {
+  const std::vector<router::WorkerLoad> workers = {
+      Load("prefill", "reserved", 1000, 1000),
+      Load("prefill", "burst", 1000, 0),
+      Load("prefill", "burst", 0, 0, /*draining=*/true),
+      Load("decode", "reserved", 100, 25),
+      Load("decode", "burst", 300, 75),
+      Load("both", "reserved", 500, 0)};
+  const auto s = PoolSignalsFrom(workers, /*queued=*/7, /*predicted_wait_s=*/1.25, /*itl_s=*/0.04);
+  const planner::PoolSignals& p = s.at(Pool::kPrefill);
+  const planner::PoolSignals& d = s.at(Pool::kDecode);
+  EXPECT_EQ(p.reserved, 1);
+  EXPECT_EQ(p.burst, 1) << "the draining one is on its way out";
+  EXPECT_EQ(d.reserved, 1);
+  EXPECT_EQ(d.burst, 1);
+  EXPECT_DOUBLE_EQ(p.predicted_ttft_s, 1.25);
+  EXPECT_DOUBLE_EQ(d.kv_use, 300.0 / 400.0) << "decode pages only: prefill and colocated aside";
+  EXPECT_EQ(p.queued_requests, 7);
+  EXPECT_EQ(d.queued_requests, 7);
+  EXPECT_DOUBLE_EQ(d.itl_s, 0.04);
+  EXPECT_EQ(p.starting, 0);
+  const auto none = PoolSignalsFrom({}, 0, 0, 0);
+  EXPECT_EQ(none.at(Pool::kDecode).kv_use, 0);
+}
+
+}  // namespace
+}  // namespace pdserve::gateway
