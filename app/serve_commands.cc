@@ -14,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -47,8 +49,8 @@ void ParseGatewayAddress(const char* command, const std::string& address, std::s
 
 namespace {
 
-// Whether the gateway on this host's `port` answers GET /ready with 200 (within a second).
-bool GatewayReady(int port) {
+// GET `path` from this host's `port` within a second: the body of a 200 answer, or nullopt.
+std::optional<std::string> HttpGet(int port, const std::string& path) {
   namespace beast = boost::beast;
   namespace http = beast::http;
   try {
@@ -57,16 +59,28 @@ bool GatewayReady(int port) {
     stream.expires_after(std::chrono::seconds(1));
     stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
                                                   static_cast<uint16_t>(port)));
-    http::request<http::empty_body> request(http::verb::get, "/ready", 11);
+    http::request<http::empty_body> request(http::verb::get, path, 11);
     request.set(http::field::host, "127.0.0.1");
     http::write(stream, request);
     beast::flat_buffer buffer;
     http::response<http::string_body> response;
     http::read(stream, buffer, response);
-    return response.result() == http::status::ok;
+    if (response.result() != http::status::ok) return std::nullopt;
+    return response.body();
   } catch (const std::exception&) {
-    return false;
+    return std::nullopt;
   }
+}
+
+// Whether the gateway on this host's `port` answers GET /ready with 200 (within a second).
+bool GatewayReady(int port) { return HttpGet(port, "/ready").has_value(); }
+
+// The burst workers the gateway's planner wants for `pool`, from its /metrics text; -1 if absent.
+int DesiredBurst(const std::string& metrics, const std::string& pool) {
+  const std::string series =
+      "pdserve_planner_desired_workers{class=\"burst\",pool=\"" + pool + "\"} ";
+  const size_t at = metrics.find(series);
+  return at == std::string::npos ? -1 : std::atoi(metrics.c_str() + at + series.size());
 }
 
 constexpr const char* kKvCongestionHelp =
@@ -80,6 +94,7 @@ struct PlannerFlags {
   double interval_s = 5;
   int budget = 0;
   int64_t itl_slo_ms = 100;
+  int up_cooldown_s = 30, down_hold_s = 120;
 };
 
 // "MIN:MAX" workers as the planner's limits: MIN reserved, up to MAX - MIN burst.
@@ -103,6 +118,8 @@ std::shared_ptr<gateway::PlannerAdvisorOptions> PlannerOptionsFrom(const Planner
   o->planner.worker_budget = f.budget;
   o->planner.ttft_slo_s = ttft_slo_ms > 0 ? ttft_slo_ms / 1000.0 : 2.0;
   o->planner.itl_slo_s = f.itl_slo_ms / 1000.0;
+  o->planner.up_cooldown = std::chrono::seconds(f.up_cooldown_s);
+  o->planner.down_hold = std::chrono::seconds(f.down_hold_s);
   return o;
 }
 
@@ -153,17 +170,44 @@ void RunWorker(const char* command, Options o) {
 struct UpFlags {
   std::string model_dir;
   uint16_t port = 8000;
-  int prefill = 1;
-  int decode = 1;
+  std::string prefill = "1";  // N, or MIN:MAX with --autoscale
+  std::string decode = "1";
   int colocated = 0;
   int threads = 0;             // per worker; 0: the machine's cores shared among the workers
   std::string dtype = "auto";  // every worker's, so prefill and decode compute alike
   std::string ledger = "pdserve-ledger.sqlite";
   double price_per_gpu_hour = 0;  // passed to every worker
   bool no_auth = true;
+  bool autoscale = false;
+  double burst_price_per_gpu_hour = 0;
+  int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
+  int up_cooldown_s = 30, down_hold_s = 120;
 };
 
+// A pool's size for `up`: "N" workers, or with --autoscale "MIN:MAX" (MIN reserved, at least 1).
+struct PoolSize {
+  int min = 0, max = 0;
+};
+PoolSize ParsePoolSize(const char* flag, const std::string& text, bool autoscale) {
+  int min = -1, max = -1;
+  char tail = 0;
+  const int n = std::sscanf(text.c_str(), "%d:%d%c", &min, &max, &tail);
+  if (n == 1 && min >= 0 && min <= 64) return {min, min};
+  if (n == 2 && autoscale && min >= 1 && max >= min && max <= 64) return {min, max};
+  Fail("up",
+       InvalidArgument(std::string(flag) +
+                       (autoscale ? " must be N or MIN:MAX workers with 1 <= MIN <= MAX <= 64"
+                                  : " must be a number of workers (MIN:MAX needs --autoscale)") +
+                       ", got '" + text + "'"));
+  return {};
+}
+
 void RunUp(const UpFlags& f) {
+  const PoolSize prefill = ParsePoolSize("--prefill", f.prefill, f.autoscale);
+  const PoolSize decode = ParsePoolSize("--decode", f.decode, f.autoscale);
+  if (f.colocated == 0 && (prefill.min == 0 || decode.min == 0)) {
+    Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));
+  }
   const std::string model_dir = ModelOrBuiltin("up", f.model_dir);
   const std::string ready = std::filesystem::temp_directory_path() /
                             ("pdserve-up-" + std::to_string(::getpid()) + ".json");
@@ -192,6 +236,14 @@ void RunUp(const UpFlags& f) {
                                    model_dir,      "--port",  std::to_string(f.port),
                                    "--ready-file", ready};
   if (!f.ledger.empty()) gateway.insert(gateway.end(), {"--ledger", f.ledger});
+  if (f.autoscale) {
+    gateway.insert(
+        gateway.end(),
+        {"--planner", "advise", "--planner-interval", "1", "--planner-prefill",
+         std::to_string(prefill.min) + ":" + std::to_string(prefill.max), "--planner-decode",
+         std::to_string(decode.min) + ":" + std::to_string(decode.max), "--planner-up-cooldown",
+         std::to_string(f.up_cooldown_s), "--planner-down-hold", std::to_string(f.down_hold_s)});
+  }
   start("gateway", gateway, /*supervised=*/false);
   nlohmann::json ports;
   for (int i = 0; i < 600 && ports.is_null(); ++i) {
@@ -209,25 +261,36 @@ void RunUp(const UpFlags& f) {
     stop_all(1);
   }
   const std::string control = "127.0.0.1:" + std::to_string(ports["control_port"].get<int>());
-  const int workers = f.prefill + f.decode + f.colocated;
+  const int workers = prefill.min + decode.min + f.colocated;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::string threads =
       std::to_string(f.threads > 0 ? f.threads : std::max(1, cores / std::max(1, workers)));
-  // Flags every worker gets alike (the same dtype, so prefill and decode compute alike).
-  const std::string price = std::to_string(f.price_per_gpu_hour);
-  const std::vector<std::string> shared = {"--model", model_dir,   "--gateway",
-                                           control,   "--threads", threads,
-                                           "--dtype", f.dtype,     "--price-per-gpu-hour",
-                                           price};
+  // A worker's command line: every worker gets the same flags (the same dtype, so prefill and
+  // decode compute alike) but its class and price.
+  auto worker_args = [&](const std::string& pool, const std::string& capacity_class) {
+    std::vector<std::string> args = {"pdserve", pool == "prefill" ? "prefill" : "decode"};
+    if (pool != "prefill")
+      args.insert(args.end(), {"--role", pool == "decode" ? "decode" : "both"});
+    if (pool != "prefill" && f.kv_pages > 0) {
+      args.insert(args.end(), {"--kv-pages", std::to_string(f.kv_pages)});
+    }
+    const double price =
+        capacity_class == "burst" ? f.burst_price_per_gpu_hour : f.price_per_gpu_hour;
+    args.insert(args.end(), {"--model", model_dir, "--gateway", control, "--threads", threads,
+                             "--dtype", f.dtype, "--capacity-class", capacity_class,
+                             "--price-per-gpu-hour", std::to_string(price)});
+    return args;
+  };
   // Workers are supervised: one that exits is started again (with backoff), the gateway and the
   // other workers going on meanwhile.
-  auto start_workers = [&](const std::string& pool, std::vector<std::string> args, int count) {
-    args.insert(args.end(), shared.begin(), shared.end());
-    for (int i = 0; i < count; ++i) start(pool + "-" + std::to_string(i + 1), args, true);
+  auto start_workers = [&](const std::string& pool, int count) {
+    for (int i = 0; i < count; ++i) {
+      start(pool + "-" + std::to_string(i + 1), worker_args(pool, "reserved"), true);
+    }
   };
-  start_workers("prefill", {"pdserve", "prefill"}, f.prefill);
-  start_workers("decode", {"pdserve", "decode", "--role", "decode"}, f.decode);
-  start_workers("colocated", {"pdserve", "decode", "--role", "both"}, f.colocated);
+  start_workers("prefill", prefill.min);
+  start_workers("decode", decode.min);
+  start_workers("colocated", f.colocated);
   const int http = ports["http_port"].get<int>();
   const std::string model = ports["model"].get<std::string>();
   // "Up" means a request sent now is served: wait until the workers registered (the gateway's
@@ -255,8 +318,12 @@ void RunUp(const UpFlags& f) {
   }
   std::cout
       << "pdserve is up: http://127.0.0.1:" << http << "/v1 serving '" << model << "' with "
-      << f.prefill << " prefill, " << f.decode << " decode and " << f.colocated
-      << " colocated worker(s). Ctrl-C stops it.\n"
+      << prefill.min << " prefill, " << decode.min << " decode and " << f.colocated
+      << " colocated worker(s)"
+      << (f.autoscale ? ", up to " + std::to_string(prefill.max) + " and " +
+                            std::to_string(decode.max) + " with burst workers as the planner asks"
+                      : std::string())
+      << ". Ctrl-C stops it.\n"
       << (f.ledger.empty() ? std::string()
                            : "  costs go to " + f.ledger + ": pdserve report --ledger " + f.ledger +
                                  " --prices PRICES.json\n")
@@ -264,11 +331,42 @@ void RunUp(const UpFlags& f) {
       << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"" << model
       << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
       << std::flush;
+  // With --autoscale, the burst workers the gateway's planner wants: started as it asks for
+  // them, drained (SIGTERM) the newest first as it lets them go.
+  std::map<std::string, std::vector<std::string>> burst;  // by pool, oldest first
+  int burst_started = 0;
+  auto reconcile = [&] {
+    const auto metrics = HttpGet(http, "/metrics");
+    if (!metrics) return;
+    for (const std::string pool : {"prefill", "decode"}) {
+      const int want = DesiredBurst(*metrics, pool);
+      if (want < 0) continue;
+      std::vector<std::string>& running = burst[pool];
+      if (static_cast<int>(running.size()) < want) {
+        const std::string name = pool + "-burst-" + std::to_string(++burst_started);
+        std::cerr << "pdserve up: the planner wants " << want << " burst " << pool
+                  << " worker(s): starting " << name << "\n";
+        start(name, worker_args(pool, "burst"), true);
+        running.push_back(name);
+      } else if (static_cast<int>(running.size()) > want) {
+        std::cerr << "pdserve up: the planner wants " << want << " burst " << pool
+                  << " worker(s): draining " << running.back() << "\n";
+        children.Stop(running.back());
+        running.pop_back();
+      }
+    }
+  };
   // Supervise until a signal: a worker that exits is started again; the gateway exiting ends
   // `up` (its workers would have nowhere to register).
-  while (true) {
+  for (int turn = 0;; ++turn) {
+    if (f.autoscale && turn % 5 == 0) reconcile();  // every second
     std::vector<std::string> restarted;
     for (const auto& e : children.Poll(planner::LocalProcesses::Clock::now(), &restarted)) {
+      if (e.name != "gateway" && !e.will_restart) {  // a burst worker drained as asked
+        std::cerr << "pdserve up: " << e.name << " (pid " << e.pid << ") "
+                  << planner::DescribeExit(e.wait_status) << "\n";
+        continue;
+      }
       if (!e.will_restart) {
         std::cerr << "pdserve up: the " << e.name << " (pid " << e.pid << ") "
                   << planner::DescribeExit(e.wait_status) << "; stopping\n";
@@ -346,6 +444,14 @@ void AddServeCommands(CLI::App& app) {
   gw->add_option("--planner-worker-budget", planner->budget,
                  "Workers of both pools together at most (0: none)")
       ->check(CLI::NonNegativeNumber);
+  gw->add_option("--planner-up-cooldown", planner->up_cooldown_s,
+                 "Seconds after a step up (or down) before a pool steps up again")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  gw->add_option("--planner-down-hold", planner->down_hold_s,
+                 "Seconds a pool must be comfortable before one burst worker goes")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   gw->add_option("--itl-slo-ms", planner->itl_slo_ms,
                  "The planner adds decode workers when inter-token latency exceeds this")
       ->check(CLI::PositiveNumber)
@@ -466,8 +572,25 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--model", u->model_dir,
                  "Model directory (default: built-in tiny, made if absent)");
   up->add_option("--port", u->port, "HTTP port");
-  up->add_option("--prefill", u->prefill, "Prefill workers")->check(CLI::Range(0, 64));
-  up->add_option("--decode", u->decode, "Decode workers")->check(CLI::Range(0, 64));
+  up->add_option("--prefill", u->prefill,
+                 "Prefill workers: N, or MIN:MAX with --autoscale (MIN reserved, the rest burst)")
+      ->capture_default_str();
+  up->add_option("--decode", u->decode, "Decode workers: N, or MIN:MAX with --autoscale")
+      ->capture_default_str();
+  up->add_flag("--autoscale", u->autoscale,
+               "Run the planner in the gateway and start and drain burst workers as it asks");
+  up->add_option("--burst-price-per-gpu-hour", u->burst_price_per_gpu_hour,
+                 "USD per GPU-hour of burst workers, for the ledger")
+      ->check(CLI::NonNegativeNumber);
+  up->add_option("--kv-pages", u->kv_pages,
+                 "KV pages of each decode or colocated worker (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  up->add_option("--planner-up-cooldown", u->up_cooldown_s,
+                 "With --autoscale: seconds between a pool's steps up")
+      ->check(CLI::Range(0, 86400));
+  up->add_option("--planner-down-hold", u->down_hold_s,
+                 "With --autoscale: seconds a pool must be comfortable before a burst worker goes")
+      ->check(CLI::Range(1, 86400));
   up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
@@ -477,12 +600,7 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,
                  "USD per GPU-hour of every worker, for the ledger")
       ->check(CLI::NonNegativeNumber);
-  up->callback([u] {
-    if (u->colocated == 0 && (u->prefill == 0 || u->decode == 0)) {
-      Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));
-    }
-    RunUp(*u);
-  });
+  up->callback([u] { RunUp(*u); });
 }
 
 }  // namespace pdserve::app

@@ -94,6 +94,18 @@ std::vector<LocalProcesses::Exit> LocalProcesses::Poll(Clock::time_point now,
   return exits;
 }
 
+bool LocalProcesses::Stop(const std::string& name) {
+  for (Child& c : children_) {
+    if (c.name != name) continue;
+    c.supervised = false;
+    c.restart_at = {};
+    if (c.pid <= 0) return false;
+    ::kill(c.pid, SIGTERM);
+    return true;
+  }
+  return false;
+}
+
 void LocalProcesses::StopAll(std::chrono::milliseconds grace) {
   stopped_ = true;
   for (auto it = children_.rbegin(); it != children_.rend(); ++it) {

@@ -56,6 +56,10 @@ class LocalProcesses {
   std::vector<Exit> Poll(Clock::time_point now = Clock::now(),
                          std::vector<std::string>* restarted = nullptr);
 
+  // SIGTERM to the child called `name` (a worker drains, then exits), which is not started again:
+  // Poll reaps it. False when no such child runs.
+  bool Stop(const std::string& name);
+
   // SIGTERM to every running child, the last started first; waits for each, SIGKILL after
   // `grace`. Nothing is started again afterwards.
   void StopAll(std::chrono::milliseconds grace = std::chrono::seconds(30));

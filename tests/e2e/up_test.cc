@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -18,6 +20,13 @@ namespace {
 using model::testing::TempDir;
 using testing::Curl;
 using testing::Process;
+
+// The ports `up` had its gateway write (null if it did not within 5 s).
+nlohmann::json PortsOf(const Process& up) {
+  return testing::WaitForJsonFile(
+      std::filesystem::temp_directory_path() / ("pdserve-up-" + std::to_string(up.pid()) + ".json"),
+      std::chrono::seconds(5));
+}
 
 // Whether `up` logging to `log` printed that it is up, within two minutes.
 bool WaitForUp(const std::string& log) {
@@ -80,9 +89,7 @@ TEST(UpTest, AKilledWorkerIsStartedAgainAndTheStreamItServedResumes) {
   const std::string log = dir / "up.log";
   Process up({"up", "--port", "0", "--threads", "1"}, log);
   ASSERT_TRUE(WaitForUp(log)) << testing::ReadLog(log);
-  const nlohmann::json ports = testing::WaitForJsonFile(
-      std::filesystem::temp_directory_path() / ("pdserve-up-" + std::to_string(up.pid()) + ".json"),
-      std::chrono::seconds(5));
+  const nlohmann::json ports = PortsOf(up);
   ASSERT_FALSE(ports.is_null());
   const int http = ports["http_port"];
   const pid_t gateway = ChildPid(up.pid(), "gateway");
@@ -106,6 +113,62 @@ TEST(UpTest, AKilledWorkerIsStartedAgainAndTheStreamItServedResumes) {
   up.Signal(SIGINT);
   EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
   EXPECT_EQ(::kill(again, 0), -1) << "the restarted worker outlived up";
+}
+
+// `up --autoscale` under a load that fills its decode worker's KV pages: the gateway's planner asks
+// for a burst decode worker and says why, `up` starts it and it registers as burst; once the load
+// is gone and the pool has been comfortable for the hold, the planner lets it go and `up` drains
+// it (exit 0). No request fails meanwhile.
+TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
+  TempDir dir;
+  const std::string log = dir / "up.log";
+  Process up({"up", "--port", "0", "--threads", "1", "--ledger", "", "--autoscale", "--prefill",
+              "1:1", "--decode", "1:2", "--kv-pages", "64", "--planner-up-cooldown", "1",
+              "--planner-down-hold", "2"},
+             log);
+  ASSERT_TRUE(WaitForUp(log)) << testing::ReadLog(log);
+  const nlohmann::json ports = PortsOf(up);
+  ASSERT_FALSE(ports.is_null());
+  const int http = ports["http_port"];
+  // Four clients keep the decode worker's 64 pages full until the burst worker starts.
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; !stop; ++i) {
+        const nlohmann::json body = {
+            {"model", ports["model"]},
+            {"prompt", "load " + std::to_string(c) + " " + std::to_string(i)},
+            {"max_tokens", 900},
+            {"ignore_eos", true}};
+        (Curl(http, "/v1/completions", body.dump(), 90).status == 200 ? ok : failed)++;
+      }
+    });
+  }
+  const bool started = testing::WaitFor(
+      [&] { return testing::ReadLog(log).find("starting decode-burst-1") != std::string::npos; },
+      std::chrono::seconds(60));
+  stop = true;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(started) << testing::ReadLog(log);
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(ok, 4);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return testing::ReadLog(log).find("decode-burst-1 (pid") != std::string::npos; },
+      std::chrono::seconds(30)))
+      << testing::ReadLog(log);
+  const std::string said = testing::ReadLog(log);
+  for (const char* line :
+       {"planner (advise): decode +1 burst worker: KV use", "starting decode-burst-1",
+        "decode burst pages=64", "planner (advise): decode -1 burst worker: comfortable for 2 s",
+        "draining decode-burst-1", ") exited with status 0"}) {
+    EXPECT_NE(said.find(line), std::string::npos) << line << "\n" << said;
+  }
+  EXPECT_EQ(said.find("prefill +1"), std::string::npos) << "a decode-heavy load scales decode only";
+  EXPECT_EQ(Curl(http, "/ready").status, 200);
+  up.Signal(SIGINT);
+  EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
 }
 
 }  // namespace

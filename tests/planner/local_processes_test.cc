@@ -109,6 +109,20 @@ TEST(LocalProcessesTest, StopAllEndsEveryChildAndKillsOneThatIgnoresSigterm) {
   EXPECT_FALSE(p.Start("late", {"sh", "-c", "true"}, false).ok());
 }
 
+TEST(LocalProcessesTest, AStoppedChildIsNotStartedAgain) {
+  LocalProcesses p(Shell());
+  auto pid = p.Start("burst", {"sh", "-c", "sleep 30"}, /*supervised=*/true);
+  ASSERT_TRUE(pid.ok());
+  EXPECT_TRUE(p.Stop("burst"));
+  const Seen seen = PollFor(p, 1s);
+  ASSERT_EQ(seen.exits.size(), 1u);
+  EXPECT_EQ(seen.exits[0].second.pid, *pid);
+  EXPECT_FALSE(seen.exits[0].second.will_restart);
+  EXPECT_TRUE(seen.restarts.empty());
+  EXPECT_FALSE(p.Stop("burst")) << "it no longer runs";
+  EXPECT_FALSE(p.Stop("unknown"));
+}
+
 // Whatever the owner blocks (pdserve up blocks SIGINT and SIGTERM to wait for them), a child
 // starts with them unblocked: SIGTERM ends it.
 TEST(LocalProcessesTest, ChildrenStartWithSignalsUnblocked) {
