@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace pdserve::gateway {
 
 using planner::Pool;
@@ -29,6 +31,13 @@ std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::Wor
   return out;
 }
 
+int StartingWorkers(int desired_burst, int registered_burst,
+                    std::chrono::steady_clock::duration since_last_up,
+                    std::chrono::steady_clock::duration start_timeout) {
+  if (since_last_up >= start_timeout) return 0;
+  return std::max(0, desired_burst - registered_burst);
+}
+
 PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
                                std::shared_ptr<WorkerRegistry> registry,
                                std::shared_ptr<router::AdmissionQueue> queue,
@@ -37,7 +46,8 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
       queue_(std::move(queue)),
       metrics_(std::move(metrics)),
       planner_(options.planner,
-               {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}) {
+               {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}),
+      start_timeout_(options.start_timeout) {
   for (Pool pool : {Pool::kPrefill, Pool::kDecode}) {
     metrics_->SetPlannerDesired(planner::PoolName(pool), "reserved",
                                 planner_.desired(pool).reserved);
@@ -49,9 +59,15 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   const auto snapshot = registry_->LoadSnapshot();
   router::AdmissionRequest arriving;  // a request arriving now, its own prompt aside
   const double wait = queue_->PredictWait(arriving);
-  const auto signals =
-      PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
+  auto signals = PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
+  for (auto& [pool, s] : signals) {
+    auto up = last_up_.find(pool);
+    if (up == last_up_.end()) continue;
+    s.starting =
+        StartingWorkers(planner_.desired(pool).burst, s.burst, now - up->second, start_timeout_);
+  }
   for (const planner::Decision& d : planner_.Decide(now, signals)) {
+    if (d.delta > 0) last_up_[d.pool] = now;
     const char* pool = planner::PoolName(d.pool);
     spdlog::info("planner (advise): {} {:+d} {} worker: {}; desired now {} reserved, {} burst",
                  pool, d.delta, d.capacity_class, d.reason, planner_.desired(d.pool).reserved,

@@ -2,8 +2,10 @@
 // signals are (`pdserve gateway --planner advise`). Every interval it reads the registry's
 // snapshot and the admission queue, decides, logs each change with its reason and exports
 // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,direction}
-// for an actuator to act on (KEDA or HPA on the gauges; `pdserve up --autoscale` is not built).
-// It acts on nothing itself. Prefill and decode workers count; colocated ones are in no pool.
+// for an actuator to act on (`pdserve up --autoscale`, or KEDA or HPA on the gauges). It acts on
+// nothing itself; burst workers it asked for and that have not registered yet count as starting,
+// so it decides nothing more for their pool until they come (or start_timeout passes). Prefill and
+// decode workers count; colocated ones are in no pool.
 //
 // Threads: Tick runs on one thread at a time (the gateway's planner timer).
 #pragma once
@@ -24,12 +26,21 @@ struct PlannerAdvisorOptions {
   planner::PlannerOptions planner;
   planner::PoolLimits prefill, decode;
   std::chrono::milliseconds interval{5000};
+  // How long burst workers it asked for may take to register before they no longer count as
+  // starting (an actuator that never acts must not freeze the pool).
+  std::chrono::seconds start_timeout{300};
 };
+
+// The burst workers a pool still waits for: those the planner wants beyond those registered,
+// while the last step up is younger than `start_timeout`; else 0.
+int StartingWorkers(int desired_burst, int registered_burst,
+                    std::chrono::steady_clock::duration since_last_up,
+                    std::chrono::steady_clock::duration start_timeout);
 
 // Each pool's signals: its reserved and burst workers (not draining), the requests waiting
 // (both pools'), the wait the queue predicts for a request arriving now (prefill), the share of
-// decode KV pages in use and the recent inter-token latency (decode). Starting workers are not
-// known here (0).
+// decode KV pages in use and the recent inter-token latency (decode). Starting workers are for
+// the caller to fill in (StartingWorkers).
 std::map<planner::Pool, planner::PoolSignals> PoolSignalsFrom(
     std::span<const router::WorkerLoad> workers, size_t queued, double predicted_wait_s,
     double itl_s);
@@ -46,6 +57,8 @@ class PlannerAdvisor {
   std::shared_ptr<router::AdmissionQueue> queue_;
   std::shared_ptr<GatewayMetrics> metrics_;
   planner::Planner planner_;
+  std::chrono::seconds start_timeout_;
+  std::map<planner::Pool, planner::Planner::Clock::time_point> last_up_;
 };
 
 }  // namespace pdserve::gateway

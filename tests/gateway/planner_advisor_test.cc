@@ -46,5 +46,16 @@ TEST(PlannerAdvisorTest, PoolSignalsCountWorkersByPoolAndClassAndDecodeKvUse) {
   EXPECT_EQ(none.at(Pool::kDecode).kv_use, 0);
 }
 
+// Burst workers asked for and not registered are starting (the planner waits for them), until the
+// start timeout after the step up: an actuator that never acts must not freeze the pool.
+TEST(PlannerAdvisorTest, WorkersAskedForAndNotRegisteredAreStartingUntilTheTimeout) {
+  using std::chrono::seconds;
+  EXPECT_EQ(StartingWorkers(2, 0, seconds(10), seconds(300)), 2);
+  EXPECT_EQ(StartingWorkers(2, 1, seconds(10), seconds(300)), 1);
+  EXPECT_EQ(StartingWorkers(2, 2, seconds(10), seconds(300)), 0);
+  EXPECT_EQ(StartingWorkers(1, 3, seconds(10), seconds(300)), 0) << "more registered than asked";
+  EXPECT_EQ(StartingWorkers(2, 0, seconds(300), seconds(300)), 0) << "past the start timeout";
+}
+
 }  // namespace
 }  // namespace pdserve::gateway
