@@ -50,8 +50,8 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
       metrics_(std::move(metrics)),
       detok_(tokenizer),
       stops_(request_.stop),
-      accounting_(std::move(accounting)),
       admission_(std::move(admission)),
+      accounting_(std::move(accounting)),
       arrival_wall_(std::chrono::system_clock::now()),
       arrival_(std::chrono::steady_clock::now()) {}
 
