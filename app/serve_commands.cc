@@ -98,11 +98,17 @@ struct PlannerFlags {
 };
 
 // "MIN:MAX" workers as the planner's limits: MIN reserved, up to MAX - MIN burst.
+// "N" or "MIN:MAX" workers: how many numbers it held (0: neither form); *max = *min for "N".
+int ScanWorkerRange(const std::string& text, int* min, int* max) {
+  char tail = 0;
+  const int n = std::sscanf(text.c_str(), "%d:%d%c", min, max, &tail);
+  if (n == 1) *max = *min;
+  return n == 1 || n == 2 ? n : 0;
+}
+
 planner::PoolLimits ParsePoolLimits(const std::string& flag, const std::string& text) {
   int min = -1, max = -1;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%d:%d%c", &min, &max, &tail) != 2 || min < 0 || max < min ||
-      max > 4096) {
+  if (ScanWorkerRange(text, &min, &max) != 2 || min < 0 || max < min || max > 4096) {
     Fail("gateway", InvalidArgument(flag + " must be MIN:MAX workers with 0 <= MIN <= MAX, got '" +
                                     text + "'"));
   }
@@ -190,8 +196,7 @@ struct PoolSize {
 };
 PoolSize ParsePoolSize(const char* flag, const std::string& text, bool autoscale) {
   int min = -1, max = -1;
-  char tail = 0;
-  const int n = std::sscanf(text.c_str(), "%d:%d%c", &min, &max, &tail);
+  const int n = ScanWorkerRange(text, &min, &max);
   if (n == 1 && min >= 0 && min <= 64) return {min, min};
   if (n == 2 && autoscale && min >= 1 && max >= min && max <= 64) return {min, max};
   Fail("up",

@@ -100,7 +100,7 @@ Status Worker::Serve() {
     if (engine_->HasWork()) RunStep();
     // The gateway routes by free pages: tell it as soon as they change (a reservation made or
     // freed), not only at the next heartbeat.
-    if (RoomForNewRequests() != sent_free_pages_) SendLoad();
+    if (engine_->FreePagesForNewSequences() != sent_free_pages_) SendLoad();
   };
   turn.drained = [this] { return Idle(); };
   turn.send_load = [this] { SendLoad(); };
@@ -154,13 +154,6 @@ void Worker::DropFailedReservations() {
               true);
     it = reserved_.erase(it);
   }
-}
-
-int Worker::RoomForNewRequests() const {
-  // A page for each running sequence's growth stays out of what the gateway may route here: a
-  // request taking it would be preempted (its prefill wasted) as soon as they grew.
-  const int kept = engine_->kv_lookahead_tokens() > 0 ? engine_->num_running() : 0;
-  return std::max(0, engine_->pages().free_pages() - kept);
 }
 
 bool Worker::Idle() const { return !engine_->HasWork() && reserved_.empty(); }
@@ -334,7 +327,7 @@ void Worker::RunStep() {
 void Worker::SendLoad() {
   proto::Envelope m;
   proto::Load* load = m.mutable_load();
-  sent_free_pages_ = RoomForNewRequests();
+  sent_free_pages_ = engine_->FreePagesForNewSequences();
   load->set_free_pages(sent_free_pages_);
   load->set_running(engine_->num_running());
   load->set_waiting(engine_->num_waiting() + static_cast<int>(reserved_.size()));

@@ -78,8 +78,6 @@ class Worker {
   void SendError(uint64_t request_id, const std::string& message, bool retryable);
   void SendLoad();
   void DropFailedReservations();
-  // The free pages it reports to the gateway (Load.free_pages): those a new request may take.
-  int RoomForNewRequests() const;
   bool Idle() const;
 
   WorkerOptions options_;

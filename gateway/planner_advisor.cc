@@ -48,11 +48,13 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
       planner_(options.planner,
                {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}),
       start_timeout_(options.start_timeout) {
-  for (Pool pool : {Pool::kPrefill, Pool::kDecode}) {
-    metrics_->SetPlannerDesired(planner::PoolName(pool), "reserved",
-                                planner_.desired(pool).reserved);
-    metrics_->SetPlannerDesired(planner::PoolName(pool), "burst", planner_.desired(pool).burst);
-  }
+  for (Pool pool : {Pool::kPrefill, Pool::kDecode}) ExportDesired(pool);
+}
+
+void PlannerAdvisor::ExportDesired(Pool pool) {
+  const planner::Desired d = planner_.desired(pool);
+  metrics_->SetPlannerDesired(planner::PoolName(pool), "reserved", d.reserved);
+  metrics_->SetPlannerDesired(planner::PoolName(pool), "burst", d.burst);
 }
 
 void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
@@ -73,9 +75,7 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
                  pool, d.delta, d.capacity_class, d.reason, planner_.desired(d.pool).reserved,
                  planner_.desired(d.pool).burst);
     metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down");
-    metrics_->SetPlannerDesired(pool, d.capacity_class == "burst" ? "burst" : "reserved",
-                                d.capacity_class == "burst" ? planner_.desired(d.pool).burst
-                                                            : planner_.desired(d.pool).reserved);
+    ExportDesired(d.pool);
   }
 }
 

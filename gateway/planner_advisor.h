@@ -53,6 +53,8 @@ class PlannerAdvisor {
   void Tick(planner::Planner::Clock::time_point now);
 
  private:
+  // Sets the desired-workers gauges of `pool` to what the planner wants now.
+  void ExportDesired(planner::Pool pool);
   std::shared_ptr<WorkerRegistry> registry_;
   std::shared_ptr<router::AdmissionQueue> queue_;
   std::shared_ptr<GatewayMetrics> metrics_;

@@ -58,6 +58,11 @@ int Engine::InitialKvTokens(int prompt_tokens, int max_tokens) const {
       std::min<int64_t>(all, int64_t{prompt_tokens} + options_.kv_lookahead_tokens));
 }
 
+int Engine::FreePagesForNewSequences() const {
+  const int kept = options_.kv_lookahead_tokens > 0 ? num_running() : 0;
+  return std::max(0, pool_.free_pages() - kept);
+}
+
 Status Engine::CheckPrompt(std::span<const int32_t> prompt) const {
   if (prompt.empty()) return InvalidArgument("the prompt has no tokens");
   const int max_len = config().max_seq_len;
@@ -184,14 +189,9 @@ void Engine::Admit() {
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Sequence& s = *waiting_.front();
     if (s.computed == 0) {  // not prefilled elsewhere: pages for its prompt work now
-      const int want =
-          options_.kv_lookahead_tokens == 0
-              ? ReservedTokens(s)
-              : std::min(ReservedTokens(s), s.prefill_len + options_.kv_lookahead_tokens);
-      const int headroom =
-          options_.kv_lookahead_tokens == 0 ? 0 : static_cast<int>(running_.size());
+      const int want = InitialKvTokens(s.prefill_len, s.params.max_tokens - s.generated);
       const int pages = PagesForTokens(want, options_.page_size);
-      if (!running_.empty() && pages + headroom > pool_.free_pages()) break;
+      if (!running_.empty() && pages > FreePagesForNewSequences()) break;
       if (!pool_.EnsureCapacity(s.pages, want, options_.page_size).ok()) break;
     }
     running_.emplace(s.id, std::move(waiting_.front()));

@@ -117,6 +117,10 @@ class Engine {
   // The KV a sequence of `prompt_tokens` asks for when it starts: prompt plus lookahead, within
   // prompt plus max_tokens and the context.
   int InitialKvTokens(int prompt_tokens, int max_tokens) const;
+  // Free pages a new sequence may take: with KV on demand, a page for each running sequence's
+  // next token stays out of them (a sequence taking it would be preempted as soon as they grew,
+  // its prompt work wasted). What Admit checks and what a decode worker reports as free.
+  int FreePagesForNewSequences() const;
   // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
   void Cancel(uint64_t seq_id);
   // Runs one batch; appends one event per sequence that produced a token or ended.

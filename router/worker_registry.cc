@@ -565,7 +565,8 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     request.prompt_tokens = static_cast<int>(prompt.size());
     request.kv_tokens = KvTokens(prompt.size(), sampling);
     request.exclude = exclude;
-    const std::optional<router::Route> route = options_.router->Pick(SnapshotLocked(), request);
+    const std::vector<router::WorkerLoad> loads = SnapshotLocked();
+    const std::optional<router::Route> route = options_.router->Pick(loads, request);
     auto d_it = route ? workers_.find(route->decode_worker) : workers_.end();
     auto p_it = route ? workers_.find(route->prefill_worker) : workers_.end();
     if (d_it == workers_.end() || p_it == workers_.end()) {
@@ -601,11 +602,10 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
       g->mutable_prompt()->Add(prompt.begin(), prompt.end());
       *g->mutable_sampling() = sampling;
     }
-    router::WorkerLoad decode_kv;
-    decode_kv.page_size = d->info.page_size();
-    decode_kv.max_context = d->info.max_context();
-    decode_kv.kv_lookahead_tokens = std::max(0, d->info.kv_lookahead_tokens());
-    f.kv_pages = router::InitialKvPages(decode_kv, request);
+    // What D reserves for it, as the router counted D's room.
+    const auto d_load = std::find_if(loads.begin(), loads.end(),
+                                     [&](const router::WorkerLoad& w) { return w.id == d->id; });
+    f.kv_pages = router::InitialKvPages(*d_load, request);
     f.cost.attempt_id = attempt_id;
     f.cost.prefill_worker = p->id;
     f.cost.decode_worker = d->id;
