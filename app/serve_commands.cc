@@ -21,6 +21,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/actuator_flags.h"
 #include "app/commands.h"
 #include "common/logging.h"
 #include "decode_pool/worker.h"
@@ -95,6 +96,8 @@ struct PlannerFlags {
   int budget = 0;
   int64_t itl_slo_ms = 100;
   int up_cooldown_s = 30, down_hold_s = 120;
+  int burst_idle_s = 0;
+  ActuatorFlags actuator;
 };
 
 // "MIN:MAX" workers as the planner's limits: MIN reserved, up to MAX - MIN burst.
@@ -126,6 +129,12 @@ std::shared_ptr<gateway::PlannerAdvisorOptions> PlannerOptionsFrom(const Planner
   o->planner.itl_slo_s = f.itl_slo_ms / 1000.0;
   o->planner.up_cooldown = std::chrono::seconds(f.up_cooldown_s);
   o->planner.down_hold = std::chrono::seconds(f.down_hold_s);
+  o->planner.burst_idle = std::chrono::seconds(f.burst_idle_s);
+  if (f.mode == "act") {
+    auto actuator = MakeActuator(f.actuator);
+    if (!actuator.ok()) Fail("gateway", actuator.status());
+    o->actuator = *actuator;
+  }
   return o;
 }
 
@@ -188,6 +197,7 @@ struct UpFlags {
   double burst_price_per_gpu_hour = 0;
   int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
   int up_cooldown_s = 30, down_hold_s = 120;
+  int burst_idle_s = 0;
 };
 
 // A pool's size for `up`: "N" workers, or with --autoscale "MIN:MAX" (MIN reserved, at least 1).
@@ -247,7 +257,8 @@ void RunUp(const UpFlags& f) {
         {"--planner", "advise", "--planner-interval", "1", "--planner-prefill",
          std::to_string(prefill.min) + ":" + std::to_string(prefill.max), "--planner-decode",
          std::to_string(decode.min) + ":" + std::to_string(decode.max), "--planner-up-cooldown",
-         std::to_string(f.up_cooldown_s), "--planner-down-hold", std::to_string(f.down_hold_s)});
+         std::to_string(f.up_cooldown_s), "--planner-down-hold", std::to_string(f.down_hold_s),
+         "--burst-idle-seconds", std::to_string(f.burst_idle_s)});
   }
   start("gateway", gateway, /*supervised=*/false);
   nlohmann::json ports;
@@ -434,8 +445,9 @@ void AddServeCommands(CLI::App& app) {
   gw->add_option("--ready-file", *ready, "Write the bound ports here as JSON once listening");
   auto planner = std::make_shared<PlannerFlags>();
   gw->add_option("--planner", planner->mode,
-                 "off, or advise: decide each pool's workers every interval, log why and export "
-                 "pdserve_planner_desired_workers for an actuator (act is not built)")
+                 "off; advise: decide each pool's workers every interval, log why and export "
+                 "pdserve_planner_desired_workers for something else to act on (pdserve up, "
+                 "KEDA); act: and start and stop burst workers through --actuator")
       ->check(CLI::IsMember({"off", "advise", "act"}))
       ->capture_default_str();
   gw->add_option("--planner-prefill", planner->prefill,
@@ -461,16 +473,19 @@ void AddServeCommands(CLI::App& app) {
                  "The planner adds decode workers when inter-token latency exceeds this")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  gw->add_option("--burst-idle-seconds", planner->burst_idle_s,
+                 "A burst worker that has had no request this long is let go at once (0: never; "
+                 "else only after --planner-down-hold of comfort)")
+      ->check(CLI::Range(0, 86400));
+  AddActuatorFlags(gw, &planner->actuator);
   gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner] {
     if (*no_auth) g->api_keys_file.clear();
     g->queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(*queue_timeout * 1000));
     g->ttft_slo = std::chrono::milliseconds(*ttft_slo_ms);
-    if (planner->mode == "act") {
-      Fail("gateway", InvalidArgument("--planner act needs an actuator, which is not built yet: "
-                                      "use --planner advise and act on the "
-                                      "pdserve_planner_desired_workers gauges (KEDA, HPA)"));
+    if (planner->mode != "act" && !planner->actuator.kind.empty()) {
+      Fail("gateway", InvalidArgument("--actuator acts only with --planner act"));
     }
-    if (planner->mode == "advise") g->planner = PlannerOptionsFrom(*planner, *ttft_slo_ms);
+    if (planner->mode != "off") g->planner = PlannerOptionsFrom(*planner, *ttft_slo_ms);
     RunGateway(*g, *ready);
   });
 
@@ -596,6 +611,10 @@ void AddServeCommands(CLI::App& app) {
   up->add_option("--planner-down-hold", u->down_hold_s,
                  "With --autoscale: seconds a pool must be comfortable before a burst worker goes")
       ->check(CLI::Range(1, 86400));
+  up->add_option("--burst-idle-seconds", u->burst_idle_s,
+                 "With --autoscale: a burst worker with no request this long goes at once (0: "
+                 "never)")
+      ->check(CLI::Range(0, 86400));
   up->add_option("--colocated", u->colocated, "Colocated workers (prefill and decode in one)")
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");

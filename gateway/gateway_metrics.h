@@ -43,12 +43,19 @@ class GatewayMetrics {
   // (reason preempted or worker_failed).
   void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
   // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,
-  // direction}: what the planner (advise mode) wants and how often it changed its mind.
+  // direction,reason}: what the planner wants and how often it changed its mind, by the rule
+  // (planner::Decision::cause); pdserve_planner_actuations_total{pool,result}: act mode's calls
+  // to its actuator (result ok or error).
   void SetPlannerDesired(const std::string& pool, const std::string& capacity_class, int n) {
     planner_desired_.Add({{"pool", pool}, {"class", capacity_class}}).Set(n);
   }
-  void RecordPlannerDecision(const std::string& pool, const std::string& direction) {
-    planner_decisions_.Add({{"pool", pool}, {"direction", direction}}).Increment();
+  void RecordPlannerDecision(const std::string& pool, const std::string& direction,
+                             const std::string& reason) {
+    planner_decisions_.Add({{"pool", pool}, {"direction", direction}, {"reason", reason}})
+        .Increment();
+  }
+  void RecordPlannerActuation(const std::string& pool, bool ok) {
+    planner_actuations_.Add({{"pool", pool}, {"result", ok ? "ok" : "error"}}).Increment();
   }
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
@@ -73,6 +80,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& resumed_;
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
+  prometheus::Family<prometheus::Counter>& planner_actuations_;
   mutable std::mutex recent_itl_mu_;
   double recent_itl_ = 0;                                // guarded by recent_itl_mu_
   std::chrono::steady_clock::time_point recent_itl_at_;  // guarded by recent_itl_mu_

@@ -41,6 +41,14 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   }
   RegistryOptions registry_options;
   registry_options.cluster_token = o.cluster_token;
+  // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
+  std::shared_ptr<BurstAsks> asks;
+  if (o.planner) {
+    asks = std::make_shared<BurstAsks>();
+    registry_options.billed_from = [asks](const proto::Register& r) {
+      return asks->Claim(r.role(), r.capacity_class());
+    };
+  }
   registry_options.model_id = server->model_id_;
   if (!o.ledger_path.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(shared->ledger, Ledger::Open({o.ledger_path, o.ledger_store_text}));
@@ -107,7 +115,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   server->TickAdmission();
   if (o.planner) {
     server->planner_ = std::make_unique<PlannerAdvisor>(*o.planner, server->registry_,
-                                                        shared->admission, shared->metrics);
+                                                        shared->admission, shared->metrics, asks);
     server->planner_interval_ = o.planner->interval;
     server->planner_timer_ = std::make_unique<asio::steady_timer>(server->io_);
     server->TickPlanner();

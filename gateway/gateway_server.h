@@ -47,7 +47,7 @@ struct GatewayOptions {
   // The TTFT objective past which a predicted wait is refused at once with 429 (0: none); a
   // tenant's ttft_slo_ms in the keys file, or a request's x-pdserve-ttft-slo-ms, overrides it.
   std::chrono::milliseconds ttft_slo{0};
-  // The planner in advise mode (decide and export, act on nothing): null: off.
+  // The planner (advise: decide and export; act: and carry out through its actuator): null: off.
   std::shared_ptr<PlannerAdvisorOptions> planner;
 };
 

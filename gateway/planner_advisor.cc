@@ -19,6 +19,7 @@ std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::Wor
     if (w.draining || (w.role != "prefill" && w.role != "decode")) continue;
     planner::PoolSignals& s = w.role == "prefill" ? prefill : decode;
     (w.capacity_class == "burst" ? s.burst : s.reserved)++;
+    if (w.capacity_class == "burst") s.burst_idle_s = std::max(s.burst_idle_s, w.idle_seconds);
     if (w.role == "decode") {
       pages += w.kv_pages;
       used += w.kv_pages - w.free_pages;
@@ -41,13 +42,24 @@ int StartingWorkers(int desired_burst, int registered_burst,
 PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
                                std::shared_ptr<WorkerRegistry> registry,
                                std::shared_ptr<router::AdmissionQueue> queue,
-                               std::shared_ptr<GatewayMetrics> metrics)
+                               std::shared_ptr<GatewayMetrics> metrics,
+                               std::shared_ptr<BurstAsks> asks)
     : registry_(std::move(registry)),
       queue_(std::move(queue)),
       metrics_(std::move(metrics)),
       planner_(options.planner,
                {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}),
-      start_timeout_(options.start_timeout) {
+      start_timeout_(options.start_timeout),
+      asks_(std::move(asks)) {
+  if (options.actuator) {
+    spdlog::info("planner (act): burst workers through {}", options.actuator->Describe());
+    planner::ActuationLoopOptions loop;
+    loop.on_result = [metrics = metrics_](Pool pool, int count, const Status& s) {
+      metrics->RecordPlannerActuation(planner::PoolName(pool), s.ok());
+      if (s.ok()) spdlog::info("planner (act): {} burst {} worker(s) set", count, PoolName(pool));
+    };
+    actuation_ = std::make_unique<planner::ActuationLoop>(options.actuator, std::move(loop));
+  }
   for (Pool pool : {Pool::kPrefill, Pool::kDecode}) ExportDesired(pool);
 }
 
@@ -70,12 +82,19 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   }
   for (const planner::Decision& d : planner_.Decide(now, signals)) {
     if (d.delta > 0) last_up_[d.pool] = now;
+    if (asks_ && d.delta > 0) asks_->Asked(d.pool, std::chrono::system_clock::now());
+    if (asks_ && d.delta < 0) asks_->Withdrawn(d.pool);
     const char* pool = planner::PoolName(d.pool);
-    spdlog::info("planner (advise): {} {:+d} {} worker: {}; desired now {} reserved, {} burst",
-                 pool, d.delta, d.capacity_class, d.reason, planner_.desired(d.pool).reserved,
-                 planner_.desired(d.pool).burst);
-    metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down");
+    spdlog::info("planner ({}): {} {:+d} {} worker: {}; desired now {} reserved, {} burst",
+                 actuation_ ? "act" : "advise", pool, d.delta, d.capacity_class, d.reason,
+                 planner_.desired(d.pool).reserved, planner_.desired(d.pool).burst);
+    metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down", d.cause);
     ExportDesired(d.pool);
+  }
+  for (const auto& [pool, s] : signals) {
+    const int desired_burst = planner_.desired(pool).burst;
+    if (asks_) asks_->KeepAtMost(pool, desired_burst - s.burst);
+    if (actuation_) actuation_->Want(pool, desired_burst);
   }
 }
 

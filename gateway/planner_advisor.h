@@ -1,11 +1,13 @@
-// PlannerAdvisor: the planner (planner/planner.h) in advise mode inside the gateway, where its
-// signals are (`pdserve gateway --planner advise`). Every interval it reads the registry's
-// snapshot and the admission queue, decides, logs each change with its reason and exports
-// pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,direction}
-// for an actuator to act on (`pdserve up --autoscale`, or KEDA or HPA on the gauges). It acts on
-// nothing itself; burst workers it asked for and that have not registered yet count as starting,
-// so it decides nothing more for their pool until they come (or start_timeout passes). Prefill and
-// decode workers count; colocated ones are in no pool.
+// PlannerAdvisor: the planner (planner/planner.h) inside the gateway, where its signals are
+// (`pdserve gateway --planner advise|act`). Every interval it reads the registry's snapshot and
+// the admission queue, decides, logs each change with its reason and exports
+// pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,direction,
+// reason}. In advise mode something else acts on the gauges (`pdserve up --autoscale`, KEDA or
+// HPA); in act mode it hands each pool's burst count to an actuator (planner/actuation_loop.h).
+// Burst workers it asked for and that have not registered yet count as starting, so it decides
+// nothing more for their pool until they come (or start_timeout passes); each ask is noted in
+// BurstAsks so that the worker is billed from it. Prefill and decode workers count; colocated
+// ones are in no pool.
 //
 // Threads: Tick runs on one thread at a time (the gateway's planner timer).
 #pragma once
@@ -15,7 +17,9 @@
 #include <memory>
 #include <span>
 
+#include "gateway/burst_asks.h"
 #include "gateway/gateway_metrics.h"
+#include "planner/actuation_loop.h"
 #include "planner/planner.h"
 #include "router/admission_queue.h"
 #include "router/worker_registry.h"
@@ -29,6 +33,8 @@ struct PlannerAdvisorOptions {
   // How long burst workers it asked for may take to register before they no longer count as
   // starting (an actuator that never acts must not freeze the pool).
   std::chrono::seconds start_timeout{300};
+  // Act mode: carries out each pool's burst count (null: advise, act on nothing).
+  std::shared_ptr<planner::Actuator> actuator;
 };
 
 // The burst workers a pool still waits for: those the planner wants beyond those registered,
@@ -39,18 +45,21 @@ int StartingWorkers(int desired_burst, int registered_burst,
 
 // Each pool's signals: its reserved and burst workers (not draining), the requests waiting
 // (both pools'), the wait the queue predicts for a request arriving now (prefill), the share of
-// decode KV pages in use and the recent inter-token latency (decode). Starting workers are for
-// the caller to fill in (StartingWorkers).
+// decode KV pages in use and the recent inter-token latency (decode), and the longest a burst
+// worker has been idle. Starting workers are for the caller to fill in (StartingWorkers).
 std::map<planner::Pool, planner::PoolSignals> PoolSignalsFrom(
     std::span<const router::WorkerLoad> workers, size_t queued, double predicted_wait_s,
     double itl_s);
 
 class PlannerAdvisor {
  public:
+  // `asks` (optional) records each step up for the ledger; the registry claims them.
   PlannerAdvisor(PlannerAdvisorOptions options, std::shared_ptr<WorkerRegistry> registry,
                  std::shared_ptr<router::AdmissionQueue> queue,
-                 std::shared_ptr<GatewayMetrics> metrics);
+                 std::shared_ptr<GatewayMetrics> metrics, std::shared_ptr<BurstAsks> asks);
   void Tick(planner::Planner::Clock::time_point now);
+  // Act mode's loop (null in advise mode): for tests and /health.
+  const planner::ActuationLoop* actuation() const { return actuation_.get(); }
 
  private:
   // Sets the desired-workers gauges of `pool` to what the planner wants now.
@@ -61,6 +70,8 @@ class PlannerAdvisor {
   planner::Planner planner_;
   std::chrono::seconds start_timeout_;
   std::map<planner::Pool, planner::Planner::Clock::time_point> last_up_;
+  std::shared_ptr<BurstAsks> asks_;
+  std::unique_ptr<planner::ActuationLoop> actuation_;  // last: its thread reads metrics_
 };
 
 }  // namespace pdserve::gateway

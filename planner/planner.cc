@@ -37,25 +37,26 @@ int Planner::DesiredTotal() const {
   return total;
 }
 
-std::string Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
+Planner::Shortage Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
   if (s.queued_requests > 0 && s.reserved + s.burst == 0) {
-    return s.queued_requests == 1
-               ? std::string("a request waits and no worker runs")
-               : std::to_string(s.queued_requests) + " requests wait and no worker runs";
+    return {"no_worker", s.queued_requests == 1 ? std::string("a request waits and no worker runs")
+                                                : std::to_string(s.queued_requests) +
+                                                      " requests wait and no worker runs"};
   }
   if (pool == Pool::kPrefill) {
     if (s.predicted_ttft_s > options_.ttft_slo_s) {
-      return Format("predicted TTFT %.2f s > SLO %.2f s", s.predicted_ttft_s, options_.ttft_slo_s);
+      return {"ttft", Format("predicted TTFT %.2f s > SLO %.2f s", s.predicted_ttft_s,
+                             options_.ttft_slo_s)};
     }
-    return "";
+    return {};
   }
   if (s.kv_use > options_.kv_high) {
-    return Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high);
+    return {"kv_use", Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high)};
   }
   if (s.itl_s > options_.itl_slo_s) {
-    return Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s);
+    return {"itl", Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s)};
   }
-  return "";
+  return {};
 }
 
 bool Planner::Comfortable(Pool pool, const PoolSignals& s) const {
@@ -79,8 +80,8 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
     }
     // Workers it asked for are still starting: their effect is not in the signals yet.
     if (s.starting > 0) continue;
-    const std::string shortage = ShortBecause(pool, s);
-    if (!shortage.empty()) {
+    const Shortage shortage = ShortBecause(pool, s);
+    if (!shortage.cause.empty()) {
       const bool cooling =
           state.last_up != Clock::time_point{} && now - state.last_up < options_.up_cooldown;
       const bool turned =
@@ -92,7 +93,20 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
       ++state.desired.burst;
       state.last_up = now;
       state.comfortable_since = {};
-      decisions.push_back({pool, "burst", +1, shortage});
+      decisions.push_back({pool, "burst", +1, shortage.reason, shortage.cause});
+      continue;
+    }
+    const bool idle = options_.burst_idle.count() > 0 && state.desired.burst > 0 && s.burst > 0 &&
+                      s.burst_idle_s >= options_.burst_idle.count();
+    if (idle) {
+      --state.desired.burst;
+      state.last_down = now;
+      state.comfortable_since = comfortable ? now : Clock::time_point{};
+      decisions.push_back(
+          {pool, "burst", -1,
+           Format("a burst worker has had no request for %.0f s (idle limit %.0f s)",
+                  s.burst_idle_s, static_cast<double>(options_.burst_idle.count())),
+           "burst_idle"});
       continue;
     }
     if (!comfortable || state.desired.burst == 0) continue;
@@ -104,7 +118,8 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
     state.last_down = now;
     state.comfortable_since = now;  // the next step down waits a whole window again
     decisions.push_back({pool, "burst", -1,
-                         "comfortable for " + std::to_string(options_.down_hold.count()) + " s"});
+                         "comfortable for " + std::to_string(options_.down_hold.count()) + " s",
+                         "comfortable"});
   }
   return decisions;
 }

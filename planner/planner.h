@@ -16,6 +16,8 @@
 //   SLO and nothing queued; decode: KV use under kv_low and ITL under down_ratio of the SLO)
 //   for down_hold without a break: one burst worker, drained by the actuator, then the window
 //   starts again. Zero traffic is comfortable, so the pools return to their floors.
+// - Down at once, whatever the window, when a burst worker of a pool that is not short has had
+//   no request for burst_idle (0: never): idle burst capacity is paid for and does nothing.
 // - A pool never turns down within down_hold of a step up, nor up within up_cooldown of a step
 //   down, so it changes direction at most once per load step.
 //
@@ -41,6 +43,7 @@ struct PoolSignals {
   double predicted_ttft_s = 0;  // prefill: for a request arriving now
   double kv_use = 0;            // decode: pages used over pages registered, 0..1
   double itl_s = 0;             // decode: recent inter-token latency (0: no traffic)
+  double burst_idle_s = 0;      // the longest any burst worker has held no request
 };
 
 struct PoolLimits {
@@ -56,6 +59,7 @@ struct PlannerOptions {
   std::chrono::seconds up_cooldown{30};
   std::chrono::seconds down_hold{120};
   int worker_budget = 0;  // all workers of both pools, reserved and burst; 0: no budget
+  std::chrono::seconds burst_idle{0};  // a burst worker idle this long goes (0: never)
 };
 
 struct Decision {
@@ -63,6 +67,9 @@ struct Decision {
   std::string capacity_class;  // "reserved" or "burst"
   int delta = 0;               // +1 or -1 workers
   std::string reason;          // e.g. "predicted TTFT 3.1 s > SLO 2.0 s"
+  // The rule, for a metric's label: "no_worker", "ttft", "kv_use", "itl" (up), "comfortable",
+  // "burst_idle" (down).
+  std::string cause;
 };
 
 struct Desired {
@@ -88,8 +95,10 @@ class Planner {
     Clock::time_point last_up, last_down;
     Clock::time_point comfortable_since;  // {}: not comfortable now
   };
-  // Why `signals` show the pool short of workers ("" when they do not).
-  std::string ShortBecause(Pool pool, const PoolSignals& signals) const;
+  struct Shortage {
+    std::string cause, reason;  // both "" when the pool is not short
+  };
+  Shortage ShortBecause(Pool pool, const PoolSignals& signals) const;
   bool Comfortable(Pool pool, const PoolSignals& signals) const;
   int DesiredTotal() const;
 

@@ -153,7 +153,7 @@ WorkerPeriodUpdate WorkerRegistry::PeriodOf(const Worker& w, bool ended) const {
   WorkerPeriodUpdate u;
   u.worker_id = w.id;
   u.info = w.info;
-  u.start = w.joined;
+  u.start = w.billed_from;
   u.last_seen = std::chrono::system_clock::now();
   u.busy_seconds = w.busy_seconds;
   u.ended = ended;
@@ -183,6 +183,13 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
         w.info.clear_cluster_token();
         w.registered = true;
         w.joined = w.last_period_update = std::chrono::system_clock::now();
+        w.billed_from = w.joined;
+        if (options_.billed_from) {
+          if (auto from = options_.billed_from(w.info); from && *from < w.joined) {
+            w.billed_from = *from;
+          }
+        }
+        w.last_busy = std::chrono::steady_clock::now();
         w.load.set_free_pages(w.info.kv_pages());
         conn->set_max_frame_bytes(options_.registered_frame_bytes);
         accepted = true;
@@ -336,6 +343,7 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   f.phase_since = std::chrono::steady_clock::now();
   f.open.insert(p->first);
   p->second.attempts.insert(it->first);
+  p->second.last_busy = std::chrono::steady_clock::now();
   p->second.sent_prompt_tokens += static_cast<int64_t>(f.prompt.size());
   actions.sends.emplace_back(p->second.conn, std::move(m));
 }
@@ -415,6 +423,7 @@ void WorkerRegistry::ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, 
   if (w) {
     f.open.erase(w->id);
     w->attempts.erase(attempt_id);
+    w->last_busy = std::chrono::steady_clock::now();
     actions.released = true;
   }
   if (!f.open.empty()) return;
@@ -543,7 +552,10 @@ void WorkerRegistry::CloseAbandonedAttempts(std::chrono::steady_clock::time_poin
       spdlog::warn("attempt {}: {} worker(s) never confirmed its end; closing it", id,
                    f.open.size());
       for (uint64_t w : f.open) {
-        if (auto it = workers_.find(w); it != workers_.end()) it->second.attempts.erase(id);
+        if (auto it = workers_.find(w); it != workers_.end()) {
+          it->second.attempts.erase(id);
+          it->second.last_busy = std::chrono::steady_clock::now();
+        }
       }
       f.open.clear();
       ReleaseLocked(id, f, nullptr, actions);  // nothing open: closes it
@@ -613,6 +625,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     f.cost.decode_info = d->info;
     f.open.insert(d->id);
     d->attempts.insert(attempt_id);
+    d->last_busy = std::chrono::steady_clock::now();
     actions.sends.emplace_back(d->conn, std::move(m));
     attempts_.emplace(attempt_id, std::move(f));
   }

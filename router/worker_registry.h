@@ -104,6 +104,11 @@ struct RegistryOptions {
   std::chrono::seconds abandon_after{60};
   // Called on register, at most once a second while a worker runs, and when it leaves.
   std::function<void(const WorkerPeriodUpdate&)> on_period;
+  // Called when a worker registers, under the registry's lock (it must not call the registry):
+  // since when the worker has been paid for, if before now. A burst worker the planner asked for
+  // is billed from the ask, its cold start included (docs/architecture.md, "Cost model").
+  std::function<std::optional<std::chrono::system_clock::time_point>(const proto::Register&)>
+      billed_from;
   // Picks each attempt's workers; null: router::MakeDefaultRouter().
   std::shared_ptr<const router::Router> router;
   // Called, without the registry's lock, after something that may have made room for a request:
@@ -163,8 +168,10 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::shared_ptr<FramedConnection> conn;
     std::chrono::steady_clock::time_point last_seen;
     std::chrono::system_clock::time_point joined, last_period_update;
-    std::string address;             // the peer's IP address
-    std::set<uint64_t> attempts;     // attempts it holds a part of
+    std::chrono::system_clock::time_point billed_from;  // its period's start (options_.billed_from)
+    std::chrono::steady_clock::time_point last_busy;    // it last gained or lost an attempt
+    std::string address;                                // the peer's IP address
+    std::set<uint64_t> attempts;                        // attempts it holds a part of
     int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
     double busy_seconds = 0;
     bool registered = false;

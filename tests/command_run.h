@@ -17,16 +17,21 @@ struct CommandRun {
   std::string out;  // stdout and stderr together
 };
 
-// `pdserve ARGS` through the shell, killed after `timeout_s` seconds (exit code 124 then).
-inline CommandRun Pdserve(const std::string& args, int timeout_s = 120) {
-  const std::string cmd =
-      "timeout " + std::to_string(timeout_s) + " " PDSERVE_BINARY " " + args + " 2>&1";
+// `command` through the shell, killed after `timeout_s` seconds (exit code 124 then).
+inline CommandRun RunShell(const std::string& command, int timeout_s = 120) {
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " + command + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
   std::string out;
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int status = ::pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `pdserve ARGS` through the shell, killed after `timeout_s` seconds (exit code 124 then).
+inline CommandRun Pdserve(const std::string& args, int timeout_s = 120) {
+  return RunShell(PDSERVE_BINARY " " + args, timeout_s);
 }
 
 inline std::string ReadFile(const std::string& path) {

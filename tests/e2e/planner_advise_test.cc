@@ -50,9 +50,11 @@ TEST(PlannerAdviseTest, RequestsWaitingWithNoWorkerMakeThePlannerAskForWorkers) 
                           dir / "decode.log");
   EXPECT_EQ(waiting.get().status, 200);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_EQ(testing::MetricValue(
-                http, "pdserve_planner_decisions_total{direction=\"up\",pool=\"decode\"}"),
-            1);
+  EXPECT_EQ(
+      testing::MetricValue(
+          http,
+          "pdserve_planner_decisions_total{direction=\"up\",pool=\"decode\",reason=\"no_worker\"}"),
+      1);
   EXPECT_EQ(desired("decode", "burst"), 1) << "a step down waits for a whole comfortable window";
 }
 

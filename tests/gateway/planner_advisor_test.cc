@@ -1,6 +1,7 @@
 // The planner's signals as the gateway reads them from its registry's snapshot and its queue:
 // workers counted by pool and class (draining and colocated ones in no pool), decode KV use
-// over the decode pool only, the queue in both pools, the inter-token latency in decode.
+// over the decode pool only, the queue in both pools, the inter-token latency in decode, the
+// longest a burst worker has been idle.
 #include "gateway/planner_advisor.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +56,18 @@ TEST(PlannerAdvisorTest, WorkersAskedForAndNotRegisteredAreStartingUntilTheTimeo
   EXPECT_EQ(StartingWorkers(2, 2, seconds(10), seconds(300)), 0);
   EXPECT_EQ(StartingWorkers(1, 3, seconds(10), seconds(300)), 0) << "more registered than asked";
   EXPECT_EQ(StartingWorkers(2, 0, seconds(300), seconds(300)), 0) << "past the start timeout";
+}
+
+TEST(PlannerAdvisorTest, BurstIdleIsTheLongestIdleBurstWorkerOfThePool) {
+  std::vector<router::WorkerLoad> workers = {Load("decode", "reserved"), Load("decode", "burst"),
+                                             Load("decode", "burst"), Load("prefill", "burst")};
+  workers[0].idle_seconds = 500;  // reserved: not let go for idling
+  workers[1].idle_seconds = 12;
+  workers[2].idle_seconds = 40;
+  workers[3].idle_seconds = 0;  // holds a request
+  const auto s = PoolSignalsFrom(workers, 0, 0, 0);
+  EXPECT_DOUBLE_EQ(s.at(Pool::kDecode).burst_idle_s, 40);
+  EXPECT_DOUBLE_EQ(s.at(Pool::kPrefill).burst_idle_s, 0);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The planner's rules, one test each, on signals built here and a clock the test moves: steps of
 // one within the burst maximum and the budget, cooldowns, no decision while workers start,
 // scale-down only after a whole comfortable window and burst workers only, zero traffic back to
-// the floor, up from zero, each pool alone, and no flapping on a signal that flips.
+// the floor, up from zero, each pool alone, no flapping on a signal that flips, an idle burst
+// worker let go at once, and each decision's cause.
 #include "planner/planner.h"
 
 #include <gtest/gtest.h>
@@ -213,6 +214,67 @@ TEST(PlannerTest, AStepUpRightAfterAStepDownWaitsItsCooldown) {
   ASSERT_EQ(p.desired(Pool::kPrefill).burst, 0);  // stepped down at t+130
   EXPECT_TRUE(p.Decide(t + 145s, {{Pool::kPrefill, ShortPrefill()}}).empty());
   EXPECT_EQ(p.Decide(t + 160s, {{Pool::kPrefill, ShortPrefill()}}).size(), 1u);
+}
+
+// A burst worker that has had no request for burst_idle goes at once, without waiting for the
+// comfortable window; not while the pool is short, and never with the rule off.
+TEST(PlannerTest, AnIdleBurstWorkerGoesAtOnceWhenTheRuleIsOn) {
+  PlannerOptions o = Options();
+  o.burst_idle = 60s;
+  Planner p = TwoPools(4, o);
+  Clock::time_point t{};
+  t += 1000s;
+  ASSERT_EQ(p.Decide(t, {{Pool::kDecode,
+                          [] {
+                            PoolSignals s = Idle();
+                            s.kv_use = 0.95;
+                            return s;
+                          }()}})[0]
+                .cause,
+            "kv_use");
+  PoolSignals idle = Idle();
+  idle.burst = 1;
+  idle.burst_idle_s = 59;
+  EXPECT_TRUE(p.Decide(t + 10s, {{Pool::kDecode, idle}}).empty()) << "not idle long enough";
+  idle.burst_idle_s = 61;
+  PoolSignals short_and_idle = idle;
+  short_and_idle.itl_s = 0.5;
+  EXPECT_TRUE(p.Decide(t + 31s, {{Pool::kDecode, short_and_idle}}).size() == 1u &&
+              p.desired(Pool::kDecode).burst == 2)
+      << "a short pool steps up, idle worker or not";
+  idle.burst = 2;
+  auto d = p.Decide(t + 70s, {{Pool::kDecode, idle}});
+  ASSERT_EQ(d.size(), 1u) << "long before the 120 s window of comfort";
+  EXPECT_EQ(d[0].delta, -1);
+  EXPECT_EQ(d[0].cause, "burst_idle");
+  EXPECT_NE(d[0].reason.find("no request for 61 s"), std::string::npos) << d[0].reason;
+  EXPECT_EQ(p.desired(Pool::kDecode).burst, 1);
+
+  Planner off = TwoPools();  // burst_idle 0: only the window lets a worker go
+  off.Decide(t, {{Pool::kDecode, short_and_idle}});
+  idle.burst = 1;
+  idle.burst_idle_s = 10000;
+  EXPECT_TRUE(off.Decide(t + 70s, {{Pool::kDecode, idle}}).empty());
+}
+
+TEST(PlannerTest, EveryDecisionNamesItsRule) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals nobody;
+  nobody.queued_requests = 2;
+  EXPECT_EQ(p.Decide(t, {{Pool::kPrefill, nobody}})[0].cause, "no_worker");
+  EXPECT_EQ(p.Decide(t + 30s, {{Pool::kPrefill, ShortPrefill()}})[0].cause, "ttft");
+  PoolSignals slow = Idle();
+  slow.itl_s = 0.2;
+  EXPECT_EQ(p.Decide(t, {{Pool::kDecode, slow}})[0].cause, "itl");
+  std::string down;
+  for (int s = 40; s <= 400 && down.empty(); s += 10) {
+    for (const auto& d : p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, Idle()}})) {
+      down = d.cause;
+    }
+  }
+  EXPECT_EQ(down, "comfortable");
 }
 
 }  // namespace

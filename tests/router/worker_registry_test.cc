@@ -252,6 +252,73 @@ proto::Register Prefill() {
 
 // A registered decode worker claiming 2^31 free pages counts as its registered pool (512): it
 // cannot win every pick on words alone.
+// A burst worker the planner asked for is billed from the ask (RegistryOptions::billed_from): its
+// period starts there, not at its registration; a worker without an ask starts at registration.
+TEST_F(RegistryTest, APeriodStartsWhereBilledFromSaysWhenThatIsEarlier) {
+  RegistryOptions o;
+  const auto asked = std::chrono::system_clock::now() - 42s;
+  o.billed_from =
+      [&](const proto::Register& r) -> std::optional<std::chrono::system_clock::time_point> {
+    if (r.capacity_class() == "burst") return asked;
+    return std::nullopt;
+  };
+  std::mutex mu;
+  std::map<std::string, std::chrono::system_clock::time_point> starts;
+  o.on_period = [&](const WorkerPeriodUpdate& u) {
+    std::lock_guard lock(mu);
+    starts[u.info.capacity_class()] = u.start;
+  };
+  Start(o);
+  const auto before = std::chrono::system_clock::now();
+  proto::Register burst = Decode();
+  burst.set_capacity_class("burst");
+  Join(burst, 100);
+  Join(Prefill(), 100);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return starts.size() == 2;
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(starts["burst"], asked);
+  EXPECT_GE(starts["reserved"], before);
+}
+
+// Idle time counts from a worker's last attempt: it grows while the worker holds none and is 0
+// while it holds one.
+TEST_F(RegistryTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
+  Start({});
+  // The decode worker refuses the first Reserve for want of room (and releases the attempt); it
+  // never answers the second, which it holds.
+  std::atomic<int> reserves{0};
+  Join(Decode(), 100, [&](const proto::Envelope& m) -> std::optional<proto::Envelope> {
+    if (!m.has_reserve() || ++reserves > 1) return std::nullopt;
+    proto::Envelope refused;
+    refused.mutable_error()->set_request_id(m.reserve().request_id());
+    refused.mutable_error()->set_retryable(true);
+    refused.mutable_error()->set_no_room(true);
+    return refused;
+  });
+  Join(Prefill(), 100);
+  std::this_thread::sleep_for(300ms);
+  for (const auto& w : registry_->LoadSnapshot()) EXPECT_GE(w.idle_seconds, 0.25) << w.role;
+  auto decode_idle = [&] {
+    for (const auto& w : registry_->LoadSnapshot())
+      if (w.role == "decode") return w.attempts == 0 ? w.idle_seconds : 0.0;
+    return -1.0;
+  };
+  auto refused = std::make_shared<FailureSink>();
+  ASSERT_TRUE(registry_->Dispatch(1, {1, 2}, proto::Sampling(), refused).ok());
+  ASSERT_TRUE(Eventually([&] { return refused->failed.load(); }));
+  ASSERT_TRUE(Eventually([&] { return decode_idle() > 0; }));
+  EXPECT_LT(decode_idle(), 0.25) << "idle again since the refused attempt, not since it joined";
+  ASSERT_TRUE(registry_->Dispatch(2, {1, 2}, proto::Sampling(), std::make_shared<NullSink>()).ok());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(decode_idle(), 0) << "it holds the reservation";
+  for (const auto& w : registry_->LoadSnapshot()) {
+    if (w.role == "prefill") EXPECT_GE(w.idle_seconds, 0.35) << "nothing was sent to it yet";
+  }
+}
+
 TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   Start({});
   Join(Decode(), std::numeric_limits<int32_t>::max(), {}, /*listed_free=*/512);

@@ -1,0 +1,29 @@
+// Actuator: carries out the planner's count of burst workers for a pool on whatever runs the
+// workers (docs/architecture.md, "Processes"; ../shared/ARCHITECTURE.md, "Planner"): a Slurm
+// cluster (planner/slurm_actuator.h), Kubernetes Deployments (planner/kubernetes_actuator.h) or
+// an operator's command (planner/command_actuator.h). `pdserve up --autoscale` acts on local
+// processes itself. Reserved workers are the operator's: actuators touch only burst workers.
+//
+// Threads: SetBurstWorkers may block for as long as the orchestrator takes; one caller thread at
+// a time (planner/actuation_loop.h), never a gateway I/O thread.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "planner/planner.h"
+
+namespace pdserve::planner {
+
+class Actuator {
+ public:
+  virtual ~Actuator() = default;
+  // Makes `pool`'s burst workers `count`: asks for more, or lets the newest extra ones go; a
+  // worker let go is sent SIGTERM, drains its requests, then exits. The same count again
+  // changes nothing. The error says what the orchestrator refused.
+  virtual Status SetBurstWorkers(Pool pool, int count) = 0;
+  // For logs: "slurm (deploy/slurm/pdserve-worker.sbatch)".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace pdserve::planner

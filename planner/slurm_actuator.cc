@@ -1,0 +1,93 @@
+#include "planner/slurm_actuator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "planner/command_runner.h"
+
+namespace pdserve::planner {
+
+std::string SlurmActuator::JobName(Pool pool) const {
+  return options_.job_name_prefix + "-" + PoolName(pool) + "-burst";
+}
+
+Result<std::vector<SlurmActuator::Job>> SlurmActuator::LiveJobs(Pool pool) {
+  // Pending and running jobs (squeue's default states), id and state, one a line.
+  auto ran =
+      RunCommand({options_.squeue, "--noheader", "--name=" + JobName(pool), "--format=%i %T"},
+                 options_.command_timeout);
+  if (!ran.ok()) return ran.status();
+  if (ran->exit_status != 0) return Unavailable(DescribeFailure(options_.squeue, *ran));
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  std::istringstream lines(ran->out);
+  std::string id, state;
+  while (lines >> id >> state) {
+    seen.insert(id);
+    if (released_.count(id)) continue;
+    if (state == "COMPLETING" || state == "CANCELLED" || state == "COMPLETED") continue;
+    jobs.push_back({id, state == "PENDING"});
+  }
+  std::erase_if(released_, [&](const std::string& gone) { return !seen.count(gone); });
+  // Oldest first: job ids count up (an array job's "123_4" sorts by its number first).
+  auto number = [](const std::string& id) { return std::strtoll(id.c_str(), nullptr, 10); };
+  std::sort(jobs.begin(), jobs.end(), [&](const Job& a, const Job& b) {
+    return std::make_pair(number(a.id), a.id) < std::make_pair(number(b.id), b.id);
+  });
+  return jobs;
+}
+
+Result<std::string> SlurmActuator::Submit(Pool pool) {
+  std::vector<std::string> argv{options_.sbatch, "--parsable", "--job-name=" + JobName(pool)};
+  argv.insert(argv.end(), options_.sbatch_args.begin(), options_.sbatch_args.end());
+  std::string exports =
+      "--export=ALL,PDSERVE_POOL=" + std::string(PoolName(pool)) + ",PDSERVE_CLASS=burst";
+  for (const auto& [k, v] : options_.env) exports += "," + k + "=" + v;
+  argv.insert(argv.end(), {exports, options_.job_script, PoolName(pool), "burst"});
+  auto ran = RunCommand(argv, options_.command_timeout);
+  if (!ran.ok()) return ran.status();
+  if (ran->exit_status != 0) return Unavailable(DescribeFailure(options_.sbatch, *ran));
+  // --parsable prints "ID" or "ID;CLUSTER".
+  std::string id = ran->out.substr(0, ran->out.find_first_of(";\n"));
+  if (id.empty() || id.find_first_not_of("0123456789_") != std::string::npos) {
+    return Unavailable("sbatch printed no job id: '" + ran->out + "'");
+  }
+  return id;
+}
+
+Status SlurmActuator::Release(const Job& job) {
+  // A pending job has nothing to drain; a running one's worker drains on SIGTERM (sent to the
+  // batch step too: the job script execs the worker).
+  std::vector<std::string> argv{options_.scancel};
+  if (!job.pending) argv.insert(argv.end(), {"--full", "--signal=TERM"});
+  argv.push_back(job.id);
+  auto ran = RunCommand(argv, options_.command_timeout);
+  if (!ran.ok()) return ran.status();
+  if (ran->exit_status != 0) return Unavailable(DescribeFailure(options_.scancel, *ran));
+  released_.insert(job.id);
+  return Status::Ok();
+}
+
+Status SlurmActuator::SetBurstWorkers(Pool pool, int count) {
+  auto jobs = LiveJobs(pool);
+  if (!jobs.ok()) return jobs.status();
+  int live = static_cast<int>(jobs->size());
+  for (; live < count; ++live) {
+    auto id = Submit(pool);
+    if (!id.ok()) return id.status();
+    spdlog::info("slurm: submitted job {} ({}) for a burst {} worker", *id, JobName(pool),
+                 PoolName(pool));
+  }
+  for (; live > count; --live) {
+    const Job& newest = (*jobs)[static_cast<size_t>(live - 1)];
+    PDSERVE_RETURN_IF_ERROR(Release(newest));
+    spdlog::info("slurm: {} job {} ({})", newest.pending ? "cancelled pending" : "draining",
+                 newest.id, JobName(pool));
+  }
+  return Status::Ok();
+}
+
+}  // namespace pdserve::planner

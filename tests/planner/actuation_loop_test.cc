@@ -1,0 +1,107 @@
+// ActuationLoop with a recording actuator: a changed count is applied at once, off the caller's
+// thread; counts wanted while one is applied coalesce into the latest; a failure is tried again
+// after the retry interval; a count that holds is applied again every reapply interval; and
+// destruction waits for a call in progress.
+#include "planner/actuation_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pdserve::planner {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RecordingActuator : public Actuator {
+ public:
+  Status SetBurstWorkers(Pool pool, int count) override {
+    std::this_thread::sleep_for(delay);
+    std::lock_guard lock(mu);
+    calls.emplace_back(pool, count);
+    return failures-- > 0 ? Unavailable("orchestrator down") : Status::Ok();
+  }
+  std::string Describe() const override { return "recording"; }
+  std::vector<std::pair<Pool, int>> Calls() {
+    std::lock_guard lock(mu);
+    return calls;
+  }
+  std::mutex mu;
+  std::vector<std::pair<Pool, int>> calls;
+  std::atomic<int> failures{0};
+  std::chrono::milliseconds delay{0};
+};
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST(ActuationLoopTest, AppliesAChangedCountOnceAndCoalescesWhileBusy) {
+  auto actuator = std::make_shared<RecordingActuator>();
+  actuator->delay = 200ms;
+  ActuationLoopOptions o;
+  o.reapply = 1h;
+  ActuationLoop loop(actuator, o);
+  const auto start = std::chrono::steady_clock::now();
+  loop.Want(Pool::kDecode, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 100ms) << "Want must not wait";
+  std::this_thread::sleep_for(50ms);  // the loop is in the call for 1
+  loop.Want(Pool::kDecode, 2);
+  loop.Want(Pool::kDecode, 3);
+  ASSERT_TRUE(WaitFor([&] { return loop.state(Pool::kDecode).applied == 3; }));
+  loop.Want(Pool::kDecode, 3);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(actuator->Calls(),
+            (std::vector<std::pair<Pool, int>>{{Pool::kDecode, 1}, {Pool::kDecode, 3}}));
+}
+
+TEST(ActuationLoopTest, AFailureIsTriedAgainAfterTheRetryInterval) {
+  auto actuator = std::make_shared<RecordingActuator>();
+  actuator->failures = 2;
+  ActuationLoopOptions o;
+  o.retry = 100ms;
+  o.reapply = 1h;
+  std::atomic<int> errors{0};
+  o.on_result = [&](Pool, int, const Status& s) { errors += !s.ok(); };
+  ActuationLoop loop(actuator, o);
+  loop.Want(Pool::kPrefill, 2);
+  ASSERT_TRUE(WaitFor([&] { return loop.state(Pool::kPrefill).failures == 1; }));
+  EXPECT_NE(loop.state(Pool::kPrefill).last_error.find("orchestrator down"), std::string::npos);
+  EXPECT_EQ(loop.state(Pool::kPrefill).applied, -1);
+  ASSERT_TRUE(WaitFor([&] { return loop.state(Pool::kPrefill).applied == 2; }));
+  EXPECT_EQ(errors, 2);
+  EXPECT_EQ(loop.state(Pool::kPrefill).failures, 0);
+  EXPECT_EQ(actuator->Calls().size(), 3u);
+}
+
+TEST(ActuationLoopTest, AHeldCountIsAppliedAgainEveryReapplyInterval) {
+  auto actuator = std::make_shared<RecordingActuator>();
+  ActuationLoopOptions o;
+  o.reapply = 100ms;
+  ActuationLoop loop(actuator, o);
+  loop.Want(Pool::kDecode, 1);
+  ASSERT_TRUE(WaitFor([&] { return actuator->Calls().size() >= 3; }));
+  for (const auto& call : actuator->Calls()) EXPECT_EQ(call.second, 1);
+}
+
+TEST(ActuationLoopTest, DestructionWaitsForTheCallInProgress) {
+  auto actuator = std::make_shared<RecordingActuator>();
+  actuator->delay = 300ms;
+  {
+    ActuationLoop loop(actuator);
+    loop.Want(Pool::kDecode, 4);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(actuator->Calls().size(), 1u);
+}
+
+}  // namespace
+}  // namespace pdserve::planner
