@@ -82,7 +82,8 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
   }
   json input_lens = json::array(), output_lens = json::array(), ttfts = json::array(),
        itls = json::array(), errors = json::array(), texts = json::array(),
-       statuses = json::array(), retry_afters = json::array(), latencies = json::array();
+       statuses = json::array(), retry_afters = json::array(), latencies = json::array(),
+       start_times = json::array();
   json sources = json::object();
   for (const RequestRecord& r : run.load.records) {
     input_lens.push_back(r.prompt_tokens);
@@ -93,6 +94,7 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
     statuses.push_back(r.http_status);
     retry_afters.push_back(r.retry_after_s);
     latencies.push_back(r.latency_s);
+    start_times.push_back(r.start_s);
     if (c.save_detailed) texts.push_back(r.generated_text);
     if (r.success) {
       std::string key(TokenCountSourceName(r.output_token_source));
@@ -104,11 +106,13 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
   j["ttfts"] = std::move(ttfts);
   j["itls"] = std::move(itls);
   j["errors"] = std::move(errors);
-  // pdserve's extras per request: the HTTP status (0: none read), Retry-After (-1: none) and the
-  // seconds from sending to the end, failed or not.
+  // pdserve's extras per request: the HTTP status (0: none read), Retry-After (-1: none), the
+  // seconds from sending to the end, failed or not, and when it was sent (seconds after the run
+  // began: a timeline of TTFT under changing load).
   j["http_statuses"] = std::move(statuses);
   j["retry_after_s"] = std::move(retry_afters);
   j["latencies"] = std::move(latencies);
+  j["start_times"] = std::move(start_times);
   if (c.save_detailed) j["generated_texts"] = std::move(texts);
   // pdserve's extras.
   j["failures_by_reason"] = m.failures_by_reason;
