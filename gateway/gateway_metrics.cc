@@ -100,12 +100,13 @@ GatewayMetrics::GatewayMetrics()
                            .Help("Workers the planner wants per pool (prefill, decode) and class "
                                  "(reserved: the floor; burst: above it).")
                            .Register(*registry_)),
-      planner_decisions_(pm::BuildCounter()
-                             .Name("pdserve_planner_decisions_total")
-                             .Help("The planner's changes of a pool's desired workers, by "
-                                   "direction (up, down) and reason (no_worker, ttft, kv_use, "
-                                   "itl; comfortable, burst_idle).")
-                             .Register(*registry_)),
+      planner_decisions_(
+          pm::BuildCounter()
+              .Name("pdserve_planner_decisions_total")
+              .Help("The planner's changes of a pool's desired workers, by "
+                    "direction (up, down) and reason (no_worker, ttft, refused, kv_use, "
+                    "itl; comfortable, burst_idle).")
+              .Register(*registry_)),
       planner_actuations_(pm::BuildCounter()
                               .Name("pdserve_planner_actuations_total")
                               .Help("Act mode's calls to its actuator (Slurm, Kubernetes, a "

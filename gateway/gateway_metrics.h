@@ -3,6 +3,8 @@
 // prometheus-cpp's metrics are thread-safe: record from any thread.
 #pragma once
 
+#include <atomic>
+
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -34,11 +36,19 @@ class GatewayMetrics {
     if (usd > 0) cost_.Add({{"tenant", tenant}, {"class", capacity_class}}).Increment(usd);
   }
   prometheus::Gauge& running() { return running_; }
-  void RecordQueueTime(double seconds) { queue_time_.Observe(seconds); }
+  // A request left the admission queue for its workers, after `seconds` in it.
+  void RecordQueueTime(double seconds) {
+    queue_time_.Observe(seconds);
+    started_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Requests that left the admission queue for their workers so far (the planner's count).
+  int64_t Started() const { return started_.load(std::memory_order_relaxed); }
   // pdserve_request_rejected_total{reason}: a request refused without running.
   void RecordRejected(const std::string& reason) {
     rejected_.Add({{"reason", reason}}).Increment();
   }
+  // How many were refused for `reason` so far (the planner counts admission's refusals).
+  double Rejected(const std::string& reason) { return rejected_.Add({{"reason", reason}}).Value(); }
   // pdserve_requests_resumed_total{reason}: a stream under way started again on other workers
   // (reason preempted or worker_failed).
   void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
@@ -81,6 +91,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
   prometheus::Family<prometheus::Counter>& planner_actuations_;
+  std::atomic<int64_t> started_{0};
   mutable std::mutex recent_itl_mu_;
   double recent_itl_ = 0;                                // guarded by recent_itl_mu_
   std::chrono::steady_clock::time_point recent_itl_at_;  // guarded by recent_itl_mu_

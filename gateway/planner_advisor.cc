@@ -74,6 +74,15 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   router::AdmissionRequest arriving;  // a request arriving now, its own prompt aside
   const double wait = queue_->PredictWait(arriving);
   auto signals = PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
+  // Admission's refusals and starts over the last refusal window: one tick's are too few to
+  // tell a burst of arrivals from a load the pool cannot carry.
+  counts_.push_back({now, metrics_->Rejected("predicted_wait"), metrics_->Started()});
+  while (counts_.size() > 1 && now - counts_[1].at >= kRefusalWindow) counts_.pop_front();
+  const Counts& first = counts_.front();
+  signals[Pool::kPrefill].refused_requests =
+      static_cast<int>(counts_.back().refused - first.refused);
+  signals[Pool::kPrefill].started_requests =
+      static_cast<int>(counts_.back().started - first.started);
   for (auto& [pool, s] : signals) {
     auto up = last_up_.find(pool);
     if (up == last_up_.end()) continue;
@@ -82,10 +91,12 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   }
   for (const planner::Decision& d : planner_.Decide(now, signals)) {
     if (d.delta > 0) last_up_[d.pool] = now;
-    if (asks_ && d.delta > 0) asks_->Asked(d.pool, std::chrono::system_clock::now());
+    for (int i = 0; asks_ && i < d.delta; ++i) {
+      asks_->Asked(d.pool, std::chrono::system_clock::now());
+    }
     if (asks_ && d.delta < 0) asks_->Withdrawn(d.pool);
     const char* pool = planner::PoolName(d.pool);
-    spdlog::info("planner ({}): {} {:+d} {} worker: {}; desired now {} reserved, {} burst",
+    spdlog::info("planner ({}): {} {:+d} {} worker(s): {}; desired now {} reserved, {} burst",
                  actuation_ ? "act" : "advise", pool, d.delta, d.capacity_class, d.reason,
                  planner_.desired(d.pool).reserved, planner_.desired(d.pool).burst);
     metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down", d.cause);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -71,6 +72,15 @@ class PlannerAdvisor {
   std::chrono::seconds start_timeout_;
   std::map<planner::Pool, planner::Planner::Clock::time_point> last_up_;
   std::shared_ptr<BurstAsks> asks_;
+  // Admission's running counts at each Tick of the last kRefusalWindow: refusals for a predicted
+  // wait, and requests that left the queue for their workers.
+  static constexpr std::chrono::seconds kRefusalWindow{30};
+  struct Counts {
+    planner::Planner::Clock::time_point at;
+    double refused = 0;
+    int64_t started = 0;
+  };
+  std::deque<Counts> counts_;
   std::unique_ptr<planner::ActuationLoop> actuation_;  // last: its thread reads metrics_
 };
 

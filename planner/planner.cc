@@ -1,6 +1,7 @@
 #include "planner/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace pdserve::planner {
@@ -37,30 +38,60 @@ int Planner::DesiredTotal() const {
   return total;
 }
 
+namespace {
+
+// Workers to add to `running` so that a signal at `ratio` times its target comes back to it,
+// if the load spreads evenly over them: at least one.
+int MissingFor(int running, double ratio) {
+  const double needed = std::ceil(std::max(1, running) * ratio - 1e-9);
+  return std::max(1, static_cast<int>(needed) - running);
+}
+
+}  // namespace
+
 Planner::Shortage Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
-  if (s.queued_requests > 0 && s.reserved + s.burst == 0) {
-    return {"no_worker", s.queued_requests == 1 ? std::string("a request waits and no worker runs")
-                                                : std::to_string(s.queued_requests) +
-                                                      " requests wait and no worker runs"};
+  const int running = s.reserved + s.burst;
+  if (s.queued_requests > 0 && running == 0) {
+    return {"no_worker",
+            s.queued_requests == 1
+                ? std::string("a request waits and no worker runs")
+                : std::to_string(s.queued_requests) + " requests wait and no worker runs",
+            1};
   }
   if (pool == Pool::kPrefill) {
     if (s.predicted_ttft_s > options_.ttft_slo_s) {
-      return {"ttft", Format("predicted TTFT %.2f s > SLO %.2f s", s.predicted_ttft_s,
-                             options_.ttft_slo_s)};
+      return {"ttft",
+              Format("predicted TTFT %.2f s > SLO %.2f s", s.predicted_ttft_s, options_.ttft_slo_s),
+              MissingFor(running, s.predicted_ttft_s / options_.ttft_slo_s)};
+    }
+    // A few refusals are a burst of arrivals; more than a twentieth of the demand is a load the
+    // pool does not carry.
+    if (s.refused_requests >= 2 &&
+        s.refused_requests * 20 > s.refused_requests + s.started_requests) {
+      // The demand it shed, over what it served meanwhile.
+      const double demand = static_cast<double>(s.refused_requests + s.started_requests) /
+                            std::max(1, s.started_requests);
+      return {"refused",
+              std::to_string(s.refused_requests) + " request(s) refused at admission for a " +
+                  "predicted wait past the TTFT SLO, " + std::to_string(s.started_requests) +
+                  " started",
+              MissingFor(running, demand)};
     }
     return {};
   }
   if (s.kv_use > options_.kv_high) {
-    return {"kv_use", Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high)};
+    return {"kv_use", Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high),
+            MissingFor(running, s.kv_use / options_.kv_high)};
   }
   if (s.itl_s > options_.itl_slo_s) {
-    return {"itl", Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s)};
+    return {"itl", Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s),
+            MissingFor(running, s.itl_s / options_.itl_slo_s)};
   }
   return {};
 }
 
 bool Planner::Comfortable(Pool pool, const PoolSignals& s) const {
-  if (s.queued_requests > 0) return false;
+  if (s.queued_requests > 0 || s.refused_requests > 0) return false;  // not while it sheds any
   if (pool == Pool::kPrefill) return s.predicted_ttft_s < options_.down_ratio * options_.ttft_slo_s;
   return s.kv_use < options_.kv_low && s.itl_s < options_.down_ratio * options_.itl_slo_s;
 }
@@ -86,14 +117,16 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
           state.last_up != Clock::time_point{} && now - state.last_up < options_.up_cooldown;
       const bool turned =
           state.last_down != Clock::time_point{} && now - state.last_down < options_.up_cooldown;
-      const bool at_max = state.desired.burst >= state.limits.burst_max;
-      const bool over_budget =
-          options_.worker_budget > 0 && DesiredTotal() >= options_.worker_budget;
-      if (cooling || turned || at_max || over_budget) continue;
-      ++state.desired.burst;
+      // The step: the workers the signal says are missing, within the maximum and the budget.
+      int step = std::min(shortage.missing, state.limits.burst_max - state.desired.burst);
+      if (options_.worker_budget > 0) {
+        step = std::min(step, options_.worker_budget - DesiredTotal());
+      }
+      if (cooling || turned || step <= 0) continue;
+      state.desired.burst += step;
       state.last_up = now;
       state.comfortable_since = {};
-      decisions.push_back({pool, "burst", +1, shortage.reason, shortage.cause});
+      decisions.push_back({pool, "burst", step, shortage.reason, shortage.cause});
       continue;
     }
     const bool idle = options_.burst_idle.count() > 0 && state.desired.burst > 0 && s.burst > 0 &&

@@ -6,12 +6,17 @@
 //
 // Rules, per pool, decided separately:
 // - Reserved workers are the floor: their desired count is always the floor.
-// - Up when the pool is short: prefill when the predicted TTFT exceeds the TTFT SLO (or
-//   requests wait and no worker runs: up from zero); decode when KV use is above kv_high or the
-//   inter-token latency exceeds the ITL SLO (or requests wait with no worker). A step of one
-//   burst worker, within the burst maximum and the shared worker budget, then no other step up
-//   for up_cooldown.
-// - No decision for a pool while workers it asked for are still starting.
+// - Up when the pool is short: prefill when the predicted TTFT exceeds the TTFT SLO, or when
+//   admission refused over 5% of the requests (2 at least) for a predicted wait past it lately
+//   (demand it shed is demand all the same), or requests wait and no worker runs (up from zero);
+//   decode when KV use is above kv_high or the inter-token latency exceeds the ITL SLO (or requests
+//   wait with no worker). The step is the burst workers the signal says are missing if the load
+//   spreads evenly (running x signal / target, less those running; for refusals, running x
+//   (refused + started) / started), at least one, within the burst maximum and the shared
+//   worker budget; then no other step up for up_cooldown. Sizing the step (Dynamo's SLA
+//   planner does the same) brings a 5x load step back within its SLO after one cold start,
+//   where steps of one would take one cold start per worker.// - No decision for a pool while
+//   workers it asked for are still starting.
 // - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
 //   SLO and nothing queued; decode: KV use under kv_low and ITL under down_ratio of the SLO)
 //   for down_hold without a break: one burst worker, drained by the actuator, then the window
@@ -36,10 +41,14 @@ const char* PoolName(Pool pool);  // "prefill", "decode"
 
 // What the owner observes of one pool now.
 struct PoolSignals {
-  int reserved = 0;             // registered workers of class reserved, not draining
-  int burst = 0;                // registered workers of class burst, not draining
-  int starting = 0;             // asked for and not registered yet
-  int queued_requests = 0;      // waiting in the admission queue for this pool's work
+  int reserved = 0;         // registered workers of class reserved, not draining
+  int burst = 0;            // registered workers of class burst, not draining
+  int starting = 0;         // asked for and not registered yet
+  int queued_requests = 0;  // waiting in the admission queue for this pool's work
+  // Prefill: requests refused at admission for their predicted wait over the last 30 s, and
+  // those admitted that started meanwhile. Short when at least 2 and over 5% of them were refused.
+  int refused_requests = 0;
+  int started_requests = 0;
   double predicted_ttft_s = 0;  // prefill: for a request arriving now
   double kv_use = 0;            // decode: pages used over pages registered, 0..1
   double itl_s = 0;             // decode: recent inter-token latency (0: no traffic)
@@ -65,10 +74,10 @@ struct PlannerOptions {
 struct Decision {
   Pool pool = Pool::kPrefill;
   std::string capacity_class;  // "reserved" or "burst"
-  int delta = 0;               // +1 or -1 workers
+  int delta = 0;               // workers: +N up, -1 down
   std::string reason;          // e.g. "predicted TTFT 3.1 s > SLO 2.0 s"
-  // The rule, for a metric's label: "no_worker", "ttft", "kv_use", "itl" (up), "comfortable",
-  // "burst_idle" (down).
+  // The rule, for a metric's label: "no_worker", "ttft", "refused", "kv_use", "itl" (up),
+  // "comfortable", "burst_idle" (down).
   std::string cause;
 };
 
@@ -97,6 +106,7 @@ class Planner {
   };
   struct Shortage {
     std::string cause, reason;  // both "" when the pool is not short
+    int missing = 0;            // burst workers the signal says are missing
   };
   Shortage ShortBecause(Pool pool, const PoolSignals& signals) const;
   bool Comfortable(Pool pool, const PoolSignals& signals) const;

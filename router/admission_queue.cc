@@ -232,12 +232,16 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
     const double share = own_cost * tq.weight / request.weight;
     ahead += static_cast<double>(tq.prompt_tokens) * std::min(1.0, share / tq.cost);
   }
+  const double one_worker = capacity.tokens_per_second / std::max(1, capacity.workers);
+  // Nothing waits ahead of it and a prefill worker is idle (one that just joined): it starts now.
+  if (ahead <= 0 && capacity.idle_workers > 0) {
+    return static_cast<double>(request.prompt_tokens) / one_worker;
+  }
   // The work ahead is shared by every prefill worker; the request's own prompt runs on one.
   const double work_ahead = ahead + static_cast<double>(capacity.queued_prompt_tokens);
   double rate = capacity.tokens_per_second;
   if (const double drain = DrainRateLocked(now); drain >= 0) rate = std::min(rate, drain);
   if (rate <= 0) return std::numeric_limits<double>::infinity();
-  const double one_worker = capacity.tokens_per_second / std::max(1, capacity.workers);
   return work_ahead / rate + static_cast<double>(request.prompt_tokens) / one_worker;
 }
 

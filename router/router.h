@@ -60,9 +60,12 @@ struct Route {
 // The prompt work the live prefill (and colocated) workers can do: what admission predicts a
 // queued request's wait from.
 struct PrefillCapacity {
-  double tokens_per_second = 0;      // measured from their step reports; 0 before any prompt ran
+  // Measured from their step reports, a worker that has run no prompt yet at the mean of those
+  // measured; 0 before any prompt ran anywhere.
+  double tokens_per_second = 0;
   int64_t queued_prompt_tokens = 0;  // sent to prefill workers and not answered yet
-  int workers = 0;                   // those with a measured rate
+  int workers = 0;                   // those counted in tokens_per_second
+  int idle_workers = 0;              // prefill workers with no prompt sent and unanswered
 };
 
 // KV pages of `page_size` tokens that `tokens` tokens take (page_size <= 0: one page).

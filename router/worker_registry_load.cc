@@ -83,11 +83,21 @@ int64_t WorkerRegistry::LargestKvTokens() const {
 router::PrefillCapacity WorkerRegistry::Prefill() const {
   std::lock_guard lock(mu_);
   router::PrefillCapacity c;
+  // A worker that has run no prompt yet (one that just joined) counts at the measured ones'
+  // mean: leaving it out would predict waits it is there to shorten, and admission would refuse
+  // the requests that would have shown its rate.
+  int unmeasured = 0;
   for (const auto& [id, w] : workers_) {
     if (!w.registered || w.load.draining() || w.info.role() == "decode") continue;
     c.tokens_per_second += w.prefill_tokens_per_second;
     c.workers += w.prefill_tokens_per_second > 0;
+    unmeasured += !(w.prefill_tokens_per_second > 0);
     c.queued_prompt_tokens += std::max<int64_t>(0, w.sent_prompt_tokens);
+    c.idle_workers += w.sent_prompt_tokens <= 0;
+  }
+  if (c.workers > 0) {
+    c.tokens_per_second += c.tokens_per_second / c.workers * unmeasured;
+    c.workers += unmeasured;
   }
   return c;
 }

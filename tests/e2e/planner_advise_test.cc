@@ -36,7 +36,7 @@ TEST(PlannerAdviseTest, RequestsWaitingWithNoWorkerMakeThePlannerAskForWorkers) 
       << testing::ReadLog(dir / "gateway.log");
   EXPECT_EQ(desired("prefill", "burst"), 1);
   const std::string log = testing::ReadLog(dir / "gateway.log");
-  EXPECT_NE(log.find("planner (advise): prefill +1 burst worker: a request waits and no worker "
+  EXPECT_NE(log.find("planner (advise): prefill +1 burst worker(s): a request waits and no worker "
                      "runs"),
             std::string::npos)
       << log;

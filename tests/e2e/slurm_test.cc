@@ -157,8 +157,9 @@ TEST(SlurmTest, ThePlannerSubmitsAWorkerJobThatServesAndCancelsItOnceIdle) {
   const double done = NowUnix();
   const std::string log = testing::ReadLog(dir / "gateway.log");
   ASSERT_EQ(served.status, 200) << served.body << Diagnostics(dir.path(), slurm.dir());
-  EXPECT_NE(log.find("planner (act): decode +1 burst worker: a request waits and no worker runs"),
-            std::string::npos)
+  EXPECT_NE(
+      log.find("planner (act): decode +1 burst worker(s): a request waits and no worker runs"),
+      std::string::npos)
       << log;
   EXPECT_NE(log.find("slurm: submitted job"), std::string::npos) << log;
   EXPECT_NE(log.find("decode burst"), std::string::npos) << "the job's worker registered as burst";
@@ -175,7 +176,7 @@ TEST(SlurmTest, ThePlannerSubmitsAWorkerJobThatServesAndCancelsItOnceIdle) {
       60s))
       << Diagnostics(dir.path(), slurm.dir());
   const std::string after = testing::ReadLog(dir / "gateway.log");
-  EXPECT_NE(after.find("decode -1 burst worker: a burst worker has had no request"),
+  EXPECT_NE(after.find("decode -1 burst worker(s): a burst worker has had no request"),
             std::string::npos)
       << after;
   EXPECT_NE(after.find("slurm: draining job"), std::string::npos) << after;

@@ -160,8 +160,8 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
       << testing::ReadLog(log);
   const std::string said = testing::ReadLog(log);
   for (const char* line :
-       {"planner (advise): decode +1 burst worker: KV use", "starting decode-burst-1",
-        "decode burst pages=64", "planner (advise): decode -1 burst worker: comfortable for 2 s",
+       {"planner (advise): decode +1 burst worker(s): KV use", "starting decode-burst-1",
+        "decode burst pages=64", "planner (advise): decode -1 burst worker(s): comfortable for 2 s",
         "draining decode-burst-1", ") exited with status 0"}) {
     EXPECT_NE(said.find(line), std::string::npos) << line << "\n" << said;
   }

@@ -238,7 +238,7 @@ TEST(PlannerTest, AnIdleBurstWorkerGoesAtOnceWhenTheRuleIsOn) {
   EXPECT_TRUE(p.Decide(t + 10s, {{Pool::kDecode, idle}}).empty()) << "not idle long enough";
   idle.burst_idle_s = 61;
   PoolSignals short_and_idle = idle;
-  short_and_idle.itl_s = 0.5;
+  short_and_idle.itl_s = 0.15;  // 1.5 x the SLO over 2 workers: one more
   EXPECT_TRUE(p.Decide(t + 31s, {{Pool::kDecode, short_and_idle}}).size() == 1u &&
               p.desired(Pool::kDecode).burst == 2)
       << "a short pool steps up, idle worker or not";
@@ -265,16 +265,61 @@ TEST(PlannerTest, EveryDecisionNamesItsRule) {
   nobody.queued_requests = 2;
   EXPECT_EQ(p.Decide(t, {{Pool::kPrefill, nobody}})[0].cause, "no_worker");
   EXPECT_EQ(p.Decide(t + 30s, {{Pool::kPrefill, ShortPrefill()}})[0].cause, "ttft");
+  PoolSignals shed = Idle();  // admission refused what would have made the queue long
+  shed.refused_requests = 3;
+  shed.started_requests = 60;  // 3 of 63: a twentieth, not more
+  EXPECT_TRUE(p.Decide(t + 60s, {{Pool::kPrefill, shed}}).empty());
+  shed.started_requests = 50;
+  const auto refused = p.Decide(t + 60s, {{Pool::kPrefill, shed}});
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].cause, "refused");
+  EXPECT_NE(refused[0].reason.find("3 request(s) refused at admission"), std::string::npos);
   PoolSignals slow = Idle();
   slow.itl_s = 0.2;
   EXPECT_EQ(p.Decide(t, {{Pool::kDecode, slow}})[0].cause, "itl");
   std::string down;
-  for (int s = 40; s <= 400 && down.empty(); s += 10) {
+  for (int s = 70; s <= 400 && down.empty(); s += 10) {
     for (const auto& d : p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, Idle()}})) {
       down = d.cause;
     }
   }
   EXPECT_EQ(down, "comfortable");
+}
+
+// The step up is what the signal says is missing if the load spreads evenly: running workers x
+// the signal over its target, less those running; for refusals, the demand admission shed over
+// what it served. Within the burst maximum and the budget.
+TEST(PlannerTest, AStepAddsTheWorkersTheSignalSaysAreMissing) {
+  Clock::time_point t{};
+  t += 1000s;
+  Planner p = TwoPools(/*burst_max=*/5);
+  PoolSignals slow = Idle();
+  slow.burst = 1;
+  slow.predicted_ttft_s = 4.4;  // 2.2 x the SLO on 2 workers: 5 needed
+  auto d = p.Decide(t, {{Pool::kPrefill, slow}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 3);
+  EXPECT_EQ(p.desired(Pool::kPrefill).burst, 3);
+
+  Planner shed = TwoPools(/*burst_max=*/5);
+  PoolSignals refused = Idle();
+  refused.refused_requests = 20;
+  refused.started_requests = 10;  // 3 x what one worker served
+  d = shed.Decide(t, {{Pool::kPrefill, refused}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 2);
+  EXPECT_NE(d[0].reason.find("20 request(s) refused"), std::string::npos) << d[0].reason;
+
+  Planner capped = TwoPools(/*burst_max=*/2);
+  slow.predicted_ttft_s = 20;
+  EXPECT_EQ(capped.Decide(t, {{Pool::kPrefill, slow}})[0].delta, 2) << "the burst maximum";
+  PlannerOptions o = Options();
+  o.worker_budget = 4;  // 2 reserved floors + 2
+  Planner budget = TwoPools(5, o);
+  EXPECT_EQ(budget.Decide(t, {{Pool::kPrefill, slow}})[0].delta, 2) << "the budget";
+  PoolSignals kv = Idle();
+  kv.kv_use = 0.9;  // just over 85%: one
+  EXPECT_EQ(TwoPools().Decide(t, {{Pool::kDecode, kv}})[0].delta, 1);
 }
 
 }  // namespace

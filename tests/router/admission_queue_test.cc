@@ -185,6 +185,24 @@ TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
   EXPECT_TRUE(cluster.started.empty());
 }
 
+// A prefill worker that holds no prompt (one that just joined) takes a request with nothing
+// ahead of it at once, however long the other workers' queues: only its own prompt counts.
+TEST_F(AdmissionQueueTest, AnIdlePrefillWorkerTakesARequestWithNothingAheadAtOnce) {
+  cluster.capacity.tokens_per_second = 1000;  // two workers of 500 tokens/s
+  cluster.capacity.workers = 2;
+  cluster.capacity.queued_prompt_tokens = 5000;  // all on the busy one
+  AdmissionRequest r = Request("r", "A", 100);
+  EXPECT_NEAR(queue.PredictWait(r), 5.0 + 0.2, 1e-9) << "no worker idle: the queue is shared";
+  cluster.capacity.idle_workers = 1;
+  EXPECT_NEAR(queue.PredictWait(r), 0.2, 1e-9);
+  r.ttft_slo = milliseconds(1000);
+  EXPECT_NE(queue.Submit(std::move(r)).verdict, Verdict::kRejected);
+  // With a request waiting ahead of it, the idle worker is that one's first.
+  cluster.free = 0;
+  queue.Submit(Request("ahead", "A", 100));
+  EXPECT_GT(queue.PredictWait(Request("next", "A", 100)), 0.2 + 0.05);
+}
+
 TEST_F(AdmissionQueueTest, TheDrainRateBoundsThePredictionWhenTheQueueMovesSlowerThanPrefill) {
   cluster.capacity.tokens_per_second = 1e6;  // prefill is not what limits this cluster
   cluster.capacity.workers = 1;

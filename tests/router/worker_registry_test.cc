@@ -319,6 +319,27 @@ TEST_F(RegistryTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
   }
 }
 
+// Admission's prefill capacity: a prefill worker that has run no prompt yet (a burst worker
+// that just joined) counts at the mean rate of those measured, not as nothing.
+TEST_F(RegistryTest, APrefillWorkerWithNoRateYetCountsAtTheMeasuredMean) {
+  Start({});
+  WorkerStandIn& measured = Join(Prefill(), 512);
+  EXPECT_EQ(registry_->Prefill().tokens_per_second, 0) << "nothing measured anywhere yet";
+  proto::Envelope step;
+  step.mutable_step()->set_seconds(0.5);
+  step.mutable_step()->add_request_ids(99);
+  step.mutable_step()->add_tokens(1000);
+  step.mutable_step()->add_prompt(true);
+  measured.Send(step);
+  ASSERT_TRUE(Eventually([&] { return registry_->Prefill().tokens_per_second > 0; }));
+  EXPECT_DOUBLE_EQ(registry_->Prefill().tokens_per_second, 2000);
+  EXPECT_EQ(registry_->Prefill().workers, 1);
+  Join(Prefill(), 512);
+  Join(Decode(), 512);  // decode workers run no prompts
+  EXPECT_DOUBLE_EQ(registry_->Prefill().tokens_per_second, 4000);
+  EXPECT_EQ(registry_->Prefill().workers, 2);
+}
+
 TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   Start({});
   Join(Decode(), std::numeric_limits<int32_t>::max(), {}, /*listed_free=*/512);
