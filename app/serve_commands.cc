@@ -208,10 +208,11 @@ PoolSize ParsePoolSize(const char* flag, const std::string& text, bool autoscale
   int min = -1, max = -1;
   const int n = ScanWorkerRange(text, &min, &max);
   if (n == 1 && min >= 0 && min <= 64) return {min, min};
-  if (n == 2 && autoscale && min >= 1 && max >= min && max <= 64) return {min, max};
+  if (n == 2 && autoscale && min >= 0 && max >= 1 && max >= min && max <= 64) return {min, max};
   Fail("up",
        InvalidArgument(std::string(flag) +
-                       (autoscale ? " must be N or MIN:MAX workers with 1 <= MIN <= MAX <= 64"
+                       (autoscale ? " must be N or MIN:MAX workers with 0 <= MIN <= MAX, 1 <= MAX "
+                                    "<= 64"
                                   : " must be a number of workers (MIN:MAX needs --autoscale)") +
                        ", got '" + text + "'"));
   return {};
@@ -220,9 +221,11 @@ PoolSize ParsePoolSize(const char* flag, const std::string& text, bool autoscale
 void RunUp(const UpFlags& f) {
   const PoolSize prefill = ParsePoolSize("--prefill", f.prefill, f.autoscale);
   const PoolSize decode = ParsePoolSize("--decode", f.decode, f.autoscale);
-  if (f.colocated == 0 && (prefill.min == 0 || decode.min == 0)) {
+  if (f.colocated == 0 && !f.autoscale && (prefill.min == 0 || decode.min == 0)) {
     Fail("up", InvalidArgument("need --prefill and --decode of at least 1, or --colocated"));
   }
+  // With a floor of 0 a pool starts empty: its planner starts burst workers when requests wait.
+  const bool from_zero = f.colocated == 0 && (prefill.min == 0 || decode.min == 0);
   const std::string model_dir = ModelOrBuiltin("up", f.model_dir);
   const std::string ready = std::filesystem::temp_directory_path() /
                             ("pdserve-up-" + std::to_string(::getpid()) + ".json");
@@ -312,11 +315,18 @@ void RunUp(const UpFlags& f) {
   // "Up" means a request sent now is served: wait until the workers registered (the gateway's
   // queue holds requests sent before that, so nothing sent early is lost either). A child that
   // exits before then is a start-up failure (a bad flag, a model that does not load): stop.
-  std::cout << "pdserve up: the gateway listens on http://127.0.0.1:" << http << "; waiting for "
-            << workers << " worker(s) to load '" << model
-            << "' and register (requests sent meanwhile wait for them)" << std::endl;
+  if (from_zero) {
+    std::cout << "pdserve up: the gateway listens on http://127.0.0.1:" << http
+              << "; a pool starts with no worker, so requests wait for the burst workers its "
+                 "planner starts for them"
+              << std::endl;
+  } else {
+    std::cout << "pdserve up: the gateway listens on http://127.0.0.1:" << http << "; waiting for "
+              << workers << " worker(s) to load '" << model
+              << "' and register (requests sent meanwhile wait for them)" << std::endl;
+  }
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-  while (!GatewayReady(http)) {
+  while (!from_zero && !GatewayReady(http)) {
     for (const auto& e : children.Poll()) {
       std::cerr << "pdserve up: " << e.name << " (pid " << e.pid << ") "
                 << planner::DescribeExit(e.wait_status) << " during start-up; stopping\n";

@@ -157,7 +157,7 @@ void CompletionCall::HandleStarted(uint64_t id) {
   if (started_) return;
   started_ = true;
   metrics_->running().Increment();
-  metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_));
+  metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_), static_cast<int64_t>(prompt_.size()));
   if (output_.started) output_.started();
 }
 

@@ -76,13 +76,21 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   auto signals = PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
   // Admission's refusals and starts over the last refusal window: one tick's are too few to
   // tell a burst of arrivals from a load the pool cannot carry.
-  counts_.push_back({now, metrics_->Rejected("predicted_wait"), metrics_->Started()});
+  counts_.push_back({now, metrics_->Rejected("predicted_wait"), metrics_->Started(),
+                     metrics_->StartedPromptTokens()});
   while (counts_.size() > 1 && now - counts_[1].at >= kRefusalWindow) counts_.pop_front();
   const Counts& first = counts_.front();
-  signals[Pool::kPrefill].refused_requests =
-      static_cast<int>(counts_.back().refused - first.refused);
-  signals[Pool::kPrefill].started_requests =
-      static_cast<int>(counts_.back().started - first.started);
+  const Counts& last = counts_.back();
+  planner::PoolSignals& prefill = signals[Pool::kPrefill];
+  prefill.refused_requests = static_cast<int>(last.refused - first.refused);
+  prefill.started_requests = static_cast<int>(last.started - first.started);
+  // The prompt tokens started a second over the window, against what the pool prefills a second.
+  const double window = std::chrono::duration<double>(last.at - first.at).count();
+  const double capacity = registry_->Prefill().tokens_per_second;
+  if (window >= 1 && capacity > 0) {
+    prefill.utilisation =
+        static_cast<double>(last.prompt_tokens - first.prompt_tokens) / window / capacity;
+  }
   for (auto& [pool, s] : signals) {
     auto up = last_up_.find(pool);
     if (up == last_up_.end()) continue;

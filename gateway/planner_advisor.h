@@ -78,7 +78,7 @@ class PlannerAdvisor {
   struct Counts {
     planner::Planner::Clock::time_point at;
     double refused = 0;
-    int64_t started = 0;
+    int64_t started = 0, prompt_tokens = 0;
   };
   std::deque<Counts> counts_;
   std::unique_ptr<planner::ActuationLoop> actuation_;  // last: its thread reads metrics_

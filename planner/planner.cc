@@ -90,9 +90,19 @@ Planner::Shortage Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
   return {};
 }
 
+bool Planner::CanLoseOne(Pool pool, const PoolSignals& s) const {
+  if (pool != Pool::kPrefill) return true;
+  // With one worker fewer, the prompts started lately would keep the rest this busy.
+  const int running = s.reserved + s.burst;
+  const double without_one = running > 1 ? s.utilisation * running / (running - 1) : s.utilisation;
+  return without_one < options_.down_utilisation;
+}
+
 bool Planner::Comfortable(Pool pool, const PoolSignals& s) const {
   if (s.queued_requests > 0 || s.refused_requests > 0) return false;  // not while it sheds any
-  if (pool == Pool::kPrefill) return s.predicted_ttft_s < options_.down_ratio * options_.ttft_slo_s;
+  if (pool == Pool::kPrefill) {
+    return s.predicted_ttft_s < options_.down_ratio * options_.ttft_slo_s && CanLoseOne(pool, s);
+  }
   return s.kv_use < options_.kv_low && s.itl_s < options_.down_ratio * options_.itl_slo_s;
 }
 
@@ -130,7 +140,7 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
       continue;
     }
     const bool idle = options_.burst_idle.count() > 0 && state.desired.burst > 0 && s.burst > 0 &&
-                      s.burst_idle_s >= options_.burst_idle.count();
+                      s.burst_idle_s >= options_.burst_idle.count() && CanLoseOne(pool, s);
     if (idle) {
       --state.desired.burst;
       state.last_down = now;

@@ -18,11 +18,14 @@
 //   where steps of one would take one cold start per worker.// - No decision for a pool while
 //   workers it asked for are still starting.
 // - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
-//   SLO and nothing queued; decode: KV use under kv_low and ITL under down_ratio of the SLO)
-//   for down_hold without a break: one burst worker, drained by the actuator, then the window
-//   starts again. Zero traffic is comfortable, so the pools return to their floors.
+//   SLO, nothing queued or refused, and its workers but one would be busy under
+//   down_utilisation of the time at the prompt tokens started lately; decode: KV use under kv_low
+//   and ITL under down_ratio of the SLO) for down_hold without a break: one burst worker, drained
+//   by the actuator, then the window starts again. Zero traffic is comfortable, so the pools return
+//   to their floors.
 // - Down at once, whatever the window, when a burst worker of a pool that is not short has had
-//   no request for burst_idle (0: never): idle burst capacity is paid for and does nothing.
+//   no request for burst_idle (0: never) and the rest would stay under down_utilisation: idle
+//   burst capacity is paid for and does nothing.
 // - A pool never turns down within down_hold of a step up, nor up within up_cooldown of a step
 //   down, so it changes direction at most once per load step.
 //
@@ -49,6 +52,8 @@ struct PoolSignals {
   // those admitted that started meanwhile. Short when at least 2 and over 5% of them were refused.
   int refused_requests = 0;
   int started_requests = 0;
+  // Prefill: prompt tokens started a second over the pool's measured prefill rate (0: unknown).
+  double utilisation = 0;
   double predicted_ttft_s = 0;  // prefill: for a request arriving now
   double kv_use = 0;            // decode: pages used over pages registered, 0..1
   double itl_s = 0;             // decode: recent inter-token latency (0: no traffic)
@@ -65,6 +70,8 @@ struct PlannerOptions {
   double itl_slo_s = 0.1;
   double kv_high = 0.85, kv_low = 0.4;
   double down_ratio = 0.5;  // comfortable below this fraction of an SLO
+  // Prefill: a burst worker goes only if the rest would be busy below this share of the time.
+  double down_utilisation = 0.6;
   std::chrono::seconds up_cooldown{30};
   std::chrono::seconds down_hold{120};
   int worker_budget = 0;  // all workers of both pools, reserved and burst; 0: no budget
@@ -110,6 +117,9 @@ class Planner {
   };
   Shortage ShortBecause(Pool pool, const PoolSignals& signals) const;
   bool Comfortable(Pool pool, const PoolSignals& signals) const;
+  // Whether the pool's load would leave the rest under down_utilisation without one worker
+  // (prefill; decode: always).
+  bool CanLoseOne(Pool pool, const PoolSignals& signals) const;
   int DesiredTotal() const;
 
   PlannerOptions options_;

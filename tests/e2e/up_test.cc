@@ -171,5 +171,51 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
   EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
 }
 
+// `up --autoscale` with floors of 0 starts no worker; a request sent then waits while the
+// planner asks for a burst worker in each pool (requests waiting with no worker), `up` starts
+// them, and it is served. Once idle past --burst-idle-seconds both are drained and the pools are
+// empty again; a second request brings them back (scale to zero keeps the signal to scale up).
+TEST(UpTest, AutoscaleFromZeroServesAndReturnsToZero) {
+  TempDir dir;
+  const std::string log = dir / "up.log";
+  Process up({"up", "--port", "0", "--threads", "1", "--ledger", "", "--autoscale", "--prefill",
+              "0:1", "--decode", "0:1", "--planner-up-cooldown", "1", "--planner-down-hold", "2",
+              "--burst-idle-seconds", "2"},
+             log);
+  ASSERT_TRUE(WaitForUp(log)) << testing::ReadLog(log);
+  const nlohmann::json ports = PortsOf(up);
+  ASSERT_FALSE(ports.is_null());
+  const int http = ports["http_port"];
+  EXPECT_EQ(Curl(http, "/ready").status, 503) << "no worker yet";
+  const std::string body =
+      nlohmann::json{{"model", ports["model"]}, {"prompt", "from zero"}, {"max_tokens", 4}}.dump();
+  for (int round = 1; round <= 2; ++round) {
+    EXPECT_EQ(Curl(http, "/v1/completions", body, 90).status, 200) << testing::ReadLog(log);
+    // Both burst workers go once idle, and the pools are empty.
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          const std::string said = testing::ReadLog(log);
+          size_t drained = 0;
+          for (size_t at = 0; (at = said.find("draining ", at)) != std::string::npos; ++at) {
+            ++drained;
+          }
+          return drained == 2u * round;
+        },
+        std::chrono::seconds(60)))
+        << testing::ReadLog(log);
+    ASSERT_TRUE(testing::WaitFor([&] { return Curl(http, "/ready").status == 503; },
+                                 std::chrono::seconds(30)));
+  }
+  const std::string said = testing::ReadLog(log);
+  EXPECT_NE(said.find("planner (advise): prefill +1 burst worker(s): a request waits and no "
+                      "worker runs"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("burst worker(s): a burst worker has had no request"), std::string::npos)
+      << said;
+  up.Signal(SIGINT);
+  EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << said;
+}
+
 }  // namespace
 }  // namespace pdserve

@@ -322,5 +322,29 @@ TEST(PlannerTest, AStepAddsTheWorkersTheSignalSaysAreMissing) {
   EXPECT_EQ(TwoPools().Decide(t, {{Pool::kDecode, kv}})[0].delta, 1);
 }
 
+// A pool whose queue is short only because its burst workers carry the load does not let one go:
+// the prompts started lately would keep the rest busier than down_utilisation.
+TEST(PlannerTest, ABusyPoolKeepsItsBurstWorkersWhateverItsPredictedWait) {
+  Planner p = TwoPools();
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals busy = Idle();
+  busy.burst = 2;
+  ASSERT_EQ(p.Decide(t, {{Pool::kPrefill, ShortPrefill()}}).size(), 1u);
+  p.Decide(t + 30s, {{Pool::kPrefill, ShortPrefill()}});
+  ASSERT_EQ(p.desired(Pool::kPrefill).burst, 2);
+  busy.utilisation = 0.5;  // on 3 workers; on 2 it would be 0.75
+  for (int s = 40; s <= 600; s += 10) {
+    EXPECT_TRUE(p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, busy}}).empty()) << s;
+  }
+  busy.utilisation = 0.3;  // 0.45 on 2: one can go
+  std::vector<Decision> down;
+  for (int s = 610; s <= 900 && down.empty(); s += 10) {
+    down = p.Decide(t + std::chrono::seconds(s), {{Pool::kPrefill, busy}});
+  }
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].delta, -1);
+}
+
 }  // namespace
 }  // namespace pdserve::planner
