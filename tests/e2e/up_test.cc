@@ -115,10 +115,10 @@ TEST(UpTest, AKilledWorkerIsStartedAgainAndTheStreamItServedResumes) {
   EXPECT_EQ(::kill(again, 0), -1) << "the restarted worker outlived up";
 }
 
-// `up --autoscale` under a load that fills its decode worker's KV pages: the gateway's planner asks
-// for a burst decode worker and says why, `up` starts it and it registers as burst; once the load
-// is gone and the pool has been comfortable for the hold, the planner lets it go and `up` drains
-// it (exit 0). No request fails meanwhile.
+// `up --autoscale` under `pdserve bench serve` filling its decode worker's KV pages: the gateway's
+// planner asks for a burst decode worker and says why, `up` starts it and it registers as burst;
+// once the load is gone and the pool has been comfortable for the hold, the planner lets it go and
+// `up` drains it (exit 0). No request fails meanwhile.
 TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
   TempDir dir;
   const std::string log = dir / "up.log";
@@ -130,30 +130,38 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
   const nlohmann::json ports = PortsOf(up);
   ASSERT_FALSE(ports.is_null());
   const int http = ports["http_port"];
-  // Four clients keep the decode worker's 64 pages full until the burst worker starts.
-  std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, failed{0};
-  std::vector<std::thread> clients;
-  for (int c = 0; c < 4; ++c) {
-    clients.emplace_back([&, c] {
-      for (int i = 0; !stop; ++i) {
-        const nlohmann::json body = {
-            {"model", ports["model"]},
-            {"prompt", "load " + std::to_string(c) + " " + std::to_string(i)},
-            {"max_tokens", 900},
-            {"ignore_eos", true}};
-        (Curl(http, "/v1/completions", body.dump(), 90).status == 200 ? ok : failed)++;
-      }
-    });
-  }
+  // `pdserve bench serve`, four requests at a time of 900 tokens each, fills the decode worker's
+  // 64 pages until the burst worker starts and takes its share.
+  Process bench({"bench",
+                 "serve",
+                 "--base-url",
+                 "http://127.0.0.1:" + std::to_string(http),
+                 "--model",
+                 ports["model"].get<std::string>(),
+                 "--num-prompts",
+                 "6",
+                 "--max-concurrency",
+                 "4",
+                 "--random-input-len",
+                 "8",
+                 "--random-output-len",
+                 "900",
+                 "--request-rate",
+                 "inf",
+                 "--result-json",
+                 dir / "bench.json",
+                 "--progress",
+                 "off"},
+                dir / "bench.log");
   const bool started = testing::WaitFor(
       [&] { return testing::ReadLog(log).find("starting decode-burst-1") != std::string::npos; },
       std::chrono::seconds(60));
-  stop = true;
-  for (auto& t : clients) t.join();
   ASSERT_TRUE(started) << testing::ReadLog(log);
-  EXPECT_EQ(failed, 0);
-  EXPECT_GE(ok, 4);
+  ASSERT_EQ(bench.Wait(std::chrono::seconds(240)), 0) << testing::ReadLog(dir / "bench.log");
+  const auto result = testing::WaitForJsonFile(dir / "bench.json", std::chrono::seconds(5));
+  ASSERT_TRUE(result.is_object()) << testing::ReadLog(dir / "bench.log");
+  EXPECT_EQ(result["completed"], 6) << result.dump();
+  EXPECT_EQ(result["failed"], 0) << result.dump();
   ASSERT_TRUE(testing::WaitFor(
       [&] { return testing::ReadLog(log).find("decode-burst-1 (pid") != std::string::npos; },
       std::chrono::seconds(30)))
