@@ -130,7 +130,7 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
   const nlohmann::json ports = PortsOf(up);
   ASSERT_FALSE(ports.is_null());
   const int http = ports["http_port"];
-  // `pdserve bench serve`, four requests at a time of 900 tokens each, fills the decode worker's
+  // `pdserve bench serve`, 60 requests of 900 tokens four at a time, fills the decode worker's
   // 64 pages until the burst worker starts and takes its share.
   Process bench({"bench",
                  "serve",
@@ -139,7 +139,7 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
                  "--model",
                  ports["model"].get<std::string>(),
                  "--num-prompts",
-                 "6",
+                 "60",
                  "--max-concurrency",
                  "4",
                  "--random-input-len",
@@ -160,7 +160,7 @@ TEST(UpTest, AutoscaleStartsABurstWorkerUnderLoadAndDrainsItAfter) {
   ASSERT_EQ(bench.Wait(std::chrono::seconds(240)), 0) << testing::ReadLog(dir / "bench.log");
   const auto result = testing::WaitForJsonFile(dir / "bench.json", std::chrono::seconds(5));
   ASSERT_TRUE(result.is_object()) << testing::ReadLog(dir / "bench.log");
-  EXPECT_EQ(result["completed"], 6) << result.dump();
+  EXPECT_EQ(result["completed"], 60) << result.dump();
   EXPECT_EQ(result["failed"], 0) << result.dump();
   ASSERT_TRUE(testing::WaitFor(
       [&] { return testing::ReadLog(log).find("decode-burst-1 (pid") != std::string::npos; },
