@@ -114,6 +114,10 @@ GatewayMetrics::GatewayMetrics()
                                     "error).")
                               .Register(*registry_)) {}
 
+int64_t GatewayMetrics::Started() const {
+  return static_cast<int64_t>(queue_time_.Collect().histogram.sample_count);
+}
+
 void GatewayMetrics::RecordInterToken(double seconds) {
   itl_.Observe(seconds);
   std::lock_guard lock(recent_itl_mu_);

@@ -37,14 +37,13 @@ class GatewayMetrics {
   }
   prometheus::Gauge& running() { return running_; }
   // A request of `prompt_tokens` left the admission queue for its workers, after `seconds` in it.
-  void RecordQueueTime(double seconds, int64_t prompt_tokens = 0) {
+  void RecordQueueTime(double seconds, int64_t prompt_tokens) {
     queue_time_.Observe(seconds);
-    started_.fetch_add(1, std::memory_order_relaxed);
     started_prompt_tokens_.fetch_add(prompt_tokens, std::memory_order_relaxed);
   }
-  // Requests that left the admission queue for their workers so far, and their prompt tokens
-  // (the planner's counts).
-  int64_t Started() const { return started_.load(std::memory_order_relaxed); }
+  // Requests that left the admission queue for their workers so far (the queue-time histogram's
+  // count), and their prompt tokens: the planner's counts.
+  int64_t Started() const;
   int64_t StartedPromptTokens() const {
     return started_prompt_tokens_.load(std::memory_order_relaxed);
   }
@@ -96,7 +95,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
   prometheus::Family<prometheus::Counter>& planner_actuations_;
-  std::atomic<int64_t> started_{0}, started_prompt_tokens_{0};
+  std::atomic<int64_t> started_prompt_tokens_{0};
   mutable std::mutex recent_itl_mu_;
   double recent_itl_ = 0;                                // guarded by recent_itl_mu_
   std::chrono::steady_clock::time_point recent_itl_at_;  // guarded by recent_itl_mu_

@@ -54,9 +54,8 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
   if (options.actuator) {
     spdlog::info("planner (act): burst workers through {}", options.actuator->Describe());
     planner::ActuationLoopOptions loop;
-    loop.on_result = [metrics = metrics_](Pool pool, int count, const Status& s) {
+    loop.on_result = [metrics = metrics_](Pool pool, int, const Status& s) {
       metrics->RecordPlannerActuation(planner::PoolName(pool), s.ok());
-      if (s.ok()) spdlog::info("planner (act): {} burst {} worker(s) set", count, PoolName(pool));
     };
     actuation_ = std::make_unique<planner::ActuationLoop>(options.actuator, std::move(loop));
   }

@@ -59,8 +59,6 @@ class PlannerAdvisor {
                  std::shared_ptr<router::AdmissionQueue> queue,
                  std::shared_ptr<GatewayMetrics> metrics, std::shared_ptr<BurstAsks> asks);
   void Tick(planner::Planner::Clock::time_point now);
-  // Act mode's loop (null in advise mode): for tests and /health.
-  const planner::ActuationLoop* actuation() const { return actuation_.get(); }
 
  private:
   // Sets the desired-workers gauges of `pool` to what the planner wants now.

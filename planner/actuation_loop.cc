@@ -62,6 +62,10 @@ void ActuationLoop::Run() {
     Entry& e = pools_[pool];
     e.attempted = count;
     if (s.ok()) {
+      if (e.state.applied != count) {
+        spdlog::info("planner (act): {} burst {} worker(s) set through {}", count, PoolName(pool),
+                     actuator_->Describe());
+      }
       e.state.failures = 0;
       e.state.last_error.clear();
       e.state.applied = count;

@@ -3,7 +3,7 @@
 // a slow orchestrator never holds the caller: when a pool's count changes, again after a failure
 // (every retry interval), and every reapply interval (an actuator that can tell replaces a
 // worker that ended on its own). Counts wanted while one is being applied coalesce: only the
-// latest is applied.
+// latest is applied. It logs each count carried out that differs from the last, and failures.
 //
 // Threads: Want and state from any thread; `on_result` runs on the loop's thread.
 #pragma once

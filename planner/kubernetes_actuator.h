@@ -37,11 +37,10 @@ class KubernetesActuator : public Actuator {
   Status SetBurstWorkers(Pool pool, int count) override;
   std::string Describe() const override;
 
+ private:
   std::string DeploymentName(Pool pool) const;
   // The scale subresource's path: /apis/apps/v1/namespaces/NS/deployments/NAME/scale.
   std::string ScalePath(Pool pool) const;
-
- private:
   KubernetesActuatorOptions options_;
 };
 

@@ -35,9 +35,8 @@ class SlurmActuator : public Actuator {
   Status SetBurstWorkers(Pool pool, int count) override;
   std::string Describe() const override { return "slurm (" + options_.job_script + ")"; }
 
-  std::string JobName(Pool pool) const;
-
  private:
+  std::string JobName(Pool pool) const;  // PREFIX-POOL-burst
   struct Job {
     std::string id;
     bool pending = false;

@@ -33,8 +33,9 @@ struct WorkerLoad {
   int pending_pages = 0;
   int running = 0;  // sequences in its batch, from its last Load
   int waiting = 0;
-  int attempts = 0;         // attempts the registry has on it now
-  double idle_seconds = 0;  // since it last held an attempt (0 while it holds one)
+  int attempts = 0;  // attempts the registry has on it now
+  // Since it last held an attempt (0 while it holds one); WorkerRegistry::LoadSnapshot only.
+  double idle_seconds = 0;
   // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
   int64_t sent_prompt_tokens = 0;
   int max_batch_tokens = 0;  // its step budget, as registered (0: not said)

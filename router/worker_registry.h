@@ -150,7 +150,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void Cancel(uint64_t attempt_id);
 
   std::vector<WorkerSummary> Workers() const;
-  // What the router sees: every registered worker's load now, by id.
+  // What the router sees: every registered worker's load now, by id, with how long each has
+  // been idle (the planner's; not computed for the router's own picks).
   std::vector<router::WorkerLoad> LoadSnapshot() const;
   // Whether the router finds a route among the registered workers, room aside (readiness).
   bool HasRoute() const;

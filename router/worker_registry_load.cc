@@ -21,7 +21,6 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
       reserving_prompt_tokens[f.cost.prefill_worker] += static_cast<int64_t>(f.prompt.size());
     }
   }
-  const auto now = std::chrono::steady_clock::now();
   for (const auto& [id, w] : workers_) {
     if (!w.registered) continue;
     router::WorkerLoad l;
@@ -45,8 +44,6 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
     l.running = w.load.running();
     l.waiting = w.load.waiting();
     l.attempts = static_cast<int>(w.attempts.size());
-    if (w.attempts.empty())
-      l.idle_seconds = std::chrono::duration<double>(now - w.last_busy).count();
     l.sent_prompt_tokens = w.sent_prompt_tokens;
     if (auto r = reserving_prompt_tokens.find(id); r != reserving_prompt_tokens.end()) {
       l.sent_prompt_tokens += r->second;
@@ -60,7 +57,15 @@ std::vector<router::WorkerLoad> WorkerRegistry::SnapshotLocked() const {
 
 std::vector<router::WorkerLoad> WorkerRegistry::LoadSnapshot() const {
   std::lock_guard lock(mu_);
-  return SnapshotLocked();
+  std::vector<router::WorkerLoad> out = SnapshotLocked();
+  // Idle time is the planner's, not the router's: filled here, off the dispatch path.
+  const auto now = std::chrono::steady_clock::now();
+  for (router::WorkerLoad& l : out) {
+    const Worker& w = workers_.at(l.id);
+    if (w.attempts.empty())
+      l.idle_seconds = std::chrono::duration<double>(now - w.last_busy).count();
+  }
+  return out;
 }
 
 bool WorkerRegistry::HasRoute() const {

@@ -9,6 +9,7 @@
 // fails the test.
 #include <gtest/gtest.h>
 
+#include "tests/command_run.h"
 #include "tests/e2e/process.h"
 
 namespace pdserve {
@@ -34,12 +35,7 @@ int FreePort() {
 
 // The cluster's live jobs named `name`, "ID STATE" a line.
 std::string Squeue(const std::string& name) {
-  FILE* p = ::popen(("squeue --noheader --name=" + name + " --format='%i %T' 2>&1").c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (p) ::pclose(p);
-  return out;
+  return testing::RunShell("squeue --noheader --name=" + name + " --format='%i %T'", 30).out;
 }
 
 // What the jobs and the cluster said, for a failure's message.
@@ -65,14 +61,11 @@ class SlurmCluster {
   SlurmCluster() {
     char folder[] = "/tmp/pdserve-slurm.XXXXXX";
     dir_ = ::mkdtemp(folder) ? folder : "/tmp/pdserve-slurm";
-    const std::string cmd =
-        std::string(PDSERVE_SOURCE_DIR) + "/scripts/slurm-local start " + dir_ + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[512];
-    while (p && std::fgets(buf, sizeof buf, p)) output_ += buf;
-    const int status = p ? ::pclose(p) : -1;
-    started_ = status == 0;
-    cannot_run_ = WIFEXITED(status) && WEXITSTATUS(status) == 3;
+    const testing::CommandRun run = testing::RunShell(
+        std::string(PDSERVE_SOURCE_DIR) + "/scripts/slurm-local start " + dir_, 60);
+    output_ = run.out;
+    started_ = run.exit_code == 0;
+    cannot_run_ = run.exit_code == 3;
     if (started_) ::setenv("SLURM_CONF", (dir_ + "/slurm.conf").c_str(), 1);
   }
   ~SlurmCluster() {
