@@ -200,10 +200,11 @@ double AdmissionQueue::PredictWait(const AdmissionRequest& request) const {
   return PredictLocked(request, clock_());
 }
 
-double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now) const {
+double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now,
+                                       std::chrono::duration<double> minimum) const {
   if (waiting_ == 0) return -1;
   const auto from = std::max(backlog_since_, now - kDrainWindow);
-  if (now - from < kDrainMinimum) return -1;
+  if (now - from < kDrainMinimum || now - from < minimum) return -1;
   int64_t tokens = 0;
   for (const Started& s : started_) {
     if (s.at >= from) tokens += s.prompt_tokens;
@@ -238,9 +239,15 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
     return static_cast<double>(request.prompt_tokens) / one_worker;
   }
   // The work ahead is shared by every prefill worker; the request's own prompt runs on one.
-  const double work_ahead = ahead + static_cast<double>(capacity.queued_prompt_tokens);
+  const double work_ahead = ahead + capacity.queued_prompt_tokens;
   double rate = capacity.tokens_per_second;
-  if (const double drain = DrainRateLocked(now); drain >= 0) rate = std::min(rate, drain);
+  // The queue's own pace counts once it has been backlogged for two of its prompts' times on a
+  // worker: a prompt-heavy queue whose head waits out one long step has not stalled.
+  const double mean_waiting =
+      waiting_ > 0 ? static_cast<double>(waiting_prompt_tokens_) / static_cast<double>(waiting_)
+                   : 0;
+  const std::chrono::duration<double> minimum(2 * mean_waiting / one_worker);
+  if (const double drain = DrainRateLocked(now, minimum); drain >= 0) rate = std::min(rate, drain);
   if (rate <= 0) return std::numeric_limits<double>::infinity();
   return work_ahead / rate + static_cast<double>(request.prompt_tokens) / one_worker;
 }

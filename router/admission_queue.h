@@ -14,7 +14,8 @@
 // Early rejection: a request with a TTFT SLO is refused at Submit when the wait predicted for it
 // already exceeds the SLO. The prediction is the prompt tokens that will start before it (all
 // of higher priority, its tenant's own, and of every other tenant what fair share gives it
-// meanwhile), plus the prompts the prefill workers hold and its own, at the slower of two rates:
+// meanwhile), plus what the prefill workers still have to do of the prompts they hold (less what
+// their running steps have done at their measured rates) and its own, at the slower of two rates:
 // the workers' measured prompt rate and the rate the queue has been draining at while backlogged
 // (which sees the decode side's limit too). With no measured prompt rate yet it predicts
 // nothing and refuses nothing.
@@ -112,7 +113,11 @@ class AdmissionQueue {
   double PredictLocked(const AdmissionRequest& request,
                        std::chrono::steady_clock::time_point now) const;
   // Prompt tokens a second the queue started while it was backlogged (0: not known yet).
-  double DrainRateLocked(std::chrono::steady_clock::time_point now) const;
+  // Prompt tokens a second started while backlogged, over the last window; -1 while that backlog
+  // is younger than `minimum` (a queue that has not moved for less than a prompt's time is
+  // not evidence of a slow queue).
+  double DrainRateLocked(std::chrono::steady_clock::time_point now,
+                         std::chrono::duration<double> minimum) const;
   bool AnyWaitingAtOrAboveLocked(Priority priority) const;
   void EnqueueLocked(uint64_t ticket, AdmissionRequest request);
   // The waiting request to try next, or null.

@@ -64,9 +64,11 @@ struct PrefillCapacity {
   // Measured from their step reports, a worker that has run no prompt yet at the mean of those
   // measured; 0 before any prompt ran anywhere.
   double tokens_per_second = 0;
-  int64_t queued_prompt_tokens = 0;  // sent to prefill workers and not answered yet
-  int workers = 0;                   // those counted in tokens_per_second
-  int idle_workers = 0;              // prefill workers with no prompt sent and unanswered
+  // Sent to prefill workers and not answered yet, less what each worker has done of them since
+  // its last answer at its measured rate: the work a request queued now still waits behind.
+  double queued_prompt_tokens = 0;
+  int workers = 0;       // those counted in tokens_per_second
+  int idle_workers = 0;  // prefill workers with no prompt sent and unanswered
 };
 
 // KV pages of `page_size` tokens that `tokens` tokens take (page_size <= 0: one page).

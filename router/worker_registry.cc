@@ -344,6 +344,7 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   f.open.insert(p->first);
   p->second.attempts.insert(it->first);
   p->second.last_busy = std::chrono::steady_clock::now();
+  if (p->second.sent_prompt_tokens <= 0) p->second.prompt_work_since = p->second.last_busy;
   p->second.sent_prompt_tokens += static_cast<int64_t>(f.prompt.size());
   actions.sends.emplace_back(p->second.conn, std::move(m));
 }
@@ -361,6 +362,7 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
   if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
     // The prefill worker's answer: the first token, its KV acknowledged by the decode worker.
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
+    w.prompt_work_since = std::chrono::steady_clock::now();
     f.cost.kv_bytes = batch.kv_bytes();
     f.phase = Phase::kDecoding;
     f.phase_since = std::chrono::steady_clock::now();
@@ -396,6 +398,7 @@ void WorkerRegistry::HandleErrorLocked(Worker& w, const proto::RequestError& err
   InFlight& f = it->second;
   if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
     w.sent_prompt_tokens -= static_cast<int64_t>(f.prompt.size());
+    w.prompt_work_since = std::chrono::steady_clock::now();
   }
   const uint64_t failed = error.peer_failed() ? f.cost.decode_worker : w.id;
   FailLocked(it->first, f,

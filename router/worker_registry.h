@@ -174,6 +174,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::string address;                                // the peer's IP address
     std::set<uint64_t> attempts;                        // attempts it holds a part of
     int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
+    // Since when it has worked on those: when the first was sent to it idle, or its last answer.
+    std::chrono::steady_clock::time_point prompt_work_since;
     double busy_seconds = 0;
     bool registered = false;
     bool overclaimed = false;  // reported more free pages than it registered (logged once)

@@ -92,13 +92,19 @@ router::PrefillCapacity WorkerRegistry::Prefill() const {
   // mean: leaving it out would predict waits it is there to shorten, and admission would refuse
   // the requests that would have shown its rate.
   int unmeasured = 0;
+  const auto now = std::chrono::steady_clock::now();
   for (const auto& [id, w] : workers_) {
     if (!w.registered || w.load.draining() || w.info.role() == "decode") continue;
     c.tokens_per_second += w.prefill_tokens_per_second;
     c.workers += w.prefill_tokens_per_second > 0;
     unmeasured += !(w.prefill_tokens_per_second > 0);
-    c.queued_prompt_tokens += std::max<int64_t>(0, w.sent_prompt_tokens);
     c.idle_workers += w.sent_prompt_tokens <= 0;
+    if (w.sent_prompt_tokens <= 0) continue;
+    // Its step has been running since its last answer: counting all it holds as still to do
+    // would predict a request behind half a step a whole step's wait.
+    const double done = w.prefill_tokens_per_second *
+                        std::chrono::duration<double>(now - w.prompt_work_since).count();
+    c.queued_prompt_tokens += std::max(0.0, static_cast<double>(w.sent_prompt_tokens) - done);
   }
   if (c.workers > 0) {
     c.tokens_per_second += c.tokens_per_second / c.workers * unmeasured;

@@ -39,6 +39,16 @@ std::string SlurpFile(const std::string& path, Status& status) {
   return std::move(ss).str();
 }
 
+std::string JoinWords(const std::vector<std::string_view>& words) {
+  std::string text;
+  text.reserve(words.size() * 7);
+  for (std::string_view w : words) {
+    if (!text.empty()) text.push_back(' ');
+    text.append(w);
+  }
+  return text;
+}
+
 int64_t Count(const TokenCounter& counter, std::string_view text) {
   return counter ? counter(text) : EstimateTokens(text);
 }
@@ -73,14 +83,29 @@ Result<std::vector<BenchPrompt>> SampleRandomPrompts(const RandomDatasetOptions&
   prompts.reserve(static_cast<size_t>(options.num_prompts));
   for (int64_t i = 0; i < options.num_prompts; ++i) {
     BenchPrompt p;
-    int64_t words = input_len(rng);
+    const int64_t target = input_len(rng);
     p.output_len = output_len(rng);
-    p.prompt.reserve(static_cast<size_t>(words) * 6);
-    for (int64_t w = 0; w < words; ++w) {
-      if (w > 0) p.prompt.push_back(' ');
-      p.prompt.append(kWords[word(rng)]);
+    std::vector<std::string_view> words;
+    words.reserve(static_cast<size_t>(target));
+    while (static_cast<int64_t>(words.size()) < target) words.push_back(kWords[word(rng)]);
+    p.prompt = JoinWords(words);
+    p.prompt_tokens = counter ? counter(p.prompt) : target;
+    if (counter) {
+      // A tokenizer may split a word into several tokens: rescale the word count until the
+      // prompt is `target` tokens or the closest it gets (vLLM's random dataset is exact in
+      // tokens too).
+      for (int round = 0; round < 8 && p.prompt_tokens != target; ++round) {
+        const double per_word = static_cast<double>(p.prompt_tokens) /
+                                static_cast<double>(std::max<size_t>(1, words.size()));
+        int64_t want = static_cast<int64_t>(std::llround(static_cast<double>(target) / per_word));
+        if (want == static_cast<int64_t>(words.size())) want += p.prompt_tokens < target ? 1 : -1;
+        want = std::max<int64_t>(1, want);
+        while (static_cast<int64_t>(words.size()) > want) words.pop_back();
+        while (static_cast<int64_t>(words.size()) < want) words.push_back(kWords[word(rng)]);
+        p.prompt = JoinWords(words);
+        p.prompt_tokens = counter(p.prompt);
+      }
     }
-    p.prompt_tokens = counter ? counter(p.prompt) : words;
     prompts.push_back(std::move(p));
   }
   return prompts;

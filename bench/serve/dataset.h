@@ -1,5 +1,5 @@
-// The prompts a serving benchmark sends: random words of a chosen length (vLLM's `random`
-// dataset, here independent of any tokenizer), the first turn of ShareGPT conversations, or a
+// The prompts a serving benchmark sends: random words of a chosen length in tokens (vLLM's
+// `random` dataset; in words without a tokenizer), the first turn of ShareGPT conversations, or a
 // JSONL file of prompts. Token counts come from a TokenCounter: a tokenizer when one is given,
 // else an estimate (see EstimateTokens). Pure functions over files and values: thread-safe.
 #pragma once
@@ -28,14 +28,16 @@ int64_t EstimateTokens(std::string_view text);
 
 struct RandomDatasetOptions {
   int64_t num_prompts = 1000;
-  int64_t input_len = 1024;  // mean prompt length in words (one token each in common BPE vocabs)
+  int64_t input_len = 1024;  // mean prompt length: tokens with a counter, else words
   int64_t output_len = 128;  // mean max_tokens
   double range_ratio = 0.0;  // lengths uniform in [len * (1 - r), len * (1 + r)]; 0 <= r < 1
   uint64_t seed = 0;
 };
 
-// Prompts of random common English words. prompt_tokens is the word count unless `counter` is
-// set, in which case it is what the counter says.
+// Prompts of random common English words. Without a `counter`, input_len counts words (one
+// token each in common BPE vocabs) and prompt_tokens is the word count; with one, the words are
+// fitted so that the counter gives input_len tokens (or within a word of it) and prompt_tokens
+// is what it says.
 Result<std::vector<BenchPrompt>> SampleRandomPrompts(const RandomDatasetOptions& options,
                                                      const TokenCounter& counter = nullptr);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,20 @@ TEST_F(AdmissionQueueTest, AQueueThatDoesNotMoveAtAllPredictsAnEndlessWait) {
   const Admission a = queue.Submit(std::move(r));
   EXPECT_EQ(a.verdict, Verdict::kRejected);
   EXPECT_GE(a.retry_after_s, 1);
+}
+
+// Long prompts: a head that has waited less than two of its prompts' times on a worker has been
+// waiting out a step, not a stalled queue; longer than that without a start, it has stalled.
+TEST_F(AdmissionQueueTest, AQueueOfLongPromptsStallsOnlyAfterTwoOfItsPromptsTimes) {
+  cluster.capacity.tokens_per_second = 500;  // one worker: a 1000-token prompt takes 2 s
+  cluster.capacity.workers = 1;
+  cluster.capacity.queued_prompt_tokens = 1000;
+  queue.Submit(Request("head", "A", 1000));
+  now += seconds(3);
+  EXPECT_NEAR(queue.PredictWait(Request("next", "A", 1000)), (1000 + 1000) / 500.0 + 2.0, 1e-9);
+  now += seconds(2);
+  EXPECT_TRUE(std::isinf(queue.PredictWait(Request("next", "A", 1000))))
+      << "5 s without a start: the queue does not move";
 }
 
 }  // namespace

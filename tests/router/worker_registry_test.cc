@@ -340,6 +340,48 @@ TEST_F(RegistryTest, APrefillWorkerWithNoRateYetCountsAtTheMeasuredMean) {
   EXPECT_EQ(registry_->Prefill().workers, 2);
 }
 
+// Admission's backlog: the prompt tokens a prefill worker holds, less what it has done of them
+// at its measured rate since it was sent the first (or answered its last): a request queued
+// behind a step that is half done waits half a step, not a whole one.
+TEST_F(RegistryTest, APrefillWorkersBacklogShrinksAsItsStepRuns) {
+  Start({});
+  Join(Decode(), 512, [](const proto::Envelope& m) -> std::optional<proto::Envelope> {
+    if (!m.has_reserve()) return std::nullopt;
+    proto::Envelope r;
+    r.mutable_reserved()->set_request_id(m.reserve().request_id());
+    for (int p = 0; p < 70; ++p) r.mutable_reserved()->add_page_ids(p);
+    r.mutable_reserved()->set_layout_hash(42);
+    return r;
+  });
+  WorkerStandIn& prefill = Join(Prefill(), 512);
+  proto::Envelope step;  // measured: 1000 prompt tokens a second
+  step.mutable_step()->set_seconds(1);
+  step.mutable_step()->add_request_ids(99);
+  step.mutable_step()->add_tokens(1000);
+  step.mutable_step()->add_prompt(true);
+  prefill.Send(step);
+  ASSERT_TRUE(Eventually([&] { return registry_->Prefill().tokens_per_second == 1000; }));
+  EXPECT_EQ(registry_->Prefill().queued_prompt_tokens, 0);
+  ASSERT_TRUE(registry_
+                  ->Dispatch(7, std::vector<int32_t>(1000, 1), proto::Sampling(),
+                             std::make_shared<NullSink>())
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return !prefill.Received(proto::Envelope::kPrefill).empty(); }));
+  const auto sent = std::chrono::steady_clock::now();
+  const double at_first = registry_->Prefill().queued_prompt_tokens;
+  EXPECT_GT(at_first, 500) << "just sent: most of it is still to do";
+  EXPECT_LE(at_first, 1000);
+  EXPECT_EQ(registry_->Prefill().idle_workers, 0);
+  std::this_thread::sleep_for(400ms);
+  const double later = registry_->Prefill().queued_prompt_tokens;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  EXPECT_LE(later, 1000 - 1000 * 0.4) << "400 ms of its step are done";
+  EXPECT_GE(later, 1000 - 1000 * (elapsed + 0.2)) << "no more than its rate allows";
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(registry_->Prefill().queued_prompt_tokens, 0) << "overdue: none counted, none negative";
+}
+
 TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   Start({});
   Join(Decode(), std::numeric_limits<int32_t>::max(), {}, /*listed_free=*/512);

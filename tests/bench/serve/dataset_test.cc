@@ -46,6 +46,36 @@ TEST(Dataset, RandomPromptsHaveLengthsInRange) {
   EXPECT_FALSE(SampleRandomPrompts(options).ok());
 }
 
+// With a tokenizer that splits some words in two, the prompts are fitted to the length in tokens
+// (to within one word), not in words: a 1024-token prompt is 1024 tokens to the server too.
+TEST(Dataset, RandomPromptsAreFittedToTheirLengthInTokensWithACounter) {
+  RandomDatasetOptions options;
+  options.num_prompts = 50;
+  options.input_len = 1000;
+  options.output_len = 8;
+  options.seed = 5;
+  auto counter = [](std::string_view text) {  // two tokens for words of more than three letters
+    int64_t tokens = 0, letters = 0;
+    for (size_t i = 0; i <= text.size(); ++i) {
+      if (i == text.size() || text[i] == ' ') {
+        tokens += letters > 3 ? 2 : 1;
+        letters = 0;
+      } else {
+        ++letters;
+      }
+    }
+    return tokens;
+  };
+  auto prompts = SampleRandomPrompts(options, counter);
+  ASSERT_TRUE(prompts.ok());
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    const auto& p = (*prompts)[i];
+    EXPECT_EQ(p.prompt_tokens, counter(p.prompt));
+    EXPECT_LE(std::abs(p.prompt_tokens - 1000), 2) << "prompt " << i;
+    EXPECT_LT(Words(p.prompt), 900) << "fewer words than tokens";
+  }
+}
+
 TEST(Dataset, ShareGptTakesFirstTurnsAndFilters) {
   std::string path = WriteTemp("sharegpt.json", R"([
     {"conversations":[{"from":"human","value":"tell me about the river and the stone"},
