@@ -3,13 +3,14 @@
 namespace pdserve::app {
 
 void AddBenchCommands(CLI::App& app) {
-  CLI::App* bench =
-      app.add_subcommand("bench", "Benchmarks: engine speed, KV bandwidth, serving load");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks: engine speed, KV bandwidth, serving load, ledger writes");
   bench->require_subcommand(1);
   AddBenchEngineCommand(*bench);
   AddBenchServeCommand(*bench);
   AddBenchAcceptanceCommand(*bench);
   AddBenchKvCommand(*bench);
+  AddBenchLedgerCommand(*bench);
 }
 
 }  // namespace pdserve::app

@@ -22,6 +22,8 @@ void ExitOnError(const std::string& command, const Status& status);
 void AddMakeModelCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+// `pdserve template`: the prompt a model's chat template renders (app/template_command.cc).
+void AddTemplateCommand(CLI::App& app);
 // `pdserve gateway`, `pdserve decode` and `pdserve up`.
 void AddServeCommands(CLI::App& app);
 // The model directory a serving command was given, or the built-in tiny model (made if absent);
@@ -40,6 +42,7 @@ void AddBenchEngineCommand(CLI::App& bench);
 void AddBenchServeCommand(CLI::App& bench);
 void AddBenchAcceptanceCommand(CLI::App& bench);
 void AddBenchKvCommand(CLI::App& bench);
+void AddBenchLedgerCommand(CLI::App& bench);
 // `pdserve ledger export` and `pdserve ledger forget` (app/ledger_commands.cc).
 void AddLedgerCommands(CLI::App& app);
 // `pdserve report`: the cost report (app/report_command.cc).

@@ -133,8 +133,13 @@ void GatewayServer::Accept() {
                           [this](boost::system::error_code ec, tcp::socket socket) {
                             if (ec == asio::error::operation_aborted || !acceptor_->is_open())
                               return;
-                            if (!ec)
+                            if (!ec) {
+                              // Streams are small writes in a row (the SSE header, then a chunk
+                              // a token): with Nagle each waits for the client's delayed ACK.
+                              boost::system::error_code ignored;
+                              socket.set_option(tcp::no_delay(true), ignored);
                               std::make_shared<HttpSession>(std::move(socket), shared_)->Run();
+                            }
                             accept_backoff_->Next(ec, [this] { Accept(); });
                           });
 }

@@ -24,7 +24,8 @@ void AddServeFlags(CLI::App& cmd, ServeConfig& c, ServeOutputs& out) {
       ->capture_default_str();
   cmd.add_option("--dataset-path", c.dataset_path, "ShareGPT JSON or JSONL file");
   cmd.add_option("--num-prompts", c.num_prompts, "Requests per run")->capture_default_str();
-  cmd.add_option("--random-input-len", c.random_input_len, "Mean prompt length (words ~ tokens)")
+  cmd.add_option("--random-input-len", c.random_input_len,
+                 "Mean prompt length in tokens (fitted with --tokenizer; else words ~ tokens)")
       ->capture_default_str();
   cmd.add_option("--random-output-len", c.random_output_len,
                  "Mean max_tokens (also for JSONL prompts that set none)")

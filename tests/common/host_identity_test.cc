@@ -15,7 +15,9 @@ TEST(HostIdentityTest, IsTheBootIdAndStable) {
   EXPECT_EQ(&HostIdentity(), &id);
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
-  if (std::getline(in, boot_id)) EXPECT_EQ(id, boot_id);
+  if (std::getline(in, boot_id)) {
+    EXPECT_EQ(id, boot_id);
+  }
 }
 
 }  // namespace
