@@ -35,9 +35,9 @@ void AddBenchEngineCommand(CLI::App& bench) {
                   "the first engine's (cpu)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   cmd->add_option("--random-shape", o->random_shape,
-                  "No model directory: random bf16 weights of this make-model preset's shape "
-                  "(tiny, small, llama3-8b), made in GPU memory (needs --device cuda:N)")
-      ->check(CLI::IsMember({"tiny", "small", "llama3-8b"}));
+                  "No model directory: random bf16 weights of this make-model preset's shape, "
+                  "made in GPU memory (needs --device cuda:N)")
+      ->check(CLI::IsMember(model::PresetNames()));
   cmd->add_option("--json", *json_path, "Also write the figures to this JSON file");
   auto sweep = std::make_shared<model::ProfileSweepOptions>();
   auto profile_out = std::make_shared<std::string>();

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   pdserve::app::AddMakeModelCommand(app);
   pdserve::app::AddGenerateCommand(app);
   pdserve::app::AddTokenizeCommand(app);
+  pdserve::app::AddTemplateCommand(app);
   pdserve::app::AddServeCommands(app);
   pdserve::app::AddSimCommand(app);
   pdserve::app::AddCapacityCommand(app);

@@ -17,7 +17,7 @@ std::string HtmlEscape(std::string_view text) {
         out += "&gt;";
         break;
       case '"':
-        out += "&quot;";
+        out += "&#34;";
         break;
       case '\'':
         out += "&#39;";

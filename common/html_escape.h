@@ -1,6 +1,7 @@
-// Escapes text for HTML element content and quoted attribute values (& < > " '). Used by the
-// HTML reports (bench/serve/html_report, ledger/cost_report_html). Pure function: safe from any
-// thread.
+// Escapes text for HTML element content and quoted attribute values (& < > " '), with the
+// entities Python's markupsafe writes (&#34; and &#39; for the quotes). Used by the HTML reports
+// (bench/serve/html_report, ledger/cost_report_html) and Jinja's escape filter (jinja/filters).
+// Pure function: safe from any thread.
 #pragma once
 
 #include <string>

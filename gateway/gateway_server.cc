@@ -17,6 +17,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   auto server = std::unique_ptr<GatewayServer>(new GatewayServer());
   auto shared = std::make_shared<Shared>();
   PDSERVE_ASSIGN_OR_RETURN(shared->tokenizer, model::Tokenizer::Load(o.model_dir));
+  PDSERVE_ASSIGN_OR_RETURN(shared->parse.sampling, LoadSamplingDefaults(o.model_dir));
   shared->max_context = o.max_context;
   if (auto config = model::ModelConfig::Load(o.model_dir); config.ok()) {
     shared->max_context = config->max_seq_len;

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "gateway/api_keys.h"
 #include "gateway/gateway_metrics.h"
+#include "gateway/openai_request.h"
 #include "gateway/planner_advisor.h"
 #include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
@@ -78,6 +79,7 @@ class GatewayServer {
     std::string model_id;
     int max_context;
     size_t max_body_bytes;
+    ParseOptions parse;  // the model's sampling defaults (generation_config.json)
   };
 
  private:

@@ -157,7 +157,7 @@ void HttpSession::Handle(Request request) {
 }
 
 void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
-  auto parsed = ParseGenerationRequest(request.body(), endpoint);
+  auto parsed = ParseGenerationRequest(request.body(), endpoint, shared_->parse);
   if (auto* error = std::get_if<ApiError>(&parsed)) return RespondError(*error);
   GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
   if (req.model != shared_->model_id) return RespondError(ApiError::ModelNotFound(req.model));

@@ -185,7 +185,7 @@ void RefuseUnsupported(Reader& r) {
 
 std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
                                                                  Endpoint endpoint,
-                                                                 const ParseLimits& limits) {
+                                                                 const ParseOptions& options) {
   if (JsonNestingDepth(body) > kMaxRequestNesting) {
     return ApiError::BadRequest("The request body nests arrays and objects more than " +
                                 std::to_string(kMaxRequestNesting) + " deep");
@@ -195,6 +195,10 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
   if (!j.is_object()) return ApiError::BadRequest("The request body must be a JSON object");
   GenerationRequest req;
   req.endpoint = endpoint;
+  req.temperature = options.sampling.temperature;
+  req.top_p = options.sampling.top_p;
+  req.top_k = options.sampling.top_k;
+  req.max_tokens = options.sampling.max_tokens;
   Reader r{j, std::nullopt};
 
   const json* model = r.Find("model");
@@ -222,8 +226,8 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
       r.Fail("'stream_options' is only allowed when 'stream' is true", "stream_options");
   }
   std::optional<int64_t> max_tokens, max_completion, n, seed, top_k;
-  r.Integer("max_tokens", 1, limits.max_tokens_limit, &max_tokens);
-  r.Integer("max_completion_tokens", 1, limits.max_tokens_limit, &max_completion);
+  r.Integer("max_tokens", 1, options.max_tokens_limit, &max_tokens);
+  r.Integer("max_completion_tokens", 1, options.max_tokens_limit, &max_completion);
   if (max_completion) max_tokens = max_completion;
   if (max_tokens) req.max_tokens = static_cast<int>(*max_tokens);
   r.Integer("n", 1, 128, &n);
@@ -250,8 +254,8 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
     } else {
       r.Fail("'stop' must be a string or an array of strings", "stop");
     }
-    if (static_cast<int>(req.stop.size()) > limits.max_stop_strings) {
-      r.Fail("'stop' holds more than " + std::to_string(limits.max_stop_strings) + " strings",
+    if (static_cast<int>(req.stop.size()) > options.max_stop_strings) {
+      r.Fail("'stop' holds more than " + std::to_string(options.max_stop_strings) + " strings",
              "stop");
     }
     for (const auto& s : req.stop) {

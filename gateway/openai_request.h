@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gateway/api_error.h"
+#include "gateway/sampling_defaults.h"
 
 namespace pdserve::gateway {
 
@@ -46,14 +47,16 @@ struct GenerationRequest {
   std::string user;  // OpenAI's end-user id; the ledger keeps it as a tag
 };
 
-struct ParseLimits {
+struct ParseOptions {
   int max_stop_strings = 4;  // as OpenAI
   int max_tokens_limit = 1 << 20;
+  // What temperature, top_p, top_k and max_tokens are when the request does not set them.
+  SamplingDefaults sampling;
 };
 
 // Parses a body. A variant: the request, or the 400 that says what is wrong.
 std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_view body,
                                                                  Endpoint endpoint,
-                                                                 const ParseLimits& limits = {});
+                                                                 const ParseOptions& options = {});
 
 }  // namespace pdserve::gateway

@@ -267,6 +267,16 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
         for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i];
         for (int i = 0; i < c.kv_dim(); ++i) v[i] += w.bv[i];
       }
+      if (!w.q_norm.empty()) {  // each head on its own, in place
+        for (int h = 0; h < c.n_heads; ++h) {
+          float* head = q + h * c.head_dim;
+          RmsNorm(head, w.q_norm.data(), c.head_dim, c.rms_norm_eps, head);
+        }
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+          float* head = k + h * c.head_dim;
+          RmsNorm(head, w.k_norm.data(), c.head_dim, c.rms_norm_eps, head);
+        }
+      }
       ApplyRope(q, c.n_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
       ApplyRope(k, c.n_kv_heads, c.head_dim, &rope_cos_[r * half], &rope_sin_[r * half]);
       // Here rather than in a pass of its own: a batch's rows land in pages that are not in

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_writer.h"
 
 namespace pdserve::model {
@@ -72,7 +73,37 @@ Status WriteJson(const fs::path& path, const nlohmann::json& j) {
   return Status::Ok();
 }
 
+// Copies a real model's tokenizer files from `from` into `to` and sizes `c`'s vocabulary (rounded
+// up to 64 rows) and special ids to that tokenizer.
+Status CopyTokenizer(const std::string& from, const std::string& to, ModelConfig* c) {
+  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::Load(from));
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+                           "special_tokens_map.json"}) {
+    const fs::path source = fs::path(from) / name;
+    if (!fs::exists(source)) continue;
+    std::error_code ec;
+    fs::copy_file(source, fs::path(to) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Unavailable(source.string() + ": cannot copy: " + ec.message());
+  }
+  c->vocab_size = (tokenizer->vocab_size() + 63) / 64 * 64;
+  c->bos_token_id.reset();
+  if (tokenizer->bos_id()) c->bos_token_id = *tokenizer->bos_id();
+  c->eos_token_ids.assign(tokenizer->eos_ids().begin(), tokenizer->eos_ids().end());
+  if (c->eos_token_ids.empty()) {
+    return InvalidArgument(from +
+                           ": the tokenizer names no eos token (tokenizer_config.json's "
+                           "eos_token or generation_config.json's eos_token_id)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+const std::vector<std::string>& PresetNames() {
+  static const std::vector<std::string> names = {"tiny", "small", "llama3-8b", "qwen3-tiny",
+                                                 "qwen3-0.6b"};
+  return names;
+}
 
 Result<ModelConfig> PresetConfig(const std::string& preset) {
   ModelConfig c;
@@ -93,10 +124,28 @@ Result<ModelConfig> PresetConfig(const std::string& preset) {
     c.max_seq_len = 8192;
     c.tie_word_embeddings = false;
     c.vocab_size = 128256;
+  } else if (preset == "qwen3-tiny" || preset == "qwen3-0.6b") {
+    c.architecture = "Qwen3ForCausalLM";
+    c.qk_norm = true;
+    c.rms_norm_eps = 1e-6f;
+    c.rope_theta = 1000000.0;
+    c.tie_word_embeddings = true;
+    if (preset == "qwen3-tiny") {
+      // As Qwen3-0.6B, heads twice as wide as hidden_size / num_attention_heads.
+      c.dim = 128, c.hidden_dim = 384, c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2;
+      c.head_dim = 64;
+      c.max_seq_len = 4096;
+    } else {  // Qwen3-0.6B's shape: about 0.6B parameters, 1.2 GB in bf16
+      c.dim = 1024, c.hidden_dim = 3072, c.n_layers = 28, c.n_heads = 16, c.n_kv_heads = 8;
+      c.head_dim = 128;
+      c.max_seq_len = 40960;
+      c.vocab_size = 151936;
+    }
   } else {
-    return InvalidArgument("unknown preset '" + preset + "' (tiny, small or llama3-8b)");
+    return InvalidArgument("unknown preset '" + preset +
+                           "' (tiny, small, llama3-8b, qwen3-tiny or qwen3-0.6b)");
   }
-  c.head_dim = c.dim / c.n_heads;
+  if (c.head_dim == 0) c.head_dim = c.dim / c.n_heads;
   return c;
 }
 
@@ -125,6 +174,12 @@ Status WriteRandomWeights(const ModelConfig& c, const std::string& dir, uint64_t
           RandomTensor(p + "self_attn.k_proj.bias", {c.kv_dim()}, dtype, rng, 0, 0.1));
       tensors.push_back(
           RandomTensor(p + "self_attn.v_proj.bias", {c.kv_dim()}, dtype, rng, 0, 0.1));
+    }
+    if (c.qk_norm) {
+      tensors.push_back(
+          RandomTensor(p + "self_attn.q_norm.weight", {c.head_dim}, dtype, rng, 1, 0.1));
+      tensors.push_back(
+          RandomTensor(p + "self_attn.k_norm.weight", {c.head_dim}, dtype, rng, 1, 0.1));
     }
     tensors.push_back(
         RandomTensor(p + "self_attn.o_proj.weight", {c.dim, c.q_dim()}, dtype, rng, 0, q_std));
@@ -173,21 +228,28 @@ Status MakeModel(const MakeModelOptions& o) {
   PDSERVE_ASSIGN_OR_RETURN(ModelConfig c, PresetConfig(o.preset));
   if (!o.architecture.empty()) {
     if (o.architecture != "LlamaForCausalLM" && o.architecture != "Qwen2ForCausalLM" &&
-        o.architecture != "MistralForCausalLM") {
-      return InvalidArgument("unknown architecture '" + o.architecture + "'");
+        o.architecture != "MistralForCausalLM" && o.architecture != "Qwen3ForCausalLM") {
+      return InvalidArgument("unknown architecture '" + o.architecture +
+                             "' (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
+                             "Qwen3ForCausalLM)");
     }
     c.architecture = o.architecture;
     c.attention_bias = o.architecture == "Qwen2ForCausalLM";
+    c.qk_norm = o.architecture == "Qwen3ForCausalLM";
   }
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) return Unavailable(o.out_dir + ": cannot create: " + ec.message());
-  // Round the embedding up to a multiple of 64 rows, as real checkpoints pad their
-  // vocabularies; the tokenizer pads with reserved special tokens to match.
-  c.vocab_size = std::max(c.vocab_size, (kByteLevelMinVocabSize + 63) / 64 * 64);
-  PDSERVE_ASSIGN_OR_RETURN(c.vocab_size, WriteByteLevelTokenizer(o.out_dir, c.vocab_size));
-  c.bos_token_id = kByteLevelBosId;
-  c.eos_token_ids = {kByteLevelEndOfTextId, kByteLevelEotId};
+  if (o.tokenizer_dir.empty()) {
+    // Round the embedding up to a multiple of 64 rows, as real checkpoints pad their
+    // vocabularies; the tokenizer pads with reserved special tokens to match.
+    c.vocab_size = std::max(c.vocab_size, (kByteLevelMinVocabSize + 63) / 64 * 64);
+    PDSERVE_ASSIGN_OR_RETURN(c.vocab_size, WriteByteLevelTokenizer(o.out_dir, c.vocab_size));
+    c.bos_token_id = kByteLevelBosId;
+    c.eos_token_ids = {kByteLevelEndOfTextId, kByteLevelEotId};
+  } else {
+    PDSERVE_RETURN_IF_ERROR(CopyTokenizer(o.tokenizer_dir, o.out_dir, &c));
+  }
   c.dtype = o.dtype;
   c.model_id = "pdserve-" + o.preset;
   nlohmann::json config = c.ToJson();
@@ -195,8 +257,8 @@ Status MakeModel(const MakeModelOptions& o) {
   config["pdserve_preset"] = o.preset;
   config["pdserve_seed"] = o.seed;
   PDSERVE_RETURN_IF_ERROR(WriteJson(fs::path(o.out_dir) / "config.json", config));
-  nlohmann::json generation = {{"bos_token_id", *c.bos_token_id},
-                               {"eos_token_id", c.eos_token_ids}};
+  nlohmann::json generation = {{"eos_token_id", c.eos_token_ids}};
+  if (c.bos_token_id) generation["bos_token_id"] = *c.bos_token_id;
   PDSERVE_RETURN_IF_ERROR(WriteJson(fs::path(o.out_dir) / "generation_config.json", generation));
   return WriteRandomWeights(c, o.out_dir, o.seed, o.dtype, o.shards);
 }

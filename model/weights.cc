@@ -76,6 +76,8 @@ class TensorIndex {
   }
 
   bool Has(const std::string& name) const { return by_name_.count(name) > 0; }
+  // The file that holds `name` (Has(name) must be true).
+  const std::string& PathOf(const std::string& name) const { return by_name_.at(name)->path(); }
   std::vector<std::shared_ptr<const SafetensorsFile>> files() const { return files_; }
 
  private:
@@ -232,6 +234,17 @@ Result<std::shared_ptr<const Weights>> Weights::Load(const std::string& model_di
       PDSERVE_ASSIGN_OR_RETURN(l.bq, GetVector(index, p + "self_attn.q_proj.bias", c.q_dim()));
       PDSERVE_ASSIGN_OR_RETURN(l.bk, GetVector(index, p + "self_attn.k_proj.bias", c.kv_dim()));
       PDSERVE_ASSIGN_OR_RETURN(l.bv, GetVector(index, p + "self_attn.v_proj.bias", c.kv_dim()));
+    }
+    if (c.qk_norm) {
+      PDSERVE_ASSIGN_OR_RETURN(l.q_norm,
+                               GetVector(index, p + "self_attn.q_norm.weight", c.head_dim));
+      PDSERVE_ASSIGN_OR_RETURN(l.k_norm,
+                               GetVector(index, p + "self_attn.k_norm.weight", c.head_dim));
+    }
+    // LlamaAttention (and Qwen3's) with attention_bias adds one to the output projection too.
+    if (const std::string bo = p + "self_attn.o_proj.bias"; index.Has(bo)) {
+      return Unimplemented(index.PathOf(bo) + ": tensor '" + bo +
+                           "': an output projection bias is not supported");
     }
     PDSERVE_ASSIGN_OR_RETURN(l.mlp_norm,
                              GetVector(index, p + "post_attention_layernorm.weight", c.dim));

@@ -32,6 +32,8 @@ struct LayerWeights {
   std::vector<float> bq;         // [q_dim], empty unless attention_bias
   std::vector<float> bk;         // [kv_dim], empty unless attention_bias
   std::vector<float> bv;         // [kv_dim], empty unless attention_bias
+  std::vector<float> q_norm;     // [head_dim], each query head's RMSNorm; empty unless qk_norm
+  std::vector<float> k_norm;     // [head_dim], each key head's RMSNorm; empty unless qk_norm
   std::vector<float> mlp_norm;   // [dim]
   Matrix w_gate;                 // [hidden_dim][dim]
   Matrix w_up;                   // [hidden_dim][dim]
@@ -56,7 +58,9 @@ struct Weights {
   std::vector<std::shared_ptr<void>> buffers;
   bool in_huge_pages = false;  // every matrix is in `buffers`' huge pages (InHugePages)
 
-  // Loads and checks every tensor the config needs. Errors name the file and the tensor.
+  // Loads and checks every tensor the config needs. Errors name the file and the tensor; a
+  // tensor that would change the maths but that the engine does not apply (an o_proj bias) is
+  // refused by name.
   static Result<std::shared_ptr<const Weights>> Load(const std::string& model_dir,
                                                      const ModelConfig& config);
 

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 
 namespace pdserve::model {
@@ -18,6 +19,17 @@ constexpr size_t kMaxCachedWordBytes = 256;
 
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+bool BoolField(const json& config, const char* name) {
+  auto it = config.find(name);
+  return it != config.end() && it->is_boolean() && it->get<bool>();
+}
+
+// How byte_fallback spells a byte: "<0x0A>", upper-case hex.
+std::string ByteFallbackToken(uint8_t byte) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  return std::string{'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>'};
 }
 
 }  // namespace
@@ -54,10 +66,11 @@ class BpeModel::WordCache {
 
 BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) {
   std::fill(std::begin(byte_ids_), std::end(byte_ids_), -1);
+  std::fill(std::begin(fallback_ids_), std::end(fallback_ids_), -1);
 }
 BpeModel::~BpeModel() = default;
 
-Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model) {
+Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model, bool byte_level) {
   if (!model.is_object()) return InvalidArgument("\"model\" is missing or not an object");
   std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") {
@@ -69,14 +82,15 @@ Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model) {
       return Unimplemented(std::string("BPE \"") + unsupported + "\" is not supported");
     }
   }
-  if (auto it = model.find("byte_fallback"); it != model.end() && it->is_boolean() && *it) {
-    return Unimplemented("BPE byte_fallback (SentencePiece-style) is not supported");
+  if (auto it = model.find("dropout"); it != model.end() && it->is_number() && *it > 0.0) {
+    return Unimplemented("BPE dropout is not supported (it makes encoding random)");
   }
   auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object()) {
     return InvalidArgument("model.vocab is missing or not an object");
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel());
+  bpe->byte_level_ = byte_level;
   int64_t max_id = -1;
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kMaxTokenId) {
@@ -85,10 +99,9 @@ Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model) {
     max_id = std::max(max_id, it->get<int64_t>());
   }
   bpe->id_to_token_.resize(max_id + 1);
-  bpe->id_to_bytes_.resize(max_id + 1);
   std::vector<bool> seen(max_id + 1);
   bpe->token_to_id_.reserve(vocab->size());
-  bpe->bytes_to_id_.reserve(vocab->size());
+  if (byte_level) bpe->bytes_to_id_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     auto id = static_cast<int32_t>(it->get<int64_t>());
     if (seen[id]) {
@@ -98,14 +111,20 @@ Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model) {
     const std::string& token = it.key();
     bpe->id_to_token_[id] = token;
     bpe->token_to_id_.emplace(token, id);
+    if (!byte_level) continue;
     if (std::optional<std::string> bytes = SymbolsToBytes(token)) {
       if (bytes->size() == 1) bpe->byte_ids_[static_cast<uint8_t>((*bytes)[0])] = id;
-      bpe->bytes_to_id_.emplace(*bytes, id);
-      bpe->id_to_bytes_[id] = std::move(*bytes);
-    } else {
-      bpe->id_to_bytes_[id] = token;  // not byte-level: decodes as its own text
+      bpe->bytes_to_id_.emplace(std::move(*bytes), id);
     }
   }
+  bpe->byte_fallback_ = BoolField(model, "byte_fallback");
+  if (bpe->byte_fallback_) {
+    for (int b = 0; b < 256; ++b) {
+      auto it = bpe->token_to_id_.find(ByteFallbackToken(static_cast<uint8_t>(b)));
+      if (it != bpe->token_to_id_.end()) bpe->fallback_ids_[b] = it->second;
+    }
+  }
+  bpe->fuse_unk_ = BoolField(model, "fuse_unk");
 
   auto merges = model.find("merges");
   if (merges != model.end() && !merges->is_null()) {
@@ -144,7 +163,7 @@ Result<std::unique_ptr<const BpeModel>> BpeModel::FromJson(const json& model) {
       ++rank;
     }
   }
-  bpe->ignore_merges_ = model.value("ignore_merges", false);
+  bpe->ignore_merges_ = BoolField(model, "ignore_merges");
   if (auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
     auto it = bpe->token_to_id_.find(unk->get<std::string>());
     if (it == bpe->token_to_id_.end()) {
@@ -161,33 +180,71 @@ std::string_view BpeModel::Token(int32_t id) const {
   return id_to_token_[id];
 }
 
-std::string_view BpeModel::TokenBytes(int32_t id) const {
-  if (id < 0 || id >= id_limit()) return {};
-  return id_to_bytes_[id];
-}
-
 std::optional<int32_t> BpeModel::TokenId(std::string_view token) const {
   auto it = token_to_id_.find(token);
   if (it == token_to_id_.end()) return std::nullopt;
   return it->second;
 }
 
-void BpeModel::EncodeWord(std::string_view bytes, std::vector<int32_t>& ids) const {
-  if (bytes.empty()) return;
-  if (ignore_merges_ || bytes.size() == 1) {
-    if (auto it = bytes_to_id_.find(bytes); it != bytes_to_id_.end()) {
+void BpeModel::EncodeWord(std::string_view word, std::vector<int32_t>& ids) const {
+  if (word.empty()) return;
+  const StringMap& whole = byte_level_ ? bytes_to_id_ : token_to_id_;
+  if (ignore_merges_ || word.size() == 1) {
+    if (auto it = whole.find(word); it != whole.end()) {
       ids.push_back(it->second);
       return;
     }
   }
-  bool cacheable = bytes.size() <= kMaxCachedWordBytes;
-  if (cacheable && cache_->Lookup(bytes, ids)) return;
+  bool cacheable = word.size() <= kMaxCachedWordBytes;
+  if (cacheable && cache_->Lookup(word, ids)) return;
+  thread_local std::vector<int32_t> symbols;
+  symbols.clear();
+  InitialSymbols(word, symbols);
   size_t first = ids.size();
-  ApplyMerges(bytes, ids);
-  if (cacheable) cache_->Insert(bytes, std::span<const int32_t>(ids).subspan(first));
+  ApplyMerges(symbols, ids);
+  if (cacheable) cache_->Insert(word, std::span<const int32_t>(ids).subspan(first));
 }
 
-void BpeModel::ApplyMerges(std::string_view bytes, std::vector<int32_t>& ids) const {
+// Hugging Face's BPE::merge_word, before merging: each unit (byte or character) is its vocab
+// token; else, with byte_fallback, its bytes' <0xNN> tokens when the vocab has them all; else
+// unk_token, one per unit or (fuse_unk) one per run of units; else nothing. As there, a byte
+// fallback does not end a pending unk, which then follows the fallback bytes.
+void BpeModel::InitialSymbols(std::string_view word, std::vector<int32_t>& symbols) const {
+  bool pending_unk = false;
+  auto end_unk = [&] {
+    if (pending_unk) symbols.push_back(unk_id_);
+    pending_unk = false;
+  };
+  for (size_t i = 0; i < word.size();) {
+    size_t length = byte_level_ ? 1 : std::max<size_t>(1, Utf8SequenceLength(word, i));
+    length = std::min(length, word.size() - i);
+    std::string_view unit = word.substr(i, length);
+    i += length;
+    int32_t id = -1;
+    if (byte_level_) {
+      id = byte_ids_[static_cast<uint8_t>(unit[0])];
+    } else if (auto it = token_to_id_.find(unit); it != token_to_id_.end()) {
+      id = it->second;
+    }
+    if (id >= 0) {
+      end_unk();
+      symbols.push_back(id);
+      continue;
+    }
+    if (byte_fallback_ && std::all_of(unit.begin(), unit.end(), [&](char c) {
+          return fallback_ids_[static_cast<uint8_t>(c)] >= 0;
+        })) {
+      for (char c : unit) symbols.push_back(fallback_ids_[static_cast<uint8_t>(c)]);
+      continue;
+    }
+    if (unk_id_ < 0) continue;  // dropped, as Hugging Face does without unk_token
+    if (!(pending_unk && fuse_unk_)) end_unk();
+    pending_unk = true;
+  }
+  end_unk();
+}
+
+void BpeModel::ApplyMerges(const std::vector<int32_t>& initial, std::vector<int32_t>& ids) const {
   // Symbols form a doubly linked list over a vector; a merged-away symbol gets id kDead.
   struct Symbol {
     int32_t id, prev, next;
@@ -203,13 +260,11 @@ void BpeModel::ApplyMerges(std::string_view bytes, std::vector<int32_t>& ids) co
   thread_local std::vector<Candidate> queue;  // a min-heap by (rank, pos)
   symbols.clear();
   queue.clear();
-  const auto n = static_cast<int32_t>(bytes.size());
-  for (int32_t i = 0; i < n; ++i) {
-    symbols.push_back({byte_ids_[static_cast<uint8_t>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1});
-  }
+  const auto n = static_cast<int32_t>(initial.size());
+  for (int32_t i = 0; i < n; ++i) symbols.push_back({initial[i], i - 1, i + 1 < n ? i + 1 : -1});
   auto consider = [&](int32_t pos) {
     int32_t next = symbols[pos].next;
-    if (next < 0 || symbols[pos].id < 0 || symbols[next].id < 0) return;
+    if (next < 0) return;
     auto it = merges_.find(PairKey(symbols[pos].id, symbols[next].id));
     if (it != merges_.end()) {
       queue.push_back({it->second.rank, pos, symbols[pos].id, symbols[next].id, it->second.result});
@@ -232,14 +287,7 @@ void BpeModel::ApplyMerges(std::string_view bytes, std::vector<int32_t>& ids) co
     if (left.prev >= 0) consider(left.prev);
     consider(c.pos);
   }
-  for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) {
-    int32_t id = symbols[i].id;
-    if (id >= 0) {
-      ids.push_back(id);
-    } else if (unk_id_ >= 0) {
-      ids.push_back(unk_id_);
-    }  // else: a byte the vocab lacks is dropped, as Hugging Face does without unk_token
-  }
+  for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) ids.push_back(symbols[i].id);
 }
 
 }  // namespace pdserve::model

@@ -1,7 +1,46 @@
 #include "tokenizer/chat_template.h"
 
+#include <nlohmann/json.hpp>
+
+#include "jinja/builtins.h"
+#include "jinja/template.h"
+
 namespace pdserve::model {
 namespace {
+
+// The special tokens transformers passes to a chat template (its special_tokens_map), as
+// tokenizer_config.json writes them: "text" or {"content": "text", ...}.
+constexpr const char* kSpecialTokenNames[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+
+std::optional<std::string> TokenText(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto content = it->find("content");
+    if (content != it->end() && content->is_string()) return content->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// tokenizer_config.json's chat_template: a string, or a list of {name, template} whose
+// "default" entry (else its first) is used; empty when there is none.
+std::string ConfigTemplateText(const nlohmann::json& config) {
+  auto it = config.find("chat_template");
+  if (it == config.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    std::string first;
+    for (const nlohmann::json& entry : *it) {
+      if (!entry.is_object()) continue;
+      std::string text = entry.value("template", std::string());
+      if (entry.value("name", std::string()) == "default") return text;
+      if (first.empty()) first = text;
+    }
+    return first;
+  }
+  return {};
+}
 
 bool IsKnownRole(std::string_view role) {
   return role == "system" || role == "user" || role == "assistant";
@@ -30,6 +69,41 @@ ChatTemplate ChatTemplate::ChatMl(std::string default_system) {
   t.format_ = ChatFormat::kChatMl;
   t.default_system_ = std::move(default_system);
   return t;
+}
+
+Result<ChatTemplate> ChatTemplate::FromJinja(
+    std::string_view text, std::string_view origin,
+    std::vector<std::pair<std::string, std::string>> special_tokens,
+    const std::function<bool(std::string_view)>& has_token) {
+  PDSERVE_ASSIGN_OR_RETURN(jinja::Template parsed, jinja::Template::Parse(text, origin));
+  parsed.AddFunction("raise_exception", jinja::RaiseExceptionFunction());
+  parsed.AddFunction("strftime_now", jinja::StrftimeNowFunction());
+  std::string bos;
+  for (const auto& [name, value] : special_tokens) {
+    if (name == "bos_token") bos = value;
+  }
+  ChatTemplate t = Detect(text, has_token, bos);
+  t.jinja_ = std::make_shared<const jinja::Template>(std::move(parsed));
+  t.special_tokens_ = std::move(special_tokens);
+  return t;
+}
+
+Result<ChatTemplate> ChatTemplate::ForModel(
+    const nlohmann::json& config, std::string_view chat_template_file, std::string_view file_origin,
+    const std::function<bool(std::string_view)>& has_token) {
+  std::vector<std::pair<std::string, std::string>> special_tokens;
+  for (const char* name : kSpecialTokenNames) {
+    if (auto text = TokenText(config, name)) special_tokens.emplace_back(name, std::move(*text));
+  }
+  if (!chat_template_file.empty()) {
+    return FromJinja(chat_template_file, file_origin, std::move(special_tokens), has_token);
+  }
+  std::string text = ConfigTemplateText(config);
+  if (!text.empty()) {
+    return FromJinja(text, "tokenizer_config.json's chat_template", std::move(special_tokens),
+                     has_token);
+  }
+  return Detect("", has_token, TokenText(config, "bos_token").value_or(""));
 }
 
 ChatTemplate ChatTemplate::Detect(std::string_view template_text,
@@ -85,6 +159,24 @@ std::optional<std::string_view> ChatTemplate::end_of_turn_token() const {
 
 Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) const {
+  if (jinja_ == nullptr) return ApplyBuiltIn(messages, add_generation_prompt);
+  // What transformers passes: the special tokens, then messages, tools=None, documents=None
+  // and add_generation_prompt.
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : special_tokens_) variables[name] = value;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) {
+    list.push_back(nlohmann::ordered_json{{"role", m.role}, {"content", m.content}});
+  }
+  variables["messages"] = std::move(list);
+  variables["tools"] = nullptr;
+  variables["documents"] = nullptr;
+  variables["add_generation_prompt"] = add_generation_prompt;
+  return jinja_->Render(variables);
+}
+
+Result<std::string> ChatTemplate::ApplyBuiltIn(std::span<const ChatMessage> messages,
+                                               bool add_generation_prompt) const {
   if (format_ == ChatFormat::kNone) {
     return FailedPrecondition(
         "this tokenizer has no chat template pdserve recognises (Llama-3 or ChatML)");

@@ -2,8 +2,6 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <unicode/bytestream.h>
-#include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
@@ -11,17 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_text.h"
+#include "common/utf8.h"
+#include "tokenizer/json_fields.h"
 
 namespace pdserve::model {
 namespace {
 
 using json = nlohmann::json;
-
-std::string TypeOf(const json& config) {
-  if (!config.is_object()) return "<not an object>";
-  auto it = config.find("type");
-  return it != config.end() && it->is_string() ? it->get<std::string>() : "<no type>";
-}
 
 bool BoolField(const json& config, const char* name, bool fallback) {
   auto it = config.find(name);
@@ -67,65 +61,59 @@ std::pair<UChar32, size_t> DecodeBefore(std::string_view text, size_t end) {
 
 bool IsWordChar(UChar32 c) { return c == '_' || u_isalnum(c) || u_isalpha(c); }
 
-}  // namespace
+// Unicode's White_Space property, a class body: what \s means in the regex engine of Hugging Face
+// tokenizers (Oniguruma). PCRE2's \s also takes U+180E MONGOLIAN VOWEL SEPARATOR (white space
+// before Unicode 6.3), which put " \u180e" in one piece where Hugging Face makes two.
+constexpr std::string_view kWhiteSpaceClass =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-// ---------------------------------------------------------------------------------------------
-// Normalizer
-
-Result<Normalizer> Normalizer::FromJson(const json& config) {
-  Normalizer out;
-  if (config.is_null()) return out;
-  std::string type = TypeOf(config);
-  if (type == "Sequence") {
-    auto it = config.find("normalizers");
-    if (it == config.end() || !it->is_array()) {
-      return InvalidArgument("normalizer Sequence has no \"normalizers\" array");
+// `pattern` with \s spelled as kWhiteSpaceClass, and \S (outside a class) as its complement.
+std::string WithUnicodeWhiteSpace(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 64);
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char escaped = pattern[++i];
+      if (escaped == 's' || (escaped == 'S' && !in_class)) {
+        if (in_class) {
+          out += kWhiteSpaceClass;
+        } else {
+          out += escaped == 's' ? "[" : "[^";
+          out += kWhiteSpaceClass;
+          out += ']';
+        }
+      } else if (escaped == 'Q') {  // \Q...\E quotes: copied as is
+        const size_t end = pattern.find("\\E", i + 1);
+        const size_t stop = end == std::string_view::npos ? pattern.size() : end + 2;
+        out.append(pattern.substr(i - 1, stop - (i - 1)));
+        i = stop - 1;
+      } else {
+        out += c;
+        out += escaped;
+      }
+      continue;
     }
-    for (const json& step : *it) {
-      PDSERVE_ASSIGN_OR_RETURN(Normalizer inner, FromJson(step));
-      out.forms_.insert(out.forms_.end(), inner.forms_.begin(), inner.forms_.end());
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // a literal ]
+    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class, [:alpha:]
+      if (end != std::string_view::npos) {
+        out.append(pattern.substr(i + 1, end + 1 - i));
+        i = end + 1;
+      }
+    } else if (in_class && c == ']') {
+      in_class = false;
     }
-    return out;
   }
-  UErrorCode error = U_ZERO_ERROR;
-  const icu::Normalizer2* form = nullptr;
-  if (type == "NFC") {
-    form = icu::Normalizer2::getNFCInstance(error);
-  } else if (type == "NFD") {
-    form = icu::Normalizer2::getNFDInstance(error);
-  } else if (type == "NFKC") {
-    form = icu::Normalizer2::getNFKCInstance(error);
-  } else if (type == "NFKD") {
-    form = icu::Normalizer2::getNFKDInstance(error);
-  } else {
-    return Unimplemented("normalizer type \"" + type +
-                         "\" is not supported (supported: null, NFC, NFD, NFKC, NFKD, Sequence)");
-  }
-  if (U_FAILURE(error) || form == nullptr) {
-    return Internal(std::string("ICU cannot load normalizer ") + type + ": " + u_errorName(error));
-  }
-  out.forms_.push_back(form);
   return out;
 }
 
-Result<std::string> Normalizer::Apply(std::string_view text) const {
-  std::string current(text);
-  for (const void* opaque : forms_) {
-    const auto* form = static_cast<const icu::Normalizer2*>(opaque);
-    icu::StringPiece piece(current.data(), static_cast<int32_t>(current.size()));
-    UErrorCode error = U_ZERO_ERROR;
-    if (form->isNormalizedUTF8(piece, error) && U_SUCCESS(error)) continue;
-    error = U_ZERO_ERROR;
-    std::string next;
-    icu::StringByteSink<std::string> sink(&next, static_cast<int32_t>(current.size()));
-    form->normalizeUTF8(0, piece, sink, nullptr, error);
-    if (U_FAILURE(error)) {
-      return InvalidArgument(std::string("Unicode normalization failed: ") + u_errorName(error));
-    }
-    current = std::move(next);
-  }
-  return current;
-}
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Regex
@@ -136,7 +124,8 @@ Result<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern, bo
   // PCRE2_LITERAL refuses PCRE2_UCP ("invalid option bits"), which a literal does not need:
   // every {"String": ...} pattern failed to compile.
   const uint32_t options = literal ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  const std::string source = literal ? std::string(pattern) : WithUnicodeWhiteSpace(pattern);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
                                    options, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
@@ -191,7 +180,7 @@ Result<PreTokenizer> PreTokenizer::FromJson(const json& config) {
 }
 
 Status PreTokenizer::AddSteps(const json& config, PreTokenizer& out) {
-  std::string type = TypeOf(config);
+  std::string type = ComponentType(config);
   if (type == "Sequence") {
     auto it = config.find("pretokenizers");
     if (it == config.end() || !it->is_array()) {
@@ -200,6 +189,7 @@ Status PreTokenizer::AddSteps(const json& config, PreTokenizer& out) {
     for (const json& step : *it) PDSERVE_RETURN_IF_ERROR(AddSteps(step, out));
     return Status::Ok();
   }
+  if (type == "Metaspace") return AddMetaspace(config, out);
   Step step;
   if (type == "ByteLevel") {
     step.add_prefix_space = BoolField(config, "add_prefix_space", true);
@@ -212,7 +202,7 @@ Status PreTokenizer::AddSteps(const json& config, PreTokenizer& out) {
   }
   if (type != "Split") {
     return Unimplemented("pre_tokenizer type \"" + type +
-                         "\" is not supported (supported: Split, ByteLevel, Sequence)");
+                         "\" is not supported (supported: Split, ByteLevel, Metaspace, Sequence)");
   }
   auto pattern = config.find("pattern");
   if (pattern == config.end() || !pattern->is_object()) {
@@ -249,13 +239,71 @@ Status PreTokenizer::AddSteps(const json& config, PreTokenizer& out) {
   return Status::Ok();
 }
 
-Status PreTokenizer::ApplyStep(const Step& step, std::vector<std::string>& pieces) {
+// Metaspace: spaces become the replacement character ("▁"), which is put in front of a piece
+// (always, or only at the start of the input) unless already there, and with split the piece is
+// cut before each replacement character. The older form's add_prefix_space (default true) means
+// prepend_scheme "always" (or "never" when false) unless prepend_scheme is given too.
+Status PreTokenizer::AddMetaspace(const json& config, PreTokenizer& out) {
+  Step step;
+  auto replacement = config.find("replacement");
+  if (replacement == config.end() || !replacement->is_string()) {
+    return InvalidArgument("Metaspace pre_tokenizer has no \"replacement\" string");
+  }
+  step.metaspace = replacement->get<std::string>();
+  if (step.metaspace.empty() || FindInvalidUtf8(step.metaspace) ||
+      Utf8SequenceLength(step.metaspace, 0) != step.metaspace.size()) {
+    return InvalidArgument("Metaspace replacement must be one character, not \"" + step.metaspace +
+                           "\"");
+  }
+  step.prepend = BoolField(config, "add_prefix_space", true) ? Prepend::kAlways : Prepend::kNever;
+  if (auto scheme = config.find("prepend_scheme"); scheme != config.end() && !scheme->is_null()) {
+    const std::string name =
+        scheme->is_string() ? scheme->get<std::string>() : DescribeJson(*scheme);
+    if (name == "always") {
+      step.prepend = Prepend::kAlways;
+    } else if (name == "first") {
+      step.prepend = Prepend::kFirst;
+    } else if (name == "never") {
+      step.prepend = Prepend::kNever;
+    } else {
+      return InvalidArgument("Metaspace prepend_scheme \"" + name +
+                             "\" is unknown (always, first, never)");
+    }
+  }
+  if (BoolField(config, "split", true)) {
+    PDSERVE_ASSIGN_OR_RETURN(step.regex, Regex::Compile(step.metaspace, /*literal=*/true));
+    step.behavior = Behavior::kMergedWithNext;
+  }
+  out.steps_.push_back(std::move(step));
+  return Status::Ok();
+}
+
+Status PreTokenizer::ApplyStep(const Step& step, std::vector<std::string>& pieces,
+                               bool& at_origin) {
   std::vector<std::string> out;
   out.reserve(pieces.size() * 2);
   std::vector<std::pair<size_t, size_t>> matches;
-  for (std::string& piece : pieces) {
+  bool first_out_at_origin = false;  // whether out[0] starts where pieces[0] starts
+  for (size_t index = 0; index < pieces.size(); ++index) {
+    std::string& piece = pieces[index];
     if (step.add_prefix_space && (piece.empty() || piece.front() != ' ')) piece.insert(0, 1, ' ');
+    if (!step.metaspace.empty()) {
+      std::string replaced;
+      replaced.reserve(piece.size() + 2 * step.metaspace.size());
+      for (char c : piece) {
+        if (c == ' ') {
+          replaced += step.metaspace;
+        } else {
+          replaced += c;
+        }
+      }
+      piece = std::move(replaced);
+      const bool prepend = step.prepend == Prepend::kAlways ||
+                           (step.prepend == Prepend::kFirst && index == 0 && at_origin);
+      if (prepend && !piece.starts_with(step.metaspace)) piece.insert(0, step.metaspace);
+    }
     if (step.regex == nullptr) {
+      if (out.empty()) first_out_at_origin = index == 0;
       out.push_back(std::move(piece));
       continue;
     }
@@ -277,10 +325,16 @@ Status PreTokenizer::ApplyStep(const Step& step, std::vector<std::string>& piece
     if (step.invert) {
       for (Part& p : parts) p.match = !p.match;
     }
+    if (out.empty()) {
+      // Every behavior but Removed keeps the first part, where the piece starts.
+      first_out_at_origin =
+          index == 0 && !(step.behavior == Behavior::kRemoved && !parts.empty() && parts[0].match);
+    }
     std::string_view text(piece);
     bool merge_next = false;  // MergedWithNext: the previous match waits for this part
     bool last_was_match = false;
-    for (const Part& p : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Part& p = parts[i];
       std::string_view s = text.substr(p.begin, p.end - p.begin);
       switch (step.behavior) {
         case Behavior::kIsolated:
@@ -302,7 +356,9 @@ Status PreTokenizer::ApplyStep(const Step& step, std::vector<std::string>& piece
           } else {
             out.emplace_back(s);
           }
-          merge_next = p.match;
+          // As in Hugging Face, a match joins the part after it only if that is not a match:
+          // "a▁▁b" split on "▁" is "a", "▁", "▁b".
+          merge_next = p.match && i + 1 < parts.size() && !parts[i + 1].match;
           break;
         case Behavior::kContiguous:
           if (p.match && last_was_match) {
@@ -317,13 +373,15 @@ Status PreTokenizer::ApplyStep(const Step& step, std::vector<std::string>& piece
   }
   std::erase_if(out, [](const std::string& s) { return s.empty(); });
   pieces = std::move(out);
+  at_origin = at_origin && first_out_at_origin;
   return Status::Ok();
 }
 
-Status PreTokenizer::Split(std::string_view text, std::vector<std::string>& pieces) const {
+Status PreTokenizer::Split(std::string_view text, std::vector<std::string>& pieces,
+                           bool at_origin) const {
   std::vector<std::string> current;
   current.emplace_back(text);
-  for (const Step& step : steps_) PDSERVE_RETURN_IF_ERROR(ApplyStep(step, current));
+  for (const Step& step : steps_) PDSERVE_RETURN_IF_ERROR(ApplyStep(step, current, at_origin));
   for (std::string& piece : current) {
     if (!piece.empty()) pieces.push_back(std::move(piece));
   }

@@ -1,9 +1,9 @@
 // The text-splitting stages of a Hugging Face tokenizer.json that run before the BPE model:
-// added-token extraction (AddedTokenMatcher), the normalizer (Normalizer: none or ICU's
-// NFC/NFD/NFKC/NFKD, alone or in a Sequence) and the pre-tokenizer (PreTokenizer: Split with a
-// regex or literal pattern, ByteLevel, or a Sequence of those). Each is built once from JSON and
-// then immutable: safe for concurrent const use from any thread (regex match scratch space is
-// per thread).
+// added-token extraction (AddedTokenMatcher) and the pre-tokenizer (PreTokenizer: Split with a
+// regex or literal pattern, ByteLevel, Metaspace, or a Sequence of those). The normalizer that
+// runs between the two is in tokenizer/normalizer.h. Each is built once from JSON and then
+// immutable: safe for concurrent const use from any thread (regex match scratch space is per
+// thread).
 #pragma once
 
 #include <cstdint>
@@ -16,23 +16,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "common/status.h"
+#include "tokenizer/normalizer.h"
 
 namespace pdserve::model {
-
-// Unicode normalization as tokenizer.json's "normalizer" asks.
-class Normalizer {
- public:
-  // Accepts null, {"type":"NFC"|"NFD"|"NFKC"|"NFKD"} and {"type":"Sequence","normalizers":[...]}
-  // of those; anything else is Unimplemented, naming the type.
-  static Result<Normalizer> FromJson(const nlohmann::json& config);
-
-  bool is_identity() const { return forms_.empty(); }
-  // `text` must be valid UTF-8.
-  Result<std::string> Apply(std::string_view text) const;
-
- private:
-  std::vector<const void*> forms_;  // icu::Normalizer2 singletons, applied in order
-};
 
 // A compiled PCRE2 pattern (UTF, Unicode properties, JIT when available).
 class Regex {
@@ -62,25 +48,36 @@ class PreTokenizer {
  public:
   // Accepts null, Split (Regex or String pattern; behaviors Isolated, Removed,
   // MergedWithPrevious, MergedWithNext, Contiguous; invert), ByteLevel (add_prefix_space,
-  // use_regex) and Sequence of those; anything else is Unimplemented, naming the type.
+  // use_regex), Metaspace (replacement, prepend_scheme always/first/never or the older
+  // add_prefix_space, split) and Sequence of those; anything else is Unimplemented, naming the
+  // type.
   static Result<PreTokenizer> FromJson(const nlohmann::json& config);
 
   // Appends the pieces of `text` (valid UTF-8) to `pieces`. Empty pieces are dropped.
-  Status Split(std::string_view text, std::vector<std::string>& pieces) const;
+  // `at_origin`: `text` starts at the beginning of the input, not after an added token; Metaspace
+  // with prepend_scheme "first" prepends its replacement only there (as Hugging Face does, by
+  // the piece's offset in the original input).
+  Status Split(std::string_view text, std::vector<std::string>& pieces,
+               bool at_origin = true) const;
 
   // Whether a ByteLevel step is present (the tokenizer then works on raw bytes).
   bool byte_level() const { return byte_level_; }
 
  private:
   enum class Behavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
+  enum class Prepend { kNever, kFirst, kAlways };
   struct Step {
-    std::shared_ptr<const Regex> regex;  // null for a ByteLevel step without regex
+    std::shared_ptr<const Regex> regex;  // null: no split (ByteLevel without regex, ...)
     Behavior behavior = Behavior::kIsolated;
     bool invert = false;
-    bool add_prefix_space = false;  // ByteLevel only
+    bool add_prefix_space = false;      // ByteLevel only
+    std::string metaspace;              // Metaspace only: the character that replaces ' '
+    Prepend prepend = Prepend::kNever;  // Metaspace only: when to put it in front
   };
   static Status AddSteps(const nlohmann::json& config, PreTokenizer& out);
-  static Status ApplyStep(const Step& step, std::vector<std::string>& pieces);
+  static Status AddMetaspace(const nlohmann::json& config, PreTokenizer& out);
+  // `at_origin`: whether pieces[0] starts at the beginning of the input; updated for the result.
+  static Status ApplyStep(const Step& step, std::vector<std::string>& pieces, bool& at_origin);
 
   std::vector<Step> steps_;
   bool byte_level_ = false;

@@ -9,6 +9,8 @@
 #include "common/json_text.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 
 namespace pdserve::model {
@@ -41,24 +43,6 @@ std::string TokenContent(const json& config, const char* key) {
   if (it == config.end()) return {};
   if (it->is_string()) return it->get<std::string>();
   if (it->is_object()) return it->value("content", std::string());
-  return {};
-}
-
-// tokenizer_config.json's chat_template: a string, or a list of {name, template}.
-std::string ChatTemplateText(const json& config) {
-  auto it = config.find("chat_template");
-  if (it == config.end()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_array()) {
-    std::string first;
-    for (const json& entry : *it) {
-      if (!entry.is_object()) continue;
-      std::string text = entry.value("template", std::string());
-      if (entry.value("name", std::string()) == "default") return text;
-      if (first.empty()) first = text;
-    }
-    return first;
-  }
   return {};
 }
 
@@ -111,18 +95,6 @@ Status ParsePostProcessor(const json& processor, std::vector<int32_t>& prefix,
   return Unimplemented("post_processor type \"" + type + "\" is not supported");
 }
 
-// The decoder must undo ByteLevel, which is what Decode does.
-Status CheckDecoder(const json& decoder) {
-  if (decoder.is_null()) return Status::Ok();
-  std::string type = decoder.value("type", std::string());
-  if (type == "ByteLevel") return Status::Ok();
-  if (type == "Sequence") {
-    for (const json& step : decoder.at("decoders")) PDSERVE_RETURN_IF_ERROR(CheckDecoder(step));
-    return Status::Ok();
-  }
-  return Unimplemented("decoder type \"" + type + "\" is not supported (only ByteLevel)");
-}
-
 }  // namespace
 
 Tokenizer::Tokenizer() = default;
@@ -135,6 +107,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& file
   if (!fs::exists(path, error))
     return NotFound("tokenizer: no such file or directory: " + path.string());
   std::string config_text, generation_text;
+  ChatTemplateFile template_file;
   if (fs::is_directory(path, error)) {
     fs::path config = path / "tokenizer_config.json";
     if (fs::exists(config, error)) {
@@ -144,15 +117,24 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::Load(const std::string& file
     if (fs::exists(generation, error)) {
       PDSERVE_ASSIGN_OR_RETURN(generation_text, ReadFile(generation));
     }
+    // A chat_template.jinja file wins over the config's chat_template, as in transformers.
+    fs::path chat_template = path / "chat_template.jinja";
+    if (fs::exists(chat_template, error)) {
+      PDSERVE_ASSIGN_OR_RETURN(template_file.text, ReadFile(chat_template));
+      if (FindInvalidUtf8(template_file.text)) {
+        return InvalidArgument(chat_template.string() + ": not UTF-8");
+      }
+      template_file.path = chat_template.string();
+    }
     path /= "tokenizer.json";
   }
   PDSERVE_ASSIGN_OR_RETURN(std::string tokenizer_text, ReadFile(path));
-  return FromJsonText(tokenizer_text, config_text, path.string(), generation_text);
+  return FromJsonText(tokenizer_text, config_text, path.string(), generation_text, template_file);
 }
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(
     std::string_view tokenizer_json, std::string_view config_json, std::string_view origin,
-    std::string_view generation_config_json) {
+    std::string_view generation_config_json, const ChatTemplateFile& template_file) {
   std::string where(origin);
   PDSERVE_ASSIGN_OR_RETURN(json root, ParseJson(tokenizer_json, where));
   json config = json::object(), generation = json::object();
@@ -167,7 +149,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(
   std::shared_ptr<Tokenizer> tok(new Tokenizer());
   Status status = [&]() -> Status {
     try {
-      return tok->Build(root, config, generation);
+      return tok->Build(root, config, generation, template_file);
     } catch (const json::exception& e) {
       // A field of the wrong JSON type deep inside (an id that is a string, ...).
       return InvalidArgument(std::string("unexpected JSON structure: ") + e.what());
@@ -177,13 +159,10 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromJsonText(
   return std::shared_ptr<const Tokenizer>(std::move(tok));
 }
 
-Status Tokenizer::Build(const json& root, const json& config, const json& generation) {
+Status Tokenizer::Build(const json& root, const json& config, const json& generation,
+                        const ChatTemplateFile& template_file) {
   auto model = root.find("model");
   if (model == root.end()) return InvalidArgument("no \"model\" object");
-  auto bpe = BpeModel::FromJson(*model);
-  if (!bpe.ok()) return bpe.status();
-  bpe_ = std::move(bpe).value();
-
   auto normalizer = Normalizer::FromJson(root.value("normalizer", json()));
   if (!normalizer.ok()) return normalizer.status();
   normalizer_ = std::make_unique<const Normalizer>(std::move(normalizer).value());
@@ -191,12 +170,15 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
   auto pre_tokenizer = PreTokenizer::FromJson(root.value("pre_tokenizer", json()));
   if (!pre_tokenizer.ok()) return pre_tokenizer.status();
   pre_tokenizer_ = std::make_unique<const PreTokenizer>(std::move(pre_tokenizer).value());
-  if (!pre_tokenizer_->byte_level()) {
-    return Unimplemented(
-        "pre_tokenizer has no ByteLevel step; pdserve implements byte-level BPE "
-        "only (Llama-3, Qwen2, GPT-2 style)");
-  }
-  PDSERVE_RETURN_IF_ERROR(CheckDecoder(root.value("decoder", json())));
+
+  // Without a ByteLevel pre-tokenizer the model works on characters (SentencePiece-style).
+  auto bpe = BpeModel::FromJson(*model, pre_tokenizer_->byte_level());
+  if (!bpe.ok()) return bpe.status();
+  bpe_ = std::move(bpe).value();
+
+  auto decoder = Decoder::FromJson(root.value("decoder", json()), pre_tokenizer_->byte_level());
+  if (!decoder.ok()) return decoder.status();
+  decoder_ = std::make_unique<const Decoder>(std::move(decoder).value());
 
   vocab_size_ = bpe_->id_limit();
   std::vector<AddedToken> raw, normalized;
@@ -218,9 +200,17 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
       t.single_word = entry.value("single_word", false);
       t.normalized = entry.value("normalized", !t.special);
       vocab_size_ = std::max(vocab_size_, t.id + 1);
-      added_[t.id] = TokenInfo{t.content, t.special};
       added_by_content_[t.content] = t.id;
-      (t.normalized && !normalizer_->is_identity() ? normalized : raw).push_back(std::move(t));
+      if (t.normalized && !normalizer_->is_identity()) {
+        // As in Hugging Face, a normalized token is looked for, and decoded, as the normalizer
+        // writes it (with a Prepend "▁" normalizer, "foo" is found as "▁foo").
+        PDSERVE_ASSIGN_OR_RETURN(t.content, normalizer_->Apply(t.content));
+        added_[t.id] = TokenInfo{t.content, t.special};
+        normalized.push_back(std::move(t));
+      } else {
+        added_[t.id] = TokenInfo{t.content, t.special};
+        raw.push_back(std::move(t));
+      }
     }
   }
   auto ordinary = [](std::vector<AddedToken> tokens) {
@@ -255,7 +245,8 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
       }
     }
   }
-  chat_template_ = ChatTemplate::Detect(ChatTemplateText(config), has_token, bos_token);
+  PDSERVE_ASSIGN_OR_RETURN(chat_template_, ChatTemplate::ForModel(config, template_file.text,
+                                                                  template_file.path, has_token));
 
   auto add_eos = [this](int32_t id) {
     if (id >= 0 && id < vocab_size_ &&
@@ -279,6 +270,10 @@ Status Tokenizer::Build(const json& root, const json& config, const json& genera
   } else {
     for (std::string_view name : {"<|end_of_text|>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>"}) {
       if (auto id = TokenId(name)) add_eos(*id);
+    }
+    // SentencePiece files' ends, when special (Gemma's vocab also has an HTML "</s>").
+    for (std::string_view name : {"</s>", "<eos>", "<end_of_turn>"}) {
+      if (auto id = TokenId(name); id && IsSpecial(*id)) add_eos(*id);
     }
   }
   return Status::Ok();
@@ -304,20 +299,20 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_s
     if (segment.token_id >= 0) {
       ids.push_back(segment.token_id);
     } else {
-      PDSERVE_RETURN_IF_ERROR(
-          EncodeText(text.substr(segment.begin, segment.end - segment.begin), parse_special, ids));
+      PDSERVE_RETURN_IF_ERROR(EncodeText(text.substr(segment.begin, segment.end - segment.begin),
+                                         parse_special, segment.begin == 0, ids));
     }
   }
   if (add_special) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 
-Status Tokenizer::EncodeText(std::string_view text, bool parse_special,
+Status Tokenizer::EncodeText(std::string_view text, bool parse_special, bool at_origin,
                              std::vector<int32_t>& ids) const {
-  if (normalizer_->is_identity()) return EncodeNormalized(text, ids);
+  if (normalizer_->is_identity()) return EncodeNormalized(text, at_origin, ids);
   PDSERVE_ASSIGN_OR_RETURN(std::string normalized, normalizer_->Apply(text));
   const AddedTokenMatcher& matcher = *normalized_added_[parse_special];
-  if (matcher.empty()) return EncodeNormalized(normalized, ids);
+  if (matcher.empty()) return EncodeNormalized(normalized, at_origin, ids);
   std::vector<AddedTokenMatcher::Segment> segments;
   matcher.Split(normalized, segments);
   std::string_view view(normalized);
@@ -326,38 +321,37 @@ Status Tokenizer::EncodeText(std::string_view text, bool parse_special,
       ids.push_back(segment.token_id);
     } else {
       PDSERVE_RETURN_IF_ERROR(
-          EncodeNormalized(view.substr(segment.begin, segment.end - segment.begin), ids));
+          EncodeNormalized(view.substr(segment.begin, segment.end - segment.begin),
+                           at_origin && segment.begin == 0, ids));
     }
   }
   return Status::Ok();
 }
 
-Status Tokenizer::EncodeNormalized(std::string_view text, std::vector<int32_t>& ids) const {
+Status Tokenizer::EncodeNormalized(std::string_view text, bool at_origin,
+                                   std::vector<int32_t>& ids) const {
   if (text.empty()) return Status::Ok();
   std::vector<std::string> pieces;
-  PDSERVE_RETURN_IF_ERROR(pre_tokenizer_->Split(text, pieces));
+  PDSERVE_RETURN_IF_ERROR(pre_tokenizer_->Split(text, pieces, at_origin));
   for (const std::string& piece : pieces) bpe_->EncodeWord(piece, ids);
   return Status::Ok();
 }
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string bytes;
-  for (int32_t id : ids) {
-    if (auto it = added_.find(id); it != added_.end()) {
-      if (!(skip_special && it->second.special)) bytes += it->second.content;
-      continue;
-    }
-    bytes += bpe_->TokenBytes(id);
-  }
   std::string text;
-  text.reserve(bytes.size());
-  AppendUtf8Lossy(bytes, text);
+  DecodeStream stream(*decoder_);
+  for (int32_t id : ids) {
+    if (skip_special && IsSpecial(id)) continue;
+    std::string_view token = TokenText(id);
+    if (!token.empty()) stream.Add(token, text);  // empty: an id out of range
+  }
+  stream.Finish(text);
   return text;
 }
 
-std::string_view Tokenizer::TokenBytes(int32_t id) const {
-  if (auto it = added_.find(id); it != added_.end()) return it->second.content;
-  return bpe_->TokenBytes(id);
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  std::string_view token = TokenText(id);
+  return token.empty() ? std::string() : decoder_->TokenBytes(token);
 }
 
 std::string_view Tokenizer::TokenText(int32_t id) const {

@@ -29,6 +29,8 @@ struct DeviceLayer {
   DeviceBuffer attn_norm;  // f32 [dim]
   DeviceBuffer mlp_norm;   // f32 [dim]
   DeviceBuffer bqkv;       // f32 [q_dim + 2 kv_dim]; empty unless attention_bias
+  DeviceBuffer q_norm;     // f32 [head_dim]; empty unless qk_norm
+  DeviceBuffer k_norm;     // f32 [head_dim]; empty unless qk_norm
 };
 
 // n elements of `dtype` at src as bf16 bits.
@@ -233,6 +235,10 @@ Status CudaBackendImpl::UploadWeights(const Weights& w) {
     if (c.attention_bias) {
       PDSERVE_RETURN_IF_ERROR(UploadVector(Concat({&src.bq, &src.bk, &src.bv}), dst.bqkv));
     }
+    if (c.qk_norm) {
+      PDSERVE_RETURN_IF_ERROR(UploadVector(src.q_norm, dst.q_norm));
+      PDSERVE_RETURN_IF_ERROR(UploadVector(src.k_norm, dst.k_norm));
+    }
   }
   return Status::Ok();
 }
@@ -267,6 +273,10 @@ Status CudaBackendImpl::MakeRandomWeights(uint64_t seed) {
     PDSERVE_RETURN_IF_ERROR(fill(l.attn_norm, dim, 1, 0.1f, false));
     PDSERVE_RETURN_IF_ERROR(fill(l.mlp_norm, dim, 1, 0.1f, false));
     if (c.attention_bias) PDSERVE_RETURN_IF_ERROR(fill(l.bqkv, qkv, 0, 0.1f, false));
+    if (c.qk_norm) {
+      PDSERVE_RETURN_IF_ERROR(fill(l.q_norm, c.head_dim, 1, 0.1f, false));
+      PDSERVE_RETURN_IF_ERROR(fill(l.k_norm, c.head_dim, 1, 0.1f, false));
+    }
   }
   return Status::Ok();
 }
@@ -402,9 +412,11 @@ Status CudaBackendImpl::Run(const ForwardBatch& batch) {
         LaunchRmsNorm(x, nullptr, t, c.dim, w.attn_norm.get<float>(), c.rms_norm_eps, xn, stream_));
     PDSERVE_RETURN_IF_ERROR(
         Matmul(xn, t, c.dim, w.wqkv, qkv_dim, qkv_.get<void>(), Out::kF32, false));
-    PDSERVE_CUDA_RETURN_IF_ERROR(LaunchRopeAndWriteKv(
-        qkv_.get<float>(), w.bqkv.get<float>(), rope_cos_.get<float>(), rope_sin_.get<float>(),
-        positions_, row_table_, tables_, t, qkv_shape, q_.get<float>(), kv_layer, stream_));
+    const QkNorm qk_norm{w.q_norm.get<float>(), w.k_norm.get<float>(), c.rms_norm_eps};
+    PDSERVE_CUDA_RETURN_IF_ERROR(
+        LaunchRopeAndWriteKv(qkv_.get<float>(), w.bqkv.get<float>(), qk_norm,
+                             rope_cos_.get<float>(), rope_sin_.get<float>(), positions_, row_table_,
+                             tables_, t, qkv_shape, q_.get<float>(), kv_layer, stream_));
     if (batch.after_layer_kv) {
       PDSERVE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
       batch.after_layer_kv(l);
@@ -496,6 +508,11 @@ Result<std::unique_ptr<CudaBackend>> CreateCudaBackend(std::shared_ptr<const Wei
   }
   if (config.n_kv_heads < 1 || config.n_heads % config.n_kv_heads != 0) {
     return InvalidArgument("n_heads must be a multiple of n_kv_heads");
+  }
+  if (config.qk_norm && config.n_heads + config.n_kv_heads > cuda::kQkNormMaxHeads) {
+    return Unimplemented("the CUDA backend normalises q and k of at most " +
+                         std::to_string(cuda::kQkNormMaxHeads) + " heads together, not " +
+                         std::to_string(config.n_heads + config.n_kv_heads));
   }
   int count = 0;
   const cudaError_t error = cudaGetDeviceCount(&count);

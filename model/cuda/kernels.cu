@@ -62,11 +62,13 @@ __global__ void RopeTableKernel(const int32_t* __restrict__ positions, const dou
 }
 
 __global__ void __launch_bounds__(kRowThreads)
-    RopeAndWriteKvKernel(const float* __restrict__ qkv, const float* __restrict__ bias,
+    RopeAndWriteKvKernel(const float* __restrict__ qkv, const float* __restrict__ bias, QkNorm norm,
                          const float* __restrict__ cos_table, const float* __restrict__ sin_table,
                          const int32_t* __restrict__ positions,
                          const int32_t* __restrict__ row_table, const int32_t* __restrict__ tables,
                          QkvShape s, float* __restrict__ q_out, bf16* __restrict__ kv_layer) {
+  // With norm.q: 1 / rms of each head, query heads then key heads (n_heads + n_kv_heads).
+  extern __shared__ float head_scale[];
   const int r = blockIdx.x;
   const int hd = s.head_dim, half = hd / 2;
   const int q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
@@ -75,12 +77,33 @@ __global__ void __launch_bounds__(kRowThreads)
   const float* sr = sin_table + static_cast<size_t>(r) * half;
   auto value = [&](int i) { return bias ? in[i] + bias[i] : in[i]; };
 
+  if (norm.q) {  // the same for the whole block: every thread reaches the barrier or none
+    // A warp a head: q's heads, then k's, which sit right after q's in the row.
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int h = warp; h < s.n_heads + s.n_kv_heads; h += blockDim.x / 32) {
+      float ss = 0.0f;
+      for (int i = lane; i < hd; i += 32) {
+        const float x = value(h * hd + i);
+        ss = fmaf(x, x, ss);
+      }
+      ss = WarpSum(ss);
+      if (lane == 0) head_scale[h] = 1.0f / sqrtf(ss / static_cast<float>(hd) + norm.eps);
+    }
+    __syncthreads();
+  }
+  // Element i of head h (query heads 0..n_heads-1, then key heads) before its rotation: biased,
+  // then normalised as model/cpu_backend.cc does (x * scale * weight).
+  auto normed = [&](int h, int i, const float* weight) {
+    const float x = value(h * hd + i);
+    return norm.q ? x * head_scale[h] * weight[i] : x;
+  };
+
   float* q = q_out + static_cast<size_t>(r) * q_dim;
   for (int idx = threadIdx.x; idx < s.n_heads * half; idx += blockDim.x) {
-    const int base = (idx / half) * hd, i = idx % half;
-    const float a = value(base + i), b = value(base + i + half);
-    q[base + i] = a * cr[i] - b * sr[i];
-    q[base + i + half] = b * cr[i] + a * sr[i];
+    const int h = idx / half, i = idx % half;
+    const float a = normed(h, i, norm.q), b = normed(h, i + half, norm.q);
+    q[h * hd + i] = a * cr[i] - b * sr[i];
+    q[h * hd + i + half] = b * cr[i] + a * sr[i];
   }
   const int pos = positions[r];
   const int page = tables[row_table[r] + pos / s.page_size];
@@ -89,10 +112,10 @@ __global__ void __launch_bounds__(kRowThreads)
                                static_cast<size_t>(kv_dim);
   bf16* v_dst = k_dst + static_cast<size_t>(s.page_size) * kv_dim;
   for (int idx = threadIdx.x; idx < s.n_kv_heads * half; idx += blockDim.x) {
-    const int base = (idx / half) * hd, i = idx % half;
-    const float a = value(q_dim + base + i), b = value(q_dim + base + i + half);
-    k_dst[base + i] = __float2bfloat16(a * cr[i] - b * sr[i]);
-    k_dst[base + i + half] = __float2bfloat16(b * cr[i] + a * sr[i]);
+    const int g = idx / half, i = idx % half;
+    const float a = normed(s.n_heads + g, i, norm.k), b = normed(s.n_heads + g, i + half, norm.k);
+    k_dst[g * hd + i] = __float2bfloat16(a * cr[i] - b * sr[i]);
+    k_dst[g * hd + i + half] = __float2bfloat16(b * cr[i] + a * sr[i]);
   }
   for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
     v_dst[i] = __float2bfloat16(value(q_dim + kv_dim + i));
@@ -196,14 +219,18 @@ cudaError_t LaunchRopeTable(const int32_t* positions, int rows, const double* in
   return cudaGetLastError();
 }
 
-cudaError_t LaunchRopeAndWriteKv(const float* qkv, const float* bias, const float* cos_table,
-                                 const float* sin_table, const int32_t* positions,
-                                 const int32_t* row_table, const int32_t* tables, int rows,
-                                 const QkvShape& shape, float* q_out, bf16* kv_layer,
-                                 cudaStream_t stream) {
+cudaError_t LaunchRopeAndWriteKv(const float* qkv, const float* bias, const QkNorm& norm,
+                                 const float* cos_table, const float* sin_table,
+                                 const int32_t* positions, const int32_t* row_table,
+                                 const int32_t* tables, int rows, const QkvShape& shape,
+                                 float* q_out, bf16* kv_layer, cudaStream_t stream) {
+  const int heads = shape.n_heads + shape.n_kv_heads;
+  if (norm.q && (heads > kQkNormMaxHeads || !norm.k)) return cudaErrorInvalidValue;
+  const size_t shared = norm.q ? heads * sizeof(float) : 0;
   if (rows > 0) {
-    RopeAndWriteKvKernel<<<rows, kRowThreads, 0, stream>>>(
-        qkv, bias, cos_table, sin_table, positions, row_table, tables, shape, q_out, kv_layer);
+    RopeAndWriteKvKernel<<<rows, kRowThreads, shared, stream>>>(qkv, bias, norm, cos_table,
+                                                                sin_table, positions, row_table,
+                                                                tables, shape, q_out, kv_layer);
   }
   return cudaGetLastError();
 }

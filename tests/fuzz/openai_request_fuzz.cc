@@ -15,11 +15,11 @@ using pdserve::gateway::ApiError;
 using pdserve::gateway::Endpoint;
 using pdserve::gateway::GenerationRequest;
 using pdserve::gateway::ParseGenerationRequest;
-using pdserve::gateway::ParseLimits;
+using pdserve::gateway::ParseOptions;
 
 void Check(std::string_view body, Endpoint endpoint) {
-  const ParseLimits limits;
-  auto parsed = ParseGenerationRequest(body, endpoint, limits);
+  const ParseOptions options;
+  auto parsed = ParseGenerationRequest(body, endpoint, options);
   if (const auto* error = std::get_if<ApiError>(&parsed)) {
     // A refusal is a client error with a message, and serializes.
     if (error->http_status < 400 || error->http_status >= 500 || error->message.empty()) abort();
@@ -28,8 +28,8 @@ void Check(std::string_view body, Endpoint endpoint) {
   }
   const GenerationRequest& r = std::get<GenerationRequest>(parsed);
   if (r.endpoint != endpoint) abort();
-  if (r.max_tokens && (*r.max_tokens < 0 || *r.max_tokens > limits.max_tokens_limit)) abort();
-  if (static_cast<int>(r.stop.size()) > limits.max_stop_strings) abort();
+  if (r.max_tokens && (*r.max_tokens < 0 || *r.max_tokens > options.max_tokens_limit)) abort();
+  if (static_cast<int>(r.stop.size()) > options.max_stop_strings) abort();
   if (endpoint == Endpoint::kChatCompletions && r.messages.empty()) abort();
 }
 

@@ -138,6 +138,35 @@ TEST(OpenAiRequestTest, IntegersPastInt64AreReportedAsSent) {
             std::optional<uint64_t>(UINT64_MAX));
 }
 
+// A model's generation_config.json sets what a request leaves out; what it sends wins.
+TEST(OpenAiRequestTest, SamplingDefaultsFillOnlyWhatTheRequestLeavesOut) {
+  ParseOptions options;
+  options.sampling = {0.6f, 0.95f, 20, 512};
+  auto fill =
+      ParseGenerationRequest(R"({"model":"m","prompt":"hi"})", Endpoint::kCompletions, options);
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(fill));
+  const auto& filled = std::get<GenerationRequest>(fill);
+  EXPECT_EQ(filled.temperature, 0.6f);
+  EXPECT_EQ(filled.top_p, 0.95f);
+  EXPECT_EQ(filled.top_k, 20);
+  EXPECT_EQ(filled.max_tokens, 512);
+  auto own = ParseGenerationRequest(
+      R"({"model":"m","prompt":"hi","temperature":0,"top_p":1,"top_k":-1,"max_tokens":3})",
+      Endpoint::kCompletions, options);
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(own));
+  const auto& sent = std::get<GenerationRequest>(own);
+  EXPECT_EQ(sent.temperature, 0.0f);
+  EXPECT_EQ(sent.top_p, 1.0f);
+  EXPECT_EQ(sent.top_k, 0);
+  EXPECT_EQ(sent.max_tokens, 3);
+  // Without a model's defaults: OpenAI's.
+  const auto plain = Ok(R"({"model":"m","prompt":"hi"})");
+  EXPECT_EQ(plain.temperature, 1.0f);
+  EXPECT_EQ(plain.top_p, 1.0f);
+  EXPECT_EQ(plain.top_k, 0);
+  EXPECT_FALSE(plain.max_tokens.has_value());
+}
+
 TEST(ApiErrorTest, SerialisesAsOpenAiDoes) {
   auto j = ApiError::ModelNotFound("gpt-x").ToJson();
   EXPECT_EQ(j["error"]["message"], "The model 'gpt-x' does not exist");

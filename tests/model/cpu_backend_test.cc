@@ -61,6 +61,16 @@ std::vector<double> Norm(const std::vector<double>& x, const std::vector<double>
   return y;
 }
 
+// Each of `heads` heads of v, [head_dim] values apiece, RMS-normalised with the weights w.
+void NormHeads(std::vector<double>& v, int heads, const std::vector<double>& w,
+               const ModelConfig& c) {
+  for (int h = 0; h < heads; ++h) {
+    const auto first = v.begin() + static_cast<size_t>(h) * c.head_dim;
+    const auto normed = Norm(std::vector<double>(first, first + c.head_dim), w, c.rms_norm_eps);
+    std::copy(normed.begin(), normed.end(), first);
+  }
+}
+
 double InvFreq(const ModelConfig& c, int i) {
   double f = 1.0 / std::pow(c.rope_theta, 2.0 * i / c.head_dim);
   if (!c.rope_scaling) return f;
@@ -109,6 +119,10 @@ std::vector<std::vector<double>> RefForward(const RefModel& m, const std::vector
         for (int j = 0; j < c.q_dim(); ++j) q[i][j] += m.W(p + "self_attn.q_proj.bias")[j];
         for (int j = 0; j < c.kv_dim(); ++j) k[i][j] += m.W(p + "self_attn.k_proj.bias")[j];
         for (int j = 0; j < c.kv_dim(); ++j) v[i][j] += m.W(p + "self_attn.v_proj.bias")[j];
+      }
+      if (c.qk_norm) {  // Qwen3: each head through its own RMSNorm, after the bias
+        NormHeads(q[i], c.n_heads, m.W(p + "self_attn.q_norm.weight"), c);
+        NormHeads(k[i], c.n_kv_heads, m.W(p + "self_attn.k_norm.weight"), c);
       }
       Rope(q[i], c.n_heads, c, i);
       Rope(k[i], c.n_kv_heads, c, i);
@@ -204,6 +218,29 @@ TEST(CpuBackendTest, Qwen2WithBiasesAndTiedEmbeddingsMatchesDoubleReference) {
   c.architecture = "Qwen2ForCausalLM";
   c.attention_bias = true;
   c.tie_word_embeddings = true;
+  c.n_kv_heads = 1;
+  ExpectMatchesReference(c);
+}
+
+// Qwen3 dense: q and k normalised per head before RoPE, heads wider than dim / n_heads (as
+// Qwen3-0.6B's: 1024 / 16 = 64, head_dim 128), tied embeddings.
+TEST(CpuBackendTest, Qwen3WithQkNormMatchesDoubleReference) {
+  ModelConfig c = SmallConfig();
+  c.architecture = "Qwen3ForCausalLM";
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.head_dim = 32;  // dim 64 over 4 heads would be 16
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 1000000.0;
+  ExpectMatchesReference(c);
+}
+
+// Qwen3 with attention_bias: the norms come after the biases.
+TEST(CpuBackendTest, Qwen3NormsTheBiasedQueriesAndKeys) {
+  ModelConfig c = SmallConfig();
+  c.architecture = "Qwen3ForCausalLM";
+  c.qk_norm = true;
+  c.attention_bias = true;
   c.n_kv_heads = 1;
   ExpectMatchesReference(c);
 }

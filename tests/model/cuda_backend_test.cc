@@ -393,6 +393,29 @@ TEST(CudaBackendTest, DecodeBatchesMatchCpuWithEitherAttentionKernel) {
   }
 }
 
+// Qwen3 dense: q and k normalised per head before RoPE, on heads wider than dim / n_heads (256
+// over 4 heads, head_dim 128, as Qwen3-0.6B's), tied embeddings; prompts with the GEMV kernel
+// and cuBLAS, decode steps with either attention kernel, and the norms after q/k/v biases.
+TEST(CudaBackendTest, Qwen3QkNormsMatchCpu) {
+  REQUIRE_GPU();
+  ModelConfig c = WideConfig();
+  c.architecture = "Qwen3ForCausalLM";
+  c.qk_norm = true;
+  c.tie_word_embeddings = true;
+  c.n_kv_heads = 2;
+  c.rms_norm_eps = 1e-6f;
+  c.rope_theta = 1000000.0;
+  ExpectPromptMatches(c, DType::kBF16, /*gemv_max_rows=*/8);
+  ExpectPromptMatches(c, DType::kBF16, /*gemv_max_rows=*/0);
+  for (bool decode_kernel : {true, false}) ExpectDecodeBatchesMatch(c, decode_kernel);
+  ModelConfig biased = SmallConfig();
+  biased.architecture = "Qwen3ForCausalLM";
+  biased.qk_norm = true;
+  biased.attention_bias = true;
+  biased.head_dim = 32;
+  ExpectPromptMatches(biased, DType::kBF16);
+}
+
 TEST(CudaBackendTest, KvPagesHoldTheCpuLayoutInBf16OnTheDevice) {
   REQUIRE_GPU();
 #if PDSERVE_HAVE_CUDA_BACKEND

