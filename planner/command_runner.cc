@@ -41,6 +41,10 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out.fd[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err.fd[1], 2);
+  // Nothing else of ours: a child that outlives the command (a worker it starts) holding the
+  // gateway's client sockets would keep a connection the gateway closed open to its client, who
+  // then sends a request into it that nobody reads.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;

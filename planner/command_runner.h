@@ -1,7 +1,8 @@
 // RunCommand: runs a program to completion for an actuator (sbatch, scancel, squeue, an
 // operator's scale script) and returns what it printed. The program is exec'd directly with
 // its argv (no shell), with this process's environment plus `extra_env`; stdout and stderr are
-// collected apart, each capped at 64 KiB. Past `timeout` the program is killed (SIGKILL).
+// collected apart, each capped at 64 KiB. It inherits no other descriptor of this process's.
+// Past `timeout` the program is killed (SIGKILL).
 //
 // Threads: any; blocks the calling thread until the program ends, so actuators call it off the
 // gateway's I/O threads.

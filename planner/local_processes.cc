@@ -1,6 +1,7 @@
 #include "planner/local_processes.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,10 +29,19 @@ Status LocalProcesses::Spawn(Child& child, Clock::time_point now) {
   std::vector<char*> argv;
   for (auto& a : child.argv) argv.push_back(a.data());
   argv.push_back(nullptr);
+  rlimit files{};
+  const int max_fd = ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                         ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20))
+                         : 1 << 16;
   const pid_t pid = ::fork();
   if (pid < 0) return Unavailable(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    // Only async-signal-safe calls from here to exec.
+    // Only async-signal-safe calls from here to exec. The child keeps stdin, stdout and stderr
+    // only: a worker holding the gateway's client sockets would keep a connection the gateway
+    // closed open to its client, who then sends a request into it that nobody reads.
+    if (::close_range(3, ~0U, 0) != 0) {
+      for (int fd = 3; fd < max_fd; ++fd) ::close(fd);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -5,7 +5,8 @@
 // workers with it, so that one that dies is back within seconds while the gateway stays up.
 //
 // Threads: one owner thread. Children start with every signal unblocked and the default
-// dispositions, whatever the owner blocks. The owner must reap children only through Poll.
+// dispositions, whatever the owner blocks, and with none of its descriptors but 0, 1 and 2. The
+// owner must reap children only through Poll.
 #pragma once
 
 #include <sys/types.h>

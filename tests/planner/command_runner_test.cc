@@ -1,10 +1,13 @@
 // RunCommand, with /bin/sh scripts: what a program prints on stdout and stderr comes back
 // apart, with its exit status; extra environment reaches it; one that runs too long is killed;
 // one that leaves a background child holding its output still returns when it exits; a program
-// that does not exist is a clear error.
+// that does not exist is a clear error; the program inherits no descriptor of the caller's but
+// stdin, stdout and stderr.
 #include "planner/command_runner.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "tests/planner/fake_programs.h"
 
@@ -20,6 +23,19 @@ TEST(CommandRunnerTest, CollectsStdoutAndStderrApartWithTheExitStatus) {
   EXPECT_EQ(ran->err, "err\n");
   EXPECT_EQ(ran->exit_status, 3);
   EXPECT_EQ(DescribeFailure("scale.sh", *ran), "'scale.sh' exited with status 3: err");
+}
+
+// A socket or file the caller opened without close-on-exec (Asio's sockets are) stays out of
+// the program and of what it leaves running.
+TEST(CommandRunnerTest, TheProgramInheritsNoDescriptorOfTheCallers) {
+  const int fd = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC, as a leaked socket would be
+  ASSERT_GE(fd, 3);
+  const std::string check = "test -e /proc/$$/fd/" + std::to_string(fd) +
+                            " && echo inherited || echo closed; test -e /proc/$$/fd/1 && echo out";
+  auto ran = RunCommand({"/bin/sh", "-c", check});
+  ::close(fd);
+  ASSERT_TRUE(ran.ok()) << ran.status().ToString();
+  EXPECT_EQ(ran->out, "closed\nout\n");
 }
 
 TEST(CommandRunnerTest, ExtraEnvironmentOverridesAndAdds) {

@@ -1,11 +1,14 @@
 // The local actuator's child processes, with /bin/sh standing in for pdserve: a supervised child
 // that exits is started again after a backoff that doubles, an unsupervised one is not, and
-// StopAll ends every child, one that ignores SIGTERM after its grace.
+// StopAll ends every child, one that ignores SIGTERM after its grace; a child inherits no
+// descriptor of its owner's but stdin, stdout and stderr.
 #include "planner/local_processes.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -89,6 +92,24 @@ TEST(LocalProcessesTest, AnUnsupervisedChildIsNotStartedAgain) {
   EXPECT_EQ(DescribeExit(seen.exits[0].second.wait_status), "killed by signal 9 (Killed)");
   EXPECT_TRUE(seen.restarts.empty());
   EXPECT_EQ(p.PidOf("once"), 0);
+}
+
+// `pdserve up` forks workers while its gateway holds client sockets (Asio's are not
+// close-on-exec): a worker must not hold one open after the gateway closed it.
+TEST(LocalProcessesTest, AChildInheritsNoDescriptorOfItsOwners) {
+  const int fd = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC, as a leaked socket would be
+  ASSERT_GE(fd, 3);
+  LocalProcesses p(Shell());
+  auto pid = p.Start("check",
+                     {"sh", "-c",
+                      "test -e /proc/$$/fd/" + std::to_string(fd) +
+                          " && exit 7; test -e /proc/$$/fd/2 || exit 8; exit 0"},
+                     /*supervised=*/false);
+  ::close(fd);
+  ASSERT_TRUE(pid.ok());
+  const Seen seen = PollFor(p, 3s, [](const Seen& s) { return !s.exits.empty(); });
+  ASSERT_EQ(seen.exits.size(), 1u);
+  EXPECT_EQ(DescribeExit(seen.exits[0].second.wait_status), "exited with status 0");
 }
 
 TEST(LocalProcessesTest, StopAllEndsEveryChildAndKillsOneThatIgnoresSigterm) {
