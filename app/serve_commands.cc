@@ -138,6 +138,40 @@ std::shared_ptr<gateway::PlannerAdvisorOptions> PlannerOptionsFrom(const Planner
   return o;
 }
 
+// `pdserve gateway`'s external upstreams (router/external_upstream.h).
+struct ExternalFlags {
+  std::vector<std::string> externals, models, key_envs;
+  double cooldown_s = 30;
+};
+
+void AddExternalFlags(CLI::App* gw, ExternalFlags* f, gateway::GatewayOptions* g) {
+  gw->add_option("--external", f->externals,
+                 "NAME=URL: an OpenAI-compatible upstream (https://..., or http:// for tests) "
+                 "where tenants with overflow=overflow in the keys file may go (repeatable)");
+  gw->add_option("--external-model", f->models,
+                 "NAME=MODEL: the model upstream NAME is asked for (default: the served model "
+                 "name)");
+  gw->add_option("--external-key-env", f->key_envs,
+                 "NAME=VAR: upstream NAME's API key is in environment variable VAR");
+  gw->add_option("--prices", g->prices_file,
+                 "Price sheet in LiteLLM's format that prices each --external upstream's model");
+  gw->add_option("--external-ca-file", g->external_ca_file,
+                 "CA certificates (PEM) for https upstreams (default: the system's)");
+  gw->add_option("--external-cooldown", f->cooldown_s,
+                 "Seconds an upstream that failed more than half its requests in a minute is "
+                 "left alone")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+}
+
+void ApplyExternalFlags(const ExternalFlags& f, gateway::GatewayOptions* g) {
+  auto configs = router::UpstreamsFromFlags(f.externals, f.models, f.key_envs,
+                                            [](const char* name) { return std::getenv(name); });
+  if (!configs.ok()) Fail("gateway", configs.status());
+  g->external = std::move(configs).value();
+  g->external_health.cooldown = std::chrono::seconds(std::llround(f.cooldown_s));
+}
+
 void RunGateway(gateway::GatewayOptions o, const std::string& ready_file) {
   InitLogging("gateway", "info");
   o.model_dir = ModelOrBuiltin("gateway", o.model_dir);
@@ -488,7 +522,10 @@ void AddServeCommands(CLI::App& app) {
                  "else only after --planner-down-hold of comfort)")
       ->check(CLI::Range(0, 86400));
   AddActuatorFlags(gw, &planner->actuator);
-  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner] {
+  auto external = std::make_shared<ExternalFlags>();
+  AddExternalFlags(gw, external.get(), g.get());
+  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner, external] {
+    ApplyExternalFlags(*external, g.get());
     if (*no_auth) g->api_keys_file.clear();
     g->queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(*queue_timeout * 1000));
     g->ttft_slo = std::chrono::milliseconds(*ttft_slo_ms);

@@ -13,8 +13,8 @@ namespace pdserve::gateway {
 
 namespace {
 
-// Reads a line's options (rpm, tpm, weight, ttft_slo_ms) into `limits` and `admission`, and
-// says whether any of each was given; `where` prefixes the error.
+// Reads a line's options (rpm, tpm, weight, ttft_slo_ms, overflow) into `limits` and `admission`,
+// and says whether any of each was given; `where` prefixes the error.
 Status ParseOptions(const std::vector<std::string>& options, const std::string& where,
                     TenantLimits* limits, TenantAdmission* admission, bool* any_limit,
                     bool* any_admission) {
@@ -22,13 +22,40 @@ Status ParseOptions(const std::vector<std::string>& options, const std::string& 
   for (const std::string& option : options) {
     const auto eq = option.find('=');
     const std::string name = option.substr(0, eq);
-    const bool known = name == "rpm" || name == "tpm" || name == "weight" || name == "ttft_slo_ms";
+    const bool known = name == "rpm" || name == "tpm" || name == "weight" ||
+                       name == "ttft_slo_ms" || name == "overflow" || name == "zones";
     if (eq == std::string::npos || !known) {
-      return InvalidArgument(where + ": unknown option '" + option +
-                             "' (expected rpm=N, tpm=N, weight=X or ttft_slo_ms=N)");
+      return InvalidArgument(
+          where + ": unknown option '" + option +
+          "' (expected rpm=N, tpm=N, weight=X, ttft_slo_ms=N, overflow=RULE or zones=Z1,Z2)");
     }
     if (!seen.insert(name).second) return InvalidArgument(where + ": '" + name + "' given twice");
     const std::string text = option.substr(eq + 1);
+    if (name == "zones") {
+      std::istringstream list(text);
+      for (std::string zone; std::getline(list, zone, ',');) {
+        if (zone.empty()) {
+          return InvalidArgument(where + ": 'zones' takes zone names separated by commas, not '" +
+                                 text + "'");
+        }
+        admission->zones.insert(zone);
+      }
+      if (admission->zones.empty()) {
+        return InvalidArgument(where + ": 'zones' names no zone");
+      }
+      *any_admission = true;
+      continue;
+    }
+    if (name == "overflow") {
+      auto rule = router::ParseOverflowRule(text);
+      if (!rule.ok()) return InvalidArgument(where + ": " + rule.status().message());
+      if (*rule == router::OverflowRule::kCheapest) {
+        return InvalidArgument(where + ": overflow=cheapest is not built yet (never or overflow)");
+      }
+      admission->overflow = *rule;
+      *any_admission = true;
+      continue;
+    }
     if (name == "weight") {
       double value = 0;
       auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -134,8 +161,9 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Parse(const std::string& text,
     if (any_admission) {
       auto [it, inserted] = keys->admission_.try_emplace(tenant, admission);
       if (!inserted && !(it->second == admission)) {
-        return InvalidArgument(where + ": tenant '" + tenant +
-                               "' was given another weight or ttft_slo_ms on an earlier line");
+        return InvalidArgument(
+            where + ": tenant '" + tenant +
+            "' was given another weight, ttft_slo_ms, overflow or zones on an earlier line");
       }
     }
     keys->tenants_[hash] = tenant;

@@ -8,19 +8,25 @@
 // Options: rpm=N requests per minute, tpm=N tokens (prompt + max_tokens) per minute, 0 or absent:
 // no limit (TenantQuota says how they are counted); weight=X the tenant's share of the admission
 // queue against other waiting tenants (default 1); ttft_slo_ms=N its TTFT objective, past which
-// a predicted wait is refused at once (0 or absent: the gateway's --ttft-slo-ms). A tenant's
-// options may be given on any of its key lines; two lines that give one tenant different ones
-// are an error. Blank lines and lines starting with # are skipped. Immutable after Load; any
-// thread.
+// a predicted wait is refused at once (0 or absent: the gateway's --ttft-slo-ms);
+// overflow=never|overflow where its requests may go beyond self-hosted workers (never, the
+// default: they wait or are refused; overflow: to an external upstream when admission predicts
+// its TTFT objective would be missed; router/external_upstream.h); zones=Z1,Z2 the zones of the
+// workers (their --zone) its requests may use, and no others (absent: any; a tenant with zones
+// never overflows, as upstreams have none). A tenant's options may be given on any of its key
+// lines; two lines that give one tenant different ones are an error. Blank lines and lines
+// starting with # are skipped. Immutable after Load; any thread.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/status.h"
 #include "gateway/tenant_quota.h"
+#include "router/external_upstream.h"
 
 namespace pdserve::gateway {
 
@@ -28,6 +34,8 @@ namespace pdserve::gateway {
 struct TenantAdmission {
   double weight = 1;        // > 0
   int64_t ttft_slo_ms = 0;  // 0: the gateway's default
+  router::OverflowRule overflow = router::OverflowRule::kNever;
+  std::set<std::string> zones;  // the workers' zones its requests may use; empty: any
   bool operator==(const TenantAdmission&) const = default;
 };
 

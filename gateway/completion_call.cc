@@ -72,10 +72,14 @@ bool CompletionCall::Start() {
   return Admit();
 }
 
-bool CompletionCall::Admit() {
+void CompletionCall::NewAttempt() {
   ++attempts_;
   attempt_id_ = g_next_request.fetch_add(1);
   attempts_by_id_[attempt_id_].number = attempts_;
+}
+
+bool CompletionCall::Admit() {
+  NewAttempt();
   // A request no registered worker could ever hold would wait out its deadline for nothing.
   const int64_t kv_tokens = static_cast<int64_t>(prompt_.size()) + max_tokens_;
   if (const int64_t largest = registry_->LargestKvTokens(); largest > 0 && kv_tokens > largest) {
@@ -121,6 +125,7 @@ bool CompletionCall::Admit() {
   const router::Admission a = admission_.queue->Submit(std::move(r));
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
   if (a.verdict != router::Admission::Verdict::kRejected) return true;
+  if (overflow_.rule == router::OverflowRule::kOverflow) return Overflow(a);
   metrics_->RecordRejected("predicted_wait");
   char wait[32];
   std::snprintf(wait, sizeof wait, "%.1f", a.predicted_wait_s);
@@ -137,9 +142,11 @@ bool CompletionCall::Admit() {
 bool CompletionCall::TryStart(uint64_t id, const std::vector<int32_t>& prompt,
                               const proto::Sampling& sampling, const std::set<uint64_t>& exclude) {
   auto self = shared_from_this();
-  auto attempt = registry_->Dispatch(id, prompt, sampling, self, exclude);
+  auto attempt = registry_->Dispatch(id, prompt, sampling, self, exclude, admission_.zones);
   // Workers that failed this request are avoided while others can take it, not waited for.
-  if (!attempt.ok() && !exclude.empty()) attempt = registry_->Dispatch(id, prompt, sampling, self);
+  if (!attempt.ok() && !exclude.empty()) {
+    attempt = registry_->Dispatch(id, prompt, sampling, self, {}, admission_.zones);
+  }
   if (!attempt.ok()) return false;
   boost::asio::post(strand_, [self, id] { self->HandleStarted(id); });
   return true;
@@ -157,7 +164,11 @@ void CompletionCall::HandleStarted(uint64_t id) {
   if (started_) return;
   started_ = true;
   metrics_->running().Increment();
-  metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_), static_cast<int64_t>(prompt_.size()));
+  // Only what workers start counts (the planner's starts); an upstream's attempt did not queue.
+  if (attempts_by_id_[id].upstream < 0) {
+    metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_),
+                              static_cast<int64_t>(prompt_.size()));
+  }
   if (output_.started) output_.started();
 }
 
@@ -220,6 +231,12 @@ void CompletionCall::Cancel() {
     return;
   }
   finish_reason_ = "abort";
+  if (Attempt& a = attempts_by_id_[attempt_id_]; a.upstream >= 0) {
+    if (external_) external_->Cancel();
+    external_.reset();
+    SetExternalUsage(a, ExternalEnd{});
+    return EndAttempt(kStatusCancelled);
+  }
   EndAttempt(kStatusCancelled);
   registry_->Cancel(attempt_id_);
 }
@@ -253,10 +270,7 @@ void CompletionCall::HandleClosed(const AttemptUsage& usage) {
   MaybeWriteRow(usage.attempt_id);
 }
 
-void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
-  Attempt& a = attempts_by_id_[attempt_id];
-  if (a.written || a.status.empty() || !a.usage) return;
-  a.written = true;
+AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
   const bool final_attempt = attempt_id == attempt_id_;
   AttemptRow row;
   row.request_id = builder_.id();
@@ -291,6 +305,15 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
     }
     row.completion_text = text_;
   }
+  return row;
+}
+
+void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
+  Attempt& a = attempts_by_id_[attempt_id];
+  if (a.upstream >= 0) return WriteExternalRow(attempt_id);
+  if (a.written || a.status.empty() || !a.usage) return;
+  a.written = true;
+  AttemptRow row = BaseRow(attempt_id, a);
   PriceRow(*a.usage, accounting_.egress_usd_per_gb, &row);
   a.cost_usd = row.cost_usd;
   metrics_->RecordCost(accounting_.tenant, row.prefill_worker.capacity_class,
@@ -444,7 +467,8 @@ void CompletionCall::SendCompletion() {
     spdlog::warn("{}: the workers did not report the attempt's cost within {} s", builder_.id(),
                  kCostWait.count());
   }
-  const Usage usage{static_cast<int>(prompt_.size()), completion_tokens_};
+  const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(prompt_.size())),
+                    completion_tokens_};
   const nlohmann::json extra = cost ? nlohmann::json{{"cost_usd", *cost}} : nlohmann::json(nullptr);
   char cost_text[64] = "";
   if (cost) std::snprintf(cost_text, sizeof cost_text, "%.12g", *cost);

@@ -11,6 +11,15 @@
 // last bytes go out, and its cost is returned in the x-pdserve-cost-usd header and as
 // usage.cost_usd.
 //
+// Overflow (router/external_upstream.h): a tenant whose rule is `overflow` is not refused when
+// admission predicts its TTFT objective would be missed: its first attempt goes to the cheapest
+// external upstream that is not cooling down (gateway/external_call.h), a failure there before
+// any text reached the client is retried on another upstream and then on self-hosted workers,
+// and a request that can go nowhere allowed gets 503 (no_allowed_route) saying why. The client
+// sees our response id and model name, and the usage the upstream reported (or our tokenizer's
+// count where it reported none); the attempt's ledger row (class api) is priced at the
+// upstream's token prices times exactly that usage. Code: gateway/completion_call_external.cc.
+//
 // Threads: registry and queue callbacks arrive on other threads and are posted to the owning
 // session's strand; everything else runs on that strand.
 #pragma once
@@ -26,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/external_call.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/openai_response.h"
 #include "gateway/tenant_quota.h"
@@ -67,6 +77,15 @@ struct CallAdmission {
   std::chrono::milliseconds ttft_slo{0};           // 0: never refused early
   std::shared_ptr<TenantQuota> quota;              // null: nothing was charged
   int64_t quota_tokens = 0;                        // what was charged
+  std::set<std::string> zones;  // the workers' zones it may use (its tenant's); empty: any
+};
+
+// Where the call may go beyond self-hosted workers.
+struct CallOverflow {
+  router::OverflowRule rule = router::OverflowRule::kNever;
+  std::shared_ptr<router::ExternalUpstreams> upstreams;  // null: none configured
+  std::shared_ptr<boost::asio::ssl::context> tls;        // for https upstreams
+  std::string client_body;                               // the request as the client sent it
 };
 
 class CompletionCall : public RequestSink, public std::enable_shared_from_this<CompletionCall> {
@@ -81,6 +100,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // refused; otherwise `started` follows once it leaves the queue (or `finish` with a 503 when
   // its deadline passes first).
   bool Start();
+  // Before Start: lets the call overflow to external upstreams as `overflow.rule` says.
+  void AllowOverflow(CallOverflow overflow) { overflow_ = std::move(overflow); }
   // The client went away: take it out of the queue, or stop its workers.
   void Cancel();
 
@@ -97,10 +118,25 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
     std::chrono::system_clock::time_point end;
     bool written = false;
     double cost_usd = 0;  // once written
+    int upstream = -1;    // >= 0: an external attempt, on this upstream
+    int64_t external_prompt_tokens = 0, external_completion_tokens = 0;  // what it is priced at
   };
 
   // A new attempt, through the queue. False when it was refused (the call has finished).
   bool Admit();
+  // Gives the call a new attempt id (and number).
+  void NewAttempt();
+  // External upstreams (completion_call_external.cc). Overflow: admission refused the first
+  // attempt (`refusal`); it goes to an upstream, or ends with 503; false when it ended.
+  bool Overflow(const router::Admission& refusal);
+  void StartExternal(int upstream, const std::string& reason);
+  void HandleExternalText(uint64_t id, const std::string& text);
+  void HandleExternalEnd(uint64_t id, const ExternalEnd& end);
+  // The tokens an external attempt is priced at: the upstream's usage, else our count.
+  void SetExternalUsage(Attempt& attempt, const ExternalEnd& end);
+  void WriteExternalRow(uint64_t attempt_id);
+  // A row's common fields (who, when, what, text) for attempt `attempt_id`.
+  AttemptRow BaseRow(uint64_t attempt_id, const Attempt& attempt) const;
   // Under the queue's lock, from any thread: dispatches attempt `id` to the registry.
   bool TryStart(uint64_t id, const std::vector<int32_t>& prompt, const proto::Sampling& sampling,
                 const std::set<uint64_t>& exclude);
@@ -161,6 +197,11 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   std::string finish_reason_;
   bool waiting_for_cost_ = false, completion_sent_ = false;
   std::unique_ptr<boost::asio::steady_timer> cost_timer_;
+  CallOverflow overflow_;
+  std::shared_ptr<ExternalCall> external_;  // the external attempt under way
+  std::set<int> failed_upstreams_;
+  bool external_text_ = false;                  // an external attempt's text reached the client
+  std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
   std::chrono::system_clock::time_point arrival_wall_, first_token_wall_;
   std::chrono::steady_clock::time_point arrival_, dispatched_, first_token_, end_;
 };

@@ -87,7 +87,8 @@ GatewayMetrics::GatewayMetrics()
               .Name("pdserve_request_rejected_total")
               .Help("Requests refused without running, by reason: predicted_wait (their "
                     "TTFT objective was out of reach), queue_timeout, rate_limit, kv_capacity (no "
-                    "worker could ever hold its KV).")
+                    "worker could ever hold its KV), no_allowed_route (out of reach, and no "
+                    "external upstream it may use could take it).")
               .Register(*registry_)),
       resumed_(pm::BuildCounter()
                    .Name("pdserve_requests_resumed_total")
@@ -95,6 +96,17 @@ GatewayMetrics::GatewayMetrics()
                          "prefilled again, by reason: preempted (the decode worker ran out of KV "
                          "pages) or worker_failed (a worker was lost, froze or failed).")
                    .Register(*registry_)),
+      external_(pm::BuildCounter()
+                    .Name("pdserve_external_requests_total")
+                    .Help("Request attempts sent to an external upstream, by upstream and reason "
+                          "(predicted_wait: admission predicted a TTFT objective miss; retry: "
+                          "another upstream failed the request first).")
+                    .Register(*registry_)),
+      external_errors_(pm::BuildCounter()
+                           .Name("pdserve_external_request_errors_total")
+                           .Help("Request attempts on an external upstream that failed, by "
+                                 "upstream.")
+                           .Register(*registry_)),
       planner_desired_(pm::BuildGauge()
                            .Name("pdserve_planner_desired_workers")
                            .Help("Workers the planner wants per pool (prefill, decode) and class "

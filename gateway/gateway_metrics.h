@@ -56,6 +56,19 @@ class GatewayMetrics {
   // pdserve_requests_resumed_total{reason}: a stream under way started again on other workers
   // (reason preempted or worker_failed).
   void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
+  // pdserve_external_requests_total{upstream,reason}: attempts sent to an external upstream
+  // (reason predicted_wait: admission predicted a TTFT objective miss; retry: another upstream
+  // failed the request first); pdserve_external_request_errors_total{upstream}: those that failed.
+  void RecordExternal(const std::string& upstream, const std::string& reason) {
+    external_.Add({{"upstream", upstream}, {"reason", reason}}).Increment();
+    if (reason == "predicted_wait") overflowed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Requests that overflowed to an upstream because admission predicted a miss so far: demand
+  // the self-hosted workers refused, which the planner counts with admission's refusals.
+  int64_t Overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+  void RecordExternalError(const std::string& upstream) {
+    external_errors_.Add({{"upstream", upstream}}).Increment();
+  }
   // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,
   // direction,reason}: what the planner wants and how often it changed its mind, by the rule
   // (planner::Decision::cause); pdserve_planner_actuations_total{pool,result}: act mode's calls
@@ -92,10 +105,13 @@ class GatewayMetrics {
   prometheus::Histogram& queue_time_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& resumed_;
+  prometheus::Family<prometheus::Counter>& external_;
+  prometheus::Family<prometheus::Counter>& external_errors_;
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
   prometheus::Family<prometheus::Counter>& planner_actuations_;
   std::atomic<int64_t> started_prompt_tokens_{0};
+  std::atomic<int64_t> overflowed_{0};
   mutable std::mutex recent_itl_mu_;
   double recent_itl_ = 0;                                // guarded by recent_itl_mu_
   std::chrono::steady_clock::time_point recent_itl_at_;  // guarded by recent_itl_mu_

@@ -6,12 +6,48 @@
 
 #include "gateway/http_session.h"
 #include "gateway/ledger_rows.h"
+#include "ledger/price_sheet.h"
 #include "model/model_config.h"
 
 namespace pdserve::gateway {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
+
+namespace {
+
+// The external upstreams, priced from the price sheet, and the TLS context they share.
+Status StartUpstreams(const GatewayOptions& o, GatewayServer::Shared* shared) {
+  if (o.external.empty()) return Status::Ok();
+  if (o.prices_file.empty()) {
+    return InvalidArgument(
+        "--external needs --prices: a price sheet (LiteLLM's format) that "
+        "prices each upstream's model");
+  }
+  PDSERVE_ASSIGN_OR_RETURN(PriceSheet sheet, PriceSheet::Load(o.prices_file));
+  std::vector<router::UpstreamConfig> configs = o.external;
+  for (router::UpstreamConfig& c : configs) {
+    auto price = sheet.Select({c.model.empty() ? c.name : c.model});
+    if (!price.ok() && !c.model.empty()) price = sheet.Select({c.name});
+    if (!price.ok()) {
+      return NotFound(
+          "upstream '" + c.name + "': " + o.prices_file + " has no entry named " +
+          (c.model.empty() ? "'" + c.name + "'" : "'" + c.model + "' or '" + c.name + "'") +
+          " (--external-model NAME=MODEL names the sheet's model)");
+    }
+    c.input_cost_per_token = (*price)[0].input_cost_per_token;
+    c.output_cost_per_token = (*price)[0].output_cost_per_token;
+    spdlog::info("external upstream '{}' at {} (model '{}'): ${}/1M input, ${}/1M output tokens",
+                 c.name, c.url, c.model, c.input_cost_per_token * 1e6,
+                 c.output_cost_per_token * 1e6);
+  }
+  PDSERVE_ASSIGN_OR_RETURN(shared->upstream_tls, MakeUpstreamTlsContext(o.external_ca_file));
+  shared->upstreams =
+      std::make_shared<router::ExternalUpstreams>(std::move(configs), o.external_health);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions& o) {
   auto server = std::unique_ptr<GatewayServer>(new GatewayServer());
@@ -81,6 +117,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
         return r ? r->Prefill() : router::PrefillCapacity{};
       });
   *admission = shared->admission;
+  PDSERVE_RETURN_IF_ERROR(StartUpstreams(o, shared.get()));
   shared->queue_timeout = o.queue_timeout;
   shared->ttft_slo = o.ttft_slo;
   if (o.cluster_token.empty()) {

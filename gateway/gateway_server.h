@@ -14,12 +14,14 @@
 #include "common/accept_backoff.h"
 #include "common/status.h"
 #include "gateway/api_keys.h"
+#include "gateway/external_call.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/openai_request.h"
 #include "gateway/planner_advisor.h"
 #include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
 #include "router/admission_queue.h"
+#include "router/external_upstream.h"
 #include "router/worker_registry.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,6 +52,13 @@ struct GatewayOptions {
   std::chrono::milliseconds ttft_slo{0};
   // The planner (advise: decide and export; act: and carry out through its actuator): null: off.
   std::shared_ptr<PlannerAdvisorOptions> planner;
+  // External OpenAI-compatible upstreams, a pool of class api (router/external_upstream.h),
+  // where tenants with overflow=overflow may go; each is priced from `prices_file` (LiteLLM's
+  // format) by its model's entry, else its name's, which must exist.
+  std::vector<router::UpstreamConfig> external;
+  std::string prices_file;       // required with `external`
+  std::string external_ca_file;  // PEM CAs for https upstreams; "": the system's
+  router::UpstreamHealthOptions external_health;
 };
 
 class GatewayServer {
@@ -80,6 +89,8 @@ class GatewayServer {
     int max_context;
     size_t max_body_bytes;
     ParseOptions parse;  // the model's sampling defaults (generation_config.json)
+    std::shared_ptr<router::ExternalUpstreams> upstreams;  // null: none configured
+    std::shared_ptr<boost::asio::ssl::context> upstream_tls;
   };
 
  private:

@@ -41,4 +41,33 @@ void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* r
                       .total();
 }
 
+double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
+                       int64_t completion_tokens) {
+  // Each product rounded on its own, then their sum, as anyone re-pricing the row in plain double
+  // arithmetic does: volatile keeps the compiler from fusing them into one multiply-add.
+  const volatile double input = static_cast<double>(prompt_tokens) * upstream.input_cost_per_token;
+  const volatile double output =
+      static_cast<double>(completion_tokens) * upstream.output_cost_per_token;
+  return input + output;
+}
+
+void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
+                      int64_t completion_tokens, AttemptRow* row) {
+  WorkerRef w;
+  w.id = 0;
+  w.name = upstream.name;
+  w.role = kApiClass;
+  w.capacity_class = kApiClass;
+  w.gpu_count = 0;
+  row->prefill_worker = w;
+  row->decode_worker = w;
+  row->prefill_step_seconds = 0;
+  row->decode_step_seconds = 0;
+  row->kv_bytes = 0;
+  row->egress_cost_usd = 0;
+  row->prompt_tokens = prompt_tokens;
+  row->completion_tokens = completion_tokens;
+  row->cost_usd = ExternalCostUsd(upstream, prompt_tokens, completion_tokens);
+}
+
 }  // namespace pdserve::gateway

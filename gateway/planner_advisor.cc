@@ -73,10 +73,12 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   router::AdmissionRequest arriving;  // a request arriving now, its own prompt aside
   const double wait = queue_->PredictWait(arriving);
   auto signals = PoolSignalsFrom(snapshot, queue_->waiting(), wait, metrics_->RecentInterToken());
-  // Admission's refusals and starts over the last refusal window: one tick's are too few to
-  // tell a burst of arrivals from a load the pool cannot carry.
-  counts_.push_back({now, metrics_->Rejected("predicted_wait"), metrics_->Started(),
-                     metrics_->StartedPromptTokens()});
+  // Admission's refusals (with the requests it sent to an external upstream instead) and starts
+  // over the last refusal window: one tick's are too few to tell a burst of arrivals from a load
+  // the pool cannot carry.
+  counts_.push_back(
+      {now, metrics_->Rejected("predicted_wait") + static_cast<double>(metrics_->Overflowed()),
+       metrics_->Started(), metrics_->StartedPromptTokens()});
   while (counts_.size() > 1 && now - counts_[1].at >= kRefusalWindow) counts_.pop_front();
   const Counts& first = counts_.front();
   const Counts& last = counts_.back();

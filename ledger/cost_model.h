@@ -12,6 +12,9 @@ namespace pdserve::gateway {
 
 inline constexpr char kReservedClass[] = "reserved";
 inline constexpr char kBurstClass[] = "burst";
+// An external model API (gateway/external_call.h): priced per token, not per GPU-hour, and
+// outside the conservation of self-hosted capacity.
+inline constexpr char kApiClass[] = "api";
 
 // A worker as its Register described it, copied into each ledger row so a row stays priced
 // after the worker is gone.
@@ -19,7 +22,7 @@ struct WorkerRef {
   uint64_t id = 0;                // the gateway's id for the worker; 0: no worker (none ran)
   std::string name;               // the worker's name (host:pid or --name)
   std::string role;               // "prefill", "decode" or "both"
-  std::string capacity_class;     // kReservedClass or kBurstClass
+  std::string capacity_class;     // kReservedClass, kBurstClass or kApiClass
   std::string zone;               // where its KV lives; crossing zones is charged egress
   double price_per_gpu_hour = 0;  // USD
   int gpu_count = 1;

@@ -23,6 +23,19 @@ PhaseCosts RowCompute(const AttemptRow& r) {
 }
 
 void AddRow(const AttemptRow& r, ReportSection* s) {
+  if (r.decode_worker.capacity_class == kApiClass) {
+    ExternalFigures& e = s->external[r.decode_worker.name];
+    if (IsAcceptedStatus(r.status)) {
+      ++e.requests;
+      e.input_tokens += r.prompt_tokens;
+      e.output_tokens += r.completion_tokens;
+      e.cost_usd += r.cost_usd;
+    } else {
+      ++e.failed_attempts;
+      e.wasted_usd += r.cost_usd;
+    }
+    return;
+  }
   const PhaseCosts c = RowCompute(r);
   const bool prefilled = r.prefill_worker.id != 0, decoded = r.decode_worker.id != 0;
   ++s->attempts;
@@ -316,6 +329,13 @@ Json SectionJson(const ReportSection& s) {
                           {"never_breaks_even", b.never}};
   }
   j["apis"] = apis;
+  Json external = Json::object();
+  for (const auto& [name, e] : s.external) {
+    external[name] = {{"requests", e.requests},         {"failed_attempts", e.failed_attempts},
+                      {"input_tokens", e.input_tokens}, {"output_tokens", e.output_tokens},
+                      {"cost_usd", e.cost_usd},         {"retry_waste_usd", e.wasted_usd}};
+  }
+  j["external_apis"] = external;
   return j;
 }
 
@@ -470,6 +490,16 @@ std::string CostReportTable(const CostReport& r) {
   for (const auto& [name, s] : r.tenants) SectionTable("Tenant " + name, s, &out);
   for (const auto& [value, s] : r.groups) {
     SectionTable("Tag " + *r.options.group_by_tag + "=" + value, s, &out);
+  }
+  if (!r.overall.external.empty()) {
+    out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}\n", "External APIs (served)",
+                       "requests", "failed", "input tok", "output tok", "cost", "retry waste");
+    for (const auto& [name, e] : r.overall.external) {
+      out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}\n", name, e.requests,
+                         e.failed_attempts, e.input_tokens, e.output_tokens, Usd(e.cost_usd),
+                         Usd(e.wasted_usd));
+    }
+    out += "\n";
   }
   out += fmt::format("{:<24}{:>8}{:>12}{:>12}{:>8}{:>14}{:>14}{:>14}\n", "Workers", "class",
                      "uptime s", "busy s", "util", "capacity", "idle waste", "retry waste");

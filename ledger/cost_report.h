@@ -30,6 +30,9 @@
 //   their own request cost, retry waste, tokens and API costs; their capacity_cost_usd and
 //   idle_waste_usd are the fleet's allocated in proportion to the tenant's compute (accepted
 //   and failed), per capacity class, and say "allocated": true.
+// - Rows of class api (attempts the gateway sent to an external upstream) are no worker's: they
+//   stay out of every figure above (conservation is of self-hosted capacity) and are summed by
+//   upstream in `external` (JSON "external_apis"), at the cost their rows hold.
 #pragma once
 
 #include <map>
@@ -66,6 +69,15 @@ struct ApiFigures {
   double reserved_api_usd = 0;  // the tokens served on reserved workers at the API's prices
 };
 
+// Attempts sent to one external upstream (rows of class api): priced per token by the sheet the
+// gateway was given, beside the self-hosted figures and outside their conservation.
+struct ExternalFigures {
+  int64_t requests = 0, failed_attempts = 0;
+  int64_t input_tokens = 0, output_tokens = 0;  // accepted
+  double cost_usd = 0;                          // accepted attempts
+  double wasted_usd = 0;                        // failed attempts (retried, error)
+};
+
 struct ReportSection {
   bool allocated = false;  // capacity and idle are allocated shares (tenant, tag group)
   int64_t requests = 0, attempts = 0, failed_attempts = 0;
@@ -73,6 +85,7 @@ struct ReportSection {
   double capacity_usd = 0, request_usd = 0, retry_waste_usd = 0, idle_usd = 0, egress_usd = 0;
   std::map<std::string, ClassFigures> classes;  // by capacity class
   std::vector<ApiFigures> apis;
+  std::map<std::string, ExternalFigures> external;  // by upstream; not in the figures above
 };
 
 struct WorkerFigures {  // one worker over its periods in the window

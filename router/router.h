@@ -48,7 +48,8 @@ struct RouteRequest {
   // decode or colocated worker takes it only with room for what it reserves of it at the start
   // (InitialKvPages) now. 0: no check.
   int kv_tokens = 0;
-  std::set<uint64_t> exclude;  // workers not to use (those that failed this request before)
+  std::set<uint64_t> exclude;   // workers not to use (those that failed this request before)
+  std::set<std::string> zones;  // where its workers must be (its tenant's residency); empty: any
 };
 
 // The workers of one attempt: a prefill and a decode worker (disaggregated), or one worker of
@@ -90,9 +91,9 @@ class Router {
  public:
   virtual ~Router() = default;
   // The route for `request` among `workers`, or nullopt when none can take it now. A route
-  // names only workers of the snapshot that are not draining and not excluded, a decode (or
-  // colocated) worker only with room for the request's KV (HasRoomFor), and a prefill worker
-  // only with room in its queue (HasPrefillRoomFor).
+  // names only workers of the snapshot that are not draining, not excluded and in the request's
+  // zones (when it names any), a decode (or colocated) worker only with room for the request's
+  // KV (HasRoomFor), and a prefill worker only with room in its queue (HasPrefillRoomFor).
   virtual std::optional<Route> Pick(std::span<const WorkerLoad> workers,
                                     const RouteRequest& request) const = 0;
 };

@@ -8,6 +8,7 @@ namespace {
 
 bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
   return w.role == role && !w.draining && !request.exclude.count(w.id) &&
+         (request.zones.empty() || request.zones.count(w.zone)) &&
          (role == "prefill" ? HasPrefillRoomFor(w, request) : HasRoomFor(w, request));
 }
 

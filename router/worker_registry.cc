@@ -570,7 +570,8 @@ void WorkerRegistry::CloseAbandonedAttempts(std::chrono::steady_clock::time_poin
 Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
                                          const proto::Sampling& sampling,
                                          std::shared_ptr<RequestSink> sink,
-                                         const std::set<uint64_t>& exclude) {
+                                         const std::set<uint64_t>& exclude,
+                                         const std::set<std::string>& zones) {
   Actions actions;
   Attempt attempt;
   {
@@ -580,6 +581,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     request.prompt_tokens = static_cast<int>(prompt.size());
     request.kv_tokens = KvTokens(prompt.size(), sampling);
     request.exclude = exclude;
+    request.zones = zones;
     const std::vector<router::WorkerLoad> loads = SnapshotLocked();
     const std::optional<router::Route> route = options_.router->Pick(loads, request);
     auto d_it = route ? workers_.find(route->decode_worker) : workers_.end();

@@ -140,11 +140,13 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   uint16_t port() const { return port_; }
   void Stop();
 
-  // Starts attempt `attempt_id` (unique per attempt) on workers not in `exclude`. Unavailable
-  // when no worker (or pair) can take it.
+  // Starts attempt `attempt_id` (unique per attempt) on workers not in `exclude` and, when
+  // `zones` names any, registered in one of them. Unavailable when no worker (or pair) can take
+  // it.
   Result<Attempt> Dispatch(uint64_t attempt_id, const std::vector<int32_t>& prompt,
                            const proto::Sampling& sampling, std::shared_ptr<RequestSink> sink,
-                           const std::set<uint64_t>& exclude = {});
+                           const std::set<uint64_t>& exclude = {},
+                           const std::set<std::string>& zones = {});
   // Asks the attempt's workers to stop; its sink gets no more tokens or failures, only
   // OnAttemptClosed once they confirmed.
   void Cancel(uint64_t attempt_id);

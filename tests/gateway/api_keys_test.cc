@@ -73,6 +73,40 @@ TEST(ApiKeysTest, RefusesBadLimitsSayingWhere) {
 }
 
 // Parse reads text already in memory (the fuzz target's way in) exactly as Load reads the file.
+TEST(ApiKeysTest, ReadsEachTenantsOverflowRuleNeverByDefault) {
+  auto keys = ApiKeys::Parse(
+      "key:a1 acme overflow=overflow ttft_slo_ms=500\nkey:b1 beta\nkey:c1 gamma overflow=never\n",
+      "inline-keys");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ((*keys)->AdmissionFor("acme").overflow, router::OverflowRule::kOverflow);
+  EXPECT_EQ((*keys)->AdmissionFor("acme").ttft_slo_ms, 500);
+  EXPECT_EQ((*keys)->AdmissionFor("beta").overflow, router::OverflowRule::kNever);
+  EXPECT_EQ((*keys)->AdmissionFor("gamma").overflow, router::OverflowRule::kNever);
+  auto by_default = ApiKeys::Parse("default overflow=overflow\nkey:b1 beta\n", "inline-keys");
+  ASSERT_TRUE(by_default.ok()) << by_default.status().ToString();
+  EXPECT_EQ((*by_default)->AdmissionFor("beta").overflow, router::OverflowRule::kOverflow);
+  for (const char* bad : {"key:a1 acme overflow=always\n", "key:a1 acme overflow=cheapest\n",
+                          "key:a1 acme overflow=overflow\nkey:a2 acme overflow=never\n"}) {
+    auto refused = ApiKeys::Parse(bad, "inline-keys");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("inline-keys:"), std::string::npos)
+        << refused.status().message();
+  }
+}
+
+TEST(ApiKeysTest, ReadsEachTenantsZones) {
+  auto keys = ApiKeys::Parse("key:a1 acme zones=br\nkey:b1 beta zones=us,eu\nkey:c1 gamma\n",
+                             "inline-keys");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ((*keys)->AdmissionFor("acme").zones, (std::set<std::string>{"br"}));
+  EXPECT_EQ((*keys)->AdmissionFor("beta").zones, (std::set<std::string>{"eu", "us"}));
+  EXPECT_TRUE((*keys)->AdmissionFor("gamma").zones.empty());
+  for (const char* bad : {"key:a1 acme zones=\n", "key:a1 acme zones=br,,us\n",
+                          "key:a1 acme zones=br\nkey:a2 acme zones=us\n"}) {
+    EXPECT_FALSE(ApiKeys::Parse(bad, "inline-keys").ok()) << bad;
+  }
+}
+
 TEST(ApiKeysTest, ParseReadsTextAsLoadReadsTheFile) {
   TempDir dir;
   const std::string text = "default tpm=7\nkey:a1 acme rpm=3\n\n# c\nkey:b1 beta\n";

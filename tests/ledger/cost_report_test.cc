@@ -169,6 +169,36 @@ TEST_F(CostReportTest, OverallFiguresMatchTheHandComputedOnes) {
   ExpectNear(j["utilisation_over_time"][1]["utilisation"], 330.0 / 500, "bucket 1");
 }
 
+TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
+  const WorkerRef api{0, "openai", "api", kApiClass, "", 0, 0};
+  auto ledger = Ledger::Open({dir_ / "ledger.db", false});
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  AttemptRow served = Row("chatcmpl-5", 1, "acme", "ok", api, 0, api, 0, 100, 20, 10, 11, 12);
+  served.cost_usd = 100 * 1e-6 + 20 * 4e-6;
+  AttemptRow failed = Row("chatcmpl-6", 1, "beta", "retried", api, 0, api, 0, 0, 0, 10, 0, 11);
+  failed.cost_usd = 0;
+  ASSERT_TRUE((*ledger)->Append(served).ok());
+  ASSERT_TRUE((*ledger)->Append(failed).ok());
+  ledger->reset();
+  const Json j = Report({});
+  const Json& o = j["overall"];
+  // The self-hosted figures are those without the API rows: conservation still holds.
+  ExpectNear(o["request_cost_usd"], 0.9, "request");
+  ExpectNear(o["retry_waste_usd"], 0.1, "retry");
+  EXPECT_NEAR(o["conservation_residual_usd"].get<double>(), 0, 1e-12);
+  EXPECT_EQ(o["requests"], 3);
+  EXPECT_EQ(o["input_tokens"], 4000);
+  EXPECT_FALSE(o["classes"].contains("api"));
+  const Json& e = o["external_apis"]["openai"];
+  EXPECT_EQ(e["requests"], 1);
+  EXPECT_EQ(e["failed_attempts"], 1);
+  EXPECT_EQ(e["input_tokens"], 100);
+  EXPECT_EQ(e["output_tokens"], 20);
+  EXPECT_EQ(e["cost_usd"].get<double>(), served.cost_usd);
+  EXPECT_EQ(j["tenants"]["acme"]["external_apis"]["openai"]["requests"], 1);
+  EXPECT_NE(CostReportTable(report_).find("External APIs"), std::string::npos);
+}
+
 TEST_F(CostReportTest, TenantsGetTheirOwnCostsAndAnAllocatedShareOfCapacity) {
   const Json j = Report({});
   const Json& acme = j["tenants"]["acme"];

@@ -56,6 +56,30 @@ TEST(PdPairRouterTest, NeverPicksDrainingExcludedOrIncompatibleWorkers) {
   EXPECT_FALSE(PdPairRouter().Pick(std::vector<WorkerLoad>{Worker(5, "both")}, {}));
 }
 
+TEST(PdPairRouterTest, ARequestPinnedToZonesGetsOnlyWorkersOfThem) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 90), Worker(2, "decode", 10),
+                                Worker(3, "prefill"), Worker(4, "prefill"), Worker(5, "both", 99)};
+  ws[0].zone = "us";
+  ws[1].zone = "br";
+  ws[2].zone = "us";
+  ws[3].zone = "br";
+  ws[4].zone = "us";
+  RouteRequest br;
+  br.zones = {"br"};
+  auto route = PdPairRouter().Pick(ws, br);
+  ASSERT_TRUE(route);
+  EXPECT_EQ(route->decode_worker, 2u);  // not 1, which has more room but is in us
+  EXPECT_EQ(route->prefill_worker, 4u);
+  EXPECT_EQ(PdPairRouter().Pick(ws, {})->decode_worker, 1u);  // unpinned: any zone
+  RouteRequest nowhere;
+  nowhere.zones = {"eu"};
+  EXPECT_FALSE(PdPairRouter().Pick(ws, nowhere));
+  EXPECT_FALSE(ColocatedRouter().Pick(ws, br)) << "the only colocated worker is in us";
+  RouteRequest us;
+  us.zones = {"us", "eu"};
+  EXPECT_EQ(ColocatedRouter().Pick(ws, us)->decode_worker, 5u);
+}
+
 TEST(PdPairRouterTest, ADecodeWorkerWithoutRoomForTheRequestsKvIsNotPicked) {
   std::vector<WorkerLoad> ws = {Worker(1, "decode", 10), Worker(2, "decode", 12),
                                 Worker(3, "prefill", 0)};

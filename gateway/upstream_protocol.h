@@ -1,0 +1,66 @@
+// What the gateway says to an external OpenAI-compatible upstream and how it reads the answer
+// (router/external_upstream.h, gateway/external_call.h): the request body sent upstream (the
+// client's own, with the upstream's model, usage asked for, and pdserve's vLLM-only fields
+// dropped), a streamed chunk or a whole response read into text, finish reason and usage, an
+// upstream's error answer mapped to our error object, and the `data:` payloads of an SSE body
+// fed in pieces. Pure functions and a value type; SseDataReader is one per stream, not shared.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "gateway/api_error.h"
+#include "gateway/openai_request.h"
+
+namespace pdserve::gateway {
+
+// The body to send upstream: `client_body` (already validated by ParseGenerationRequest) with
+// `model`, stream_options.include_usage when streaming (the ledger prices the usage it reports),
+// and without vLLM's ignore_eos, top_k and return_token_ids, which OpenAI's API refuses.
+Result<std::string> UpstreamRequestBody(std::string_view client_body, const std::string& model,
+                                        bool stream);
+
+// Whether a request can be served by an upstream at all: token ids (in the prompt or asked for
+// in the answer) are this model's, not the upstream's. Empty: it can; else why not.
+std::string WhyNotExternal(const GenerationRequest& request);
+
+// What one streamed chunk, or a whole response, carries.
+struct UpstreamChunk {
+  std::string text;           // choices[0].text, or .delta.content (stream) / .message.content
+  std::string finish_reason;  // "" while none
+  std::optional<int64_t> prompt_tokens, completion_tokens;  // usage, when it came
+  std::optional<std::string> error;  // an `error` object's message: the stream failed
+};
+// One `data:` payload of a stream (not "[DONE]"); InvalidArgument when it is not a JSON object.
+Result<UpstreamChunk> ParseUpstreamChunk(std::string_view data);
+// A whole (non-streaming) response body of status 200.
+Result<UpstreamChunk> ParseUpstreamResponse(std::string_view body);
+
+// An upstream's non-200 answer as the error the client gets: 429 stays 429 (rate limited), 400
+// stays 400 (the request itself is at fault), anything else is 502; the message names the
+// upstream and carries its own message.
+ApiError UpstreamError(const std::string& upstream, int http_status, std::string_view body);
+// Whether trying another upstream (or self-hosted workers) may help after that answer.
+bool RetryableUpstreamStatus(int http_status);
+
+// Splits an SSE body into events and hands each event's data (its `data:` lines joined with
+// '\n') to `on_data`. Lines end in \n, \r\n or \r; comments and other fields are skipped. An
+// event over `max_event_bytes` is an error, after which the reader stays failed.
+class SseDataReader {
+ public:
+  explicit SseDataReader(size_t max_event_bytes = 4 << 20) : max_event_bytes_(max_event_bytes) {}
+  Status Feed(std::string_view bytes, const std::function<void(std::string_view)>& on_data);
+
+ private:
+  void Line(std::string_view line, const std::function<void(std::string_view)>& on_data);
+
+  size_t max_event_bytes_;
+  std::string line_, data_;
+  bool has_data_ = false, last_cr_ = false, failed_ = false;
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,109 @@
+// External upstreams: OpenAI-compatible model APIs registered with the gateway as a pool of
+// class `api` (docs/architecture.md, "External APIs"). A tenant whose overflow rule allows it
+// sends a request to one when admission predicts that self-hosted workers would miss its TTFT
+// objective. This file holds what the router decides with: each upstream's configuration (URL,
+// the model it is asked for, its key, its price per token), its health, and which upstream a
+// request may use now. The HTTP(S) proxying is the gateway's (gateway/external_call.h).
+//
+// Health: an upstream that failed more than half of its requests in the last `window` (and at
+// least `min_requests` of them) cools down for `cooldown`: nothing is sent to it, and then it is
+// tried afresh (its window forgotten).
+//
+// Threads: ExternalUpstreams is safe to call from any thread (one mutex guards the health);
+// configurations are immutable once constructed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pdserve::router {
+
+// Where a tenant's requests may go (the keys file's `overflow=`).
+enum class OverflowRule {
+  kNever,     // self-hosted workers only: it waits, or is refused
+  kOverflow,  // an upstream when admission predicts a TTFT objective miss
+  kCheapest,  // the cheapest of both (not built yet: refused where it is configured)
+};
+Result<OverflowRule> ParseOverflowRule(std::string_view text);
+const char* OverflowRuleName(OverflowRule rule);
+
+// http[s]://host[:port][/prefix]: requests go to prefix + "/v1/completions" and the like.
+struct UpstreamUrl {
+  bool tls = false;
+  std::string host;
+  std::string port;         // "443" or "80" when the URL names none
+  std::string path_prefix;  // without a trailing '/'; "" for none
+};
+Result<UpstreamUrl> ParseUpstreamUrl(std::string_view url);
+
+struct UpstreamConfig {
+  std::string name;  // as the flags and the metrics name it
+  std::string url;
+  UpstreamUrl parsed;
+  std::string model;    // the model the upstream is asked for; "" : the client's model id
+  std::string api_key;  // sent as "Authorization: Bearer ..."; "" : none
+  double input_cost_per_token = 0, output_cost_per_token = 0;  // USD, from the price sheet
+};
+
+// The gateway's flags, each NAME=VALUE: --external NAME=URL (one per upstream), --external-model
+// NAME=MODEL and --external-key-env NAME=VAR (the key read from that environment variable, which
+// must be set). Errors name the flag and the entry. `getenv` reads the environment.
+Result<std::vector<UpstreamConfig>> UpstreamsFromFlags(
+    const std::vector<std::string>& externals, const std::vector<std::string>& models,
+    const std::vector<std::string>& key_envs,
+    const std::function<const char*(const char*)>& getenv);
+
+struct UpstreamHealthOptions {
+  std::chrono::seconds window{60};    // failures are counted over this much recent time
+  std::chrono::seconds cooldown{30};  // how long a failing upstream is left alone
+  int min_requests = 3;               // fewer requests in the window never cool it down
+};
+
+class ExternalUpstreams {
+ public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  ExternalUpstreams(std::vector<UpstreamConfig> configs, UpstreamHealthOptions options = {},
+                    Clock clock = &std::chrono::steady_clock::now);
+
+  const std::vector<UpstreamConfig>& configs() const { return configs_; }
+  bool empty() const { return configs_.empty(); }
+
+  // The upstream a request of `prompt_tokens` and up to `max_tokens` should use now: the cheapest
+  // for those tokens among those not cooling down and not in `exclude` (the first configured on
+  // a tie); -1 when there is none.
+  int Pick(int64_t prompt_tokens, int64_t max_tokens, const std::set<int>& exclude = {}) const;
+  // Whether upstream `index` takes requests now (not cooling down).
+  bool Available(int index) const;
+  // An attempt's end on upstream `index`: ok, or failed (an error answer, a broken connection).
+  void Record(int index, bool ok);
+  // Why no upstream outside `exclude` can take a request now, for a 503's message: each one
+  // cooling down (and for how long) or already tried.
+  std::string WhyNone(const std::set<int>& exclude = {}) const;
+
+ private:
+  struct Health {
+    std::deque<std::pair<std::chrono::steady_clock::time_point, bool>> results;  // (at, ok)
+    std::chrono::steady_clock::time_point cool_until;
+  };
+  // Leaves cooldown (forgetting the window) once it is over; trims the window.
+  void RefreshLocked(Health& h, std::chrono::steady_clock::time_point now) const;
+
+  const std::vector<UpstreamConfig> configs_;
+  const UpstreamHealthOptions options_;
+  const Clock clock_;
+  mutable std::mutex mu_;
+  mutable std::vector<Health> health_;  // by index; guarded by mu_
+};
+
+}  // namespace pdserve::router

@@ -1,0 +1,486 @@
+// End to end: overflow to an external upstream (router/external_upstream.h,
+// gateway/completion_call.h). A gateway whose upstream `fake` is the fake OpenAI server that
+// `pdserve bench fake-server` runs (bench/serve/fake_openai_server.h, in this process so that it
+// counts the requests it gets), with simulated workers whose prompts take 0.5 s: a tenant with
+// overflow=overflow goes to the fake only when admission predicts its TTFT objective would be
+// missed, and gets our response id, model name and the fake's usage; a tenant with the default
+// (never) never reaches the fake; a failure at the upstream is retried on the workers, the
+// upstream cools down (a 503 no_allowed_route says so) and comes back; every external ledger row
+// costs the sheet's token prices times exactly the usage the client saw; https upstreams are
+// checked by certificate and host name; the openai SDK works through the overflow path; and at
+// ten times the workers' capacity goodput stays at or above 95%.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "bench/serve/fake_openai_server.h"
+#include "tests/e2e/process.h"
+#include "tests/model/random_model.h"
+
+namespace pdserve {
+namespace {
+
+using model::testing::TempDir;
+using testing::HttpConnection;
+using testing::HttpResponse;
+using testing::MetricSum;
+using testing::Process;
+using testing::WaitFor;
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+constexpr double kInputPrice = 1.5e-06, kOutputPrice = 6e-06;  // the sheet's, per token
+
+// The sheet's price of those tokens as anyone recomputes it: each product rounded, then the sum
+// (volatile: not fused into a multiply-add).
+double SheetCost(int64_t prompt_tokens, int64_t completion_tokens) {
+  const volatile double input = static_cast<double>(prompt_tokens) * kInputPrice;
+  const volatile double output = static_cast<double>(completion_tokens) * kOutputPrice;
+  return input + output;
+}
+
+class ExternalOverflowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::MakeTinyModel(dir_.path());
+    ASSERT_FALSE(model_.empty()) << "pdserve make-model failed";
+    std::ofstream(dir_ / "keys") << "key:sk-over over overflow=overflow\nkey:sk-never never\n"
+                                 << "key:sk-sdk sdk overflow=overflow ttft_slo_ms=100\n"
+                                 << "key:sk-load load overflow=overflow ttft_slo_ms=1000\n";
+    std::ofstream(dir_ / "prices.json") << R"({"fake-model": {"input_cost_per_token": 1.5e-06,
+        "output_cost_per_token": 6e-06, "litellm_provider": "fake"}})";
+    // Prompt steps of 0.5 s: once measured, any prompt's own prefill misses a 100 ms objective.
+    std::ofstream(dir_ / "slow.json") << R"({
+      "name": "slow", "device": "test",
+      "prefill": {"base": 0.5, "per_token": 0, "per_context": 0},
+      "decode": {"base": 0.005, "per_token": 0, "per_context": 0},
+      "range": {"prompt_tokens": 4096, "decode_tokens": 256, "max_context": 4096},
+      "kv_bytes_per_token": 65536, "kv_bytes_per_second": 1e9, "n_layers": 2,
+      "page_size": 16, "kv_pages": 2048, "cold_start_seconds": 0})";
+  }
+
+  // Simulated workers of `profile` (default: prompt steps of 0.5 s).
+  // `expect_refusal`: wait until admission refuses a never tenant's tight objective (the slow
+  // profile's prompts miss it once measured).
+  void Start(std::vector<bench::FakeFault> faults = {}, const std::string& profile = "slow.json",
+             bool expect_refusal = true, double fake_itl_s = 0) {
+    bench::FakeServerOptions o;
+    o.faults = std::move(faults);
+    o.itl_s = fake_itl_s;
+    auto fake = bench::FakeOpenAiServer::Start(o);
+    ASSERT_TRUE(fake.ok()) << fake.status().message();
+    fake_ = std::move(fake).value();
+    gateway_ = testing::StartGateway(
+        dir_.path(), model_,
+        {"--api-keys", dir_ / "keys", "--ledger", dir_ / "ledger.sqlite", "--external",
+         "fake=http://127.0.0.1:" + std::to_string(fake_->port()), "--external-model",
+         "fake=fake-model", "--prices", dir_ / "prices.json", "--external-cooldown", "2"});
+    ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
+    http_ = gateway_.http_port;
+    sim_ = std::make_unique<Process>(
+        std::vector<std::string>{"sim", "--model", model_, "--gateway",
+                                 "127.0.0.1:" + std::to_string(gateway_.control_port), "--profile",
+                                 dir_ / profile, "--prefill", "1", "--decode", "1"},
+        dir_ / "sim.log");
+    WarmUp(expect_refusal);
+  }
+
+  // Until the workers' prompt rate is measured admission predicts nothing: serves a request,
+  // then (`expect_refusal`) waits until a tenant that never overflows is refused for its
+  // objective.
+  void WarmUp(bool expect_refusal) {
+    ASSERT_TRUE(WaitFor([&] { return testing::Curl(http_, "/ready").status == 200; },
+                        std::chrono::seconds(60)))
+        << testing::ReadLog(dir_ / "sim.log");
+    ASSERT_EQ(Post("sk-never", Completion(4, false)).status, 200);
+    if (!expect_refusal) return;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const HttpResponse r = Post("sk-never", Completion(4, false), kTightSlo);
+          EXPECT_NE(r.status, 0);
+          return r.status == 429 && r.body.find("predicted_wait_exceeds_slo") != std::string::npos;
+        },
+        std::chrono::seconds(20)))
+        << "admission never predicted a miss";
+    EXPECT_EQ(fake_->requests_received(), 0) << "a never tenant reached the upstream";
+  }
+
+  static std::string Completion(int max_tokens, bool stream, bool chat = false) {
+    Json body = {{"model", "tiny"}, {"max_tokens", max_tokens}, {"stream", stream}};
+    if (chat) {
+      body["messages"] = Json::array({{{"role", "user"}, {"content", "hello there"}}});
+    } else {
+      body["prompt"] = "hello there";
+    }
+    if (stream) body["stream_options"] = {{"include_usage", true}};
+    return body.dump();
+  }
+
+  HttpResponse Post(const std::string& key, const std::string& body,
+                    std::vector<std::string> headers = {}, bool chat = false) {
+    headers.push_back("Authorization: Bearer " + key);
+    HttpConnection c(http_);
+    HttpResponse r;
+    std::string error;
+    if (!c.Send(testing::HttpRequestText("POST", chat ? "/v1/chat/completions" : "/v1/completions",
+                                         body, headers))) {
+      return r;
+    }
+    c.ReadResponse(&r, Clock::now() + std::chrono::seconds(60), &error);
+    return r;
+  }
+
+  // The ledger's rows, by request id and attempt.
+  std::map<std::pair<std::string, int>, Json> LedgerRows() {
+    const std::string out = testing::RunPdserve("ledger export --format json --ledger " +
+                                                std::string(dir_ / "ledger.sqlite"));
+    std::map<std::pair<std::string, int>, Json> rows;
+    const Json all = Json::parse(out, nullptr, false);
+    if (!all.is_array()) return rows;
+    for (const Json& r : all) rows[{r["request_id"], r["attempt"]}] = r;
+    return rows;
+  }
+
+  const std::vector<std::string> kTightSlo{"x-pdserve-ttft-slo-ms: 100"};
+  TempDir dir_;
+  std::string model_;
+  std::unique_ptr<bench::FakeOpenAiServer> fake_;
+  testing::StartedGateway gateway_;
+  std::unique_ptr<Process> sim_;
+  int http_ = 0;
+};
+
+// What a client saw of one response: id, model, text, usage.
+struct Seen {
+  std::string id, model, text;
+  int64_t prompt_tokens = -1, completion_tokens = -1;
+  double cost_usd = -1;
+  bool done = false;
+};
+
+Seen ReadResponse(const HttpResponse& r, bool stream, bool chat) {
+  Seen s;
+  auto take = [&](const Json& j) {
+    if (j.contains("id")) s.id = j["id"];
+    if (j.contains("model")) s.model = j["model"];
+    if (j.contains("usage") && j["usage"].is_object()) {
+      s.prompt_tokens = j["usage"]["prompt_tokens"];
+      s.completion_tokens = j["usage"]["completion_tokens"];
+      s.cost_usd = j["usage"].value("cost_usd", -1.0);
+    }
+    if (!j.contains("choices") || j["choices"].empty()) return;
+    const Json& c = j["choices"][0];
+    if (!chat) {
+      s.text += c.value("text", "");
+    } else {
+      const Json& m = c.contains("delta") ? c["delta"] : c["message"];
+      if (m.contains("content") && m["content"].is_string()) s.text += m["content"];
+    }
+  };
+  if (!stream) {
+    take(Json::parse(r.body));
+    return s;
+  }
+  for (size_t pos = 0; (pos = r.body.find("data: ", pos)) != std::string::npos;) {
+    const size_t end = r.body.find("\n\n", pos);
+    const std::string payload = r.body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") {
+      s.done = true;
+      continue;
+    }
+    take(Json::parse(payload));
+  }
+  return s;
+}
+
+TEST_F(ExternalOverflowTest, OverflowGoesToTheUpstreamOnlyOnAPredictedMissAndIsPricedExactly) {
+  Start();
+  // Without an objective it misses, an overflow tenant stays on the workers.
+  const HttpResponse local = Post("sk-over", Completion(4, false));
+  ASSERT_EQ(local.status, 200) << local.body;
+  EXPECT_EQ(fake_->requests_received(), 0);
+
+  std::vector<Seen> external;
+  int sent = 0;
+  for (bool chat : {false, true}) {
+    for (bool stream : {false, true}) {
+      const HttpResponse r = Post("sk-over", Completion(5, stream, chat), kTightSlo, chat);
+      ++sent;
+      ASSERT_EQ(r.status, 200) << r.body;
+      const Seen s = ReadResponse(r, stream, chat);
+      EXPECT_EQ(fake_->requests_received(), sent);
+      EXPECT_EQ(s.text, " hello hello hello hello hello") << r.body;
+      EXPECT_EQ(s.model, "tiny");  // ours, not the upstream's
+      EXPECT_EQ(s.id.rfind(chat ? "chatcmpl-" : "cmpl-", 0), 0u) << s.id;
+      EXPECT_NE(s.id, chat ? "chatcmpl-" + std::to_string(sent - 1)
+                           : "cmpl-" + std::to_string(sent - 1));  // not the fake's id
+      EXPECT_EQ(s.completion_tokens, 5);
+      EXPECT_EQ(s.prompt_tokens, 2);  // the fake counts words
+      if (stream) {
+        EXPECT_TRUE(s.done) << r.body;
+      }
+      external.push_back(s);
+    }
+  }
+  // A never tenant under the same objective is still refused, and never reaches the fake.
+  EXPECT_EQ(Post("sk-never", Completion(5, true), kTightSlo).status, 429);
+  EXPECT_EQ(fake_->requests_received(), sent);
+  EXPECT_EQ(MetricSum(http_, "pdserve_external_requests_total"), sent);
+  EXPECT_EQ(MetricSum(http_, "pdserve_external_request_errors_total"), 0);
+
+  const auto rows = LedgerRows();
+  int api_rows = 0;
+  for (const auto& [key, row] : rows) {
+    if (row["decode_worker"]["capacity_class"] != "api") continue;
+    ++api_rows;
+    EXPECT_EQ(row["tenant"], "over");
+    EXPECT_EQ(row["decode_worker"]["name"], "fake");
+    EXPECT_EQ(row["status"], "ok");
+  }
+  EXPECT_EQ(api_rows, sent);
+  for (const Seen& s : external) {
+    auto it = rows.find({s.id, 1});
+    ASSERT_NE(it, rows.end()) << s.id;
+    const Json& row = it->second;
+    EXPECT_EQ(row["prompt_tokens"], s.prompt_tokens);
+    EXPECT_EQ(row["completion_tokens"], s.completion_tokens);
+    const double want = SheetCost(s.prompt_tokens, s.completion_tokens);
+    EXPECT_EQ(row["cost_usd"].get<double>(), want) << s.id;  // exactly
+    if (s.cost_usd >= 0) {
+      EXPECT_EQ(s.cost_usd, want) << s.id;
+    }
+  }
+}
+
+TEST_F(ExternalOverflowTest, AFailingUpstreamIsRetriedOnWorkersCoolsDownAndComesBack) {
+  std::vector<bench::FakeFault> faults(3, bench::FakeFault::kHttp500);
+  faults.resize(64, bench::FakeFault::kNone);
+  Start(faults);
+  for (int i = 0; i < 3; ++i) {
+    // The upstream fails before any text: the request is served by the workers instead.
+    const HttpResponse r = Post("sk-over", Completion(4, i % 2 == 1), kTightSlo);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(ReadResponse(r, i % 2 == 1, false).text.find("hello"), std::string::npos);
+    EXPECT_EQ(fake_->requests_received(), i + 1);
+  }
+  EXPECT_EQ(MetricSum(http_, "pdserve_external_request_errors_total"), 3);
+  // Three failures of three in a minute: it cools down, and nothing else is allowed.
+  const HttpResponse refused = Post("sk-over", Completion(4, false), kTightSlo);
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("no_allowed_route"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find("cooling down"), std::string::npos) << refused.body;
+  EXPECT_EQ(refused.headers.count("retry-after"), 1u);
+  EXPECT_EQ(fake_->requests_received(), 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // --external-cooldown 2
+  const HttpResponse back = Post("sk-over", Completion(4, false), kTightSlo);
+  EXPECT_EQ(back.status, 200) << back.body;
+  EXPECT_EQ(ReadResponse(back, false, false).text, " hello hello hello hello");
+  EXPECT_EQ(fake_->requests_received(), 4);
+
+  // Each failed attempt has its row (retry waste, no tokens: nothing was served), then the
+  // workers' attempt that served it.
+  int failed_api = 0;
+  for (const auto& [key, row] : LedgerRows()) {
+    if (row["decode_worker"]["capacity_class"] != "api" || row["status"] != "retried") continue;
+    ++failed_api;
+    EXPECT_EQ(row["cost_usd"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(failed_api, 3);
+}
+
+// A client that leaves mid-stream stops the upstream's attempt; its row is priced at the text that
+// reached it, counted by our tokenizer (the upstream's usage never came).
+TEST_F(ExternalOverflowTest, AClientThatLeavesMidStreamCancelsTheExternalAttempt) {
+  Start({}, "slow.json", /*expect_refusal=*/true, /*fake_itl_s=*/0.2);
+  {
+    HttpConnection c(http_);
+    ASSERT_TRUE(c.Send(testing::HttpRequestText("POST", "/v1/completions", Completion(20, true),
+                                                {"Authorization: Bearer sk-over", kTightSlo[0]})));
+    HttpResponse partial;
+    std::string error;
+    EXPECT_FALSE(c.ReadResponse(&partial, Clock::now() + std::chrono::milliseconds(700), &error));
+    EXPECT_EQ(error, "timed out");
+  }  // closes the connection, 4 s before the upstream would have finished
+  Json row;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const auto& [key, r] : LedgerRows()) {
+          if (r["decode_worker"]["capacity_class"] == "api") row = r;
+        }
+        return row.is_object();
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(row["status"], "cancelled");
+  EXPECT_EQ(row["finish_reason"], "abort");
+  const int64_t completion = row["completion_tokens"];
+  EXPECT_GT(completion, 0);
+  EXPECT_LT(completion, 20);
+  const int64_t prompt = row["prompt_tokens"];
+  EXPECT_GT(prompt, 0);
+  EXPECT_EQ(row["cost_usd"].get<double>(), SheetCost(prompt, completion));
+  EXPECT_EQ(fake_->requests_received(), 1);
+}
+
+// A self-signed P-256 certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1), valid to 2126:
+// tests/bench/serve/tls_test.cc's. Test use only.
+constexpr char kCert[] = R"(-----BEGIN CERTIFICATE-----
+MIIBjzCCATagAwIBAgIUeg9XkUxTMcK4aCbGF6XsuKIOuq0wCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEyOTE4NTMyMVoYDzIxMjYxMTA1
+MTg1MzIxWjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMmzI+7oUh7VTSK69NUWEKjRZky
+bfyHbjTh7tmxptZbwxprcsLb2CKoYH8oo2QwYjAdBgNVHQ4EFgQURg0uSMXQobiA
+Ixw0Iulbto5hw9AwHwYDVR0jBBgwFoAURg0uSMXQobiAIxw0Iulbto5hw9AwDwYD
+VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0cAMEQC
+IHy6wVtCdZGVtQRzOFLev4CmTkhlWKEeoR7IORx0X0ETAiAQp/EiDCJKBy3V5ffC
+BJtwHFkJjUV+3GQiiOCJ0Zjl8w==
+-----END CERTIFICATE-----
+)";
+constexpr char kKey[] = R"(-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQguy0MJP8zSWINH4KU
+devav8FXy1teR9IPZewWhAhD5S+hRANCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMm
+zI+7oUh7VTSK69NUWEKjRZkybfyHbjTh7tmxptZbwxprcsLb2CKoYH8o
+-----END PRIVATE KEY-----
+)";
+
+// https upstreams: the certificate is checked against --external-ca-file and the URL's host. The
+// same server named by another host fails its handshake, and the request goes to the upstream
+// whose name matches, never having reached the server through the first.
+TEST_F(ExternalOverflowTest, HttpsUpstreamsAreCheckedByCertificateAndHostName) {
+  bench::FakeServerOptions o;
+  o.tls_cert_pem = kCert;
+  o.tls_key_pem = kKey;
+  auto fake = bench::FakeOpenAiServer::Start(o);
+  ASSERT_TRUE(fake.ok()) << fake.status().message();
+  fake_ = std::move(fake).value();
+  std::ofstream(dir_ / "ca.pem") << kCert;
+  const std::string port = std::to_string(fake_->port());
+  gateway_ = testing::StartGateway(
+      dir_.path(), model_,
+      {"--api-keys", dir_ / "keys", "--external", "badname=https://localhost:" + port, "--external",
+       "good=https://127.0.0.1:" + port, "--external-model", "badname=fake-model",
+       "--external-model", "good=fake-model", "--prices", dir_ / "prices.json",
+       "--external-ca-file", dir_ / "ca.pem"});
+  ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
+  http_ = gateway_.http_port;
+  sim_ = std::make_unique<Process>(
+      std::vector<std::string>{"sim", "--model", model_, "--gateway",
+                               "127.0.0.1:" + std::to_string(gateway_.control_port), "--profile",
+                               dir_ / "slow.json", "--prefill", "1", "--decode", "1"},
+      dir_ / "sim.log");
+  WarmUp(/*expect_refusal=*/true);
+  // Tenant sdk's 100 ms objective is out of the workers' reach.
+  const HttpResponse r = Post("sk-sdk", Completion(3, true), {});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(ReadResponse(r, true, false).text, " hello hello hello") << r.body;
+  EXPECT_EQ(fake_->requests_received(), 1);
+  EXPECT_EQ(
+      testing::MetricValue(http_, "pdserve_external_request_errors_total{upstream=\"badname\"}"),
+      1);
+  EXPECT_EQ(testing::MetricValue(
+                http_, "pdserve_external_requests_total{reason=\"retry\",upstream=\"good\"}"),
+            1);
+  EXPECT_NE(testing::ReadLog(dir_ / "gateway.log").find("TLS handshake failed"), std::string::npos)
+      << testing::ReadLog(dir_ / "gateway.log");
+}
+
+TEST_F(ExternalOverflowTest, TheOpenAiSdkWorksThroughTheOverflowPath) {
+  Start();
+  const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
+  ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
+      << "node is not installed: run scripts/setup --test";
+  ASSERT_TRUE(std::filesystem::exists(tools + "/node_modules/openai/package.json"))
+      << "the openai npm package is missing in tests/tools: run scripts/setup --test";
+  const int64_t before = fake_->requests_received();
+  // Tenant sdk's objective (100 ms) is always out of the workers' reach: every request the SDK
+  // makes that passes validation goes to the upstream.
+  const std::string command =
+      "timeout 120 node " + tools +
+      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_) +
+      "/v1 --model tiny --api-key sk-sdk 2>&1";
+  FILE* p = ::popen(command.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  const auto at = out.rfind("\n{");
+  const Json report = Json::parse(out.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
+  ASSERT_TRUE(report.is_object()) << out;
+  for (const Json& r : report["results"]) {
+    EXPECT_TRUE(r["ok"].get<bool>()) << r["name"] << ": " << r.value("error", "");
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  // completions and chat, each streamed and not; the refusals never leave the gateway.
+  EXPECT_EQ(fake_->requests_received() - before, 4) << out;
+}
+
+// The issue's load: ten times what the simulated workers can serve (prompt steps of 20 ms a
+// token: about 3 requests/s of 16-token prompts; 30 requests/s offered), from a tenant that may
+// overflow under a 1 s TTFT objective. What admission expects the workers to miss goes to the
+// upstream, the rest stays; nearly every request meets its objective.
+TEST_F(ExternalOverflowTest, TenTimesTheWorkersCapacityKeepsGoodputAbove95Percent) {
+  std::ofstream(dir_ / "per_token.json") << R"({
+      "name": "per_token", "device": "test",
+      "prefill": {"base": 0.01, "per_token": 0.02, "per_context": 0},
+      "decode": {"base": 0.005, "per_token": 0, "per_context": 0},
+      "range": {"prompt_tokens": 4096, "decode_tokens": 256, "max_context": 4096},
+      "kv_bytes_per_token": 65536, "kv_bytes_per_second": 1e9, "n_layers": 2,
+      "page_size": 16, "kv_pages": 2048, "cold_start_seconds": 0})";
+  Start({}, "per_token.json", /*expect_refusal=*/false);
+  const int64_t before = fake_->requests_received();
+  ::setenv("PDSERVE_OVERFLOW_TEST_KEY", "sk-load", 1);
+  Process bench({"bench",
+                 "serve",
+                 "--base-url",
+                 "http://127.0.0.1:" + std::to_string(http_),
+                 "--model",
+                 "tiny",
+                 "--api-key-env",
+                 "PDSERVE_OVERFLOW_TEST_KEY",
+                 "--tokenizer",
+                 model_,
+                 "--num-prompts",
+                 "300",
+                 "--random-input-len",
+                 "16",
+                 "--random-output-len",
+                 "8",
+                 "--request-rate",
+                 "30",
+                 "--goodput",
+                 "ttft:1000",
+                 "--result-json",
+                 dir_ / "bench.json",
+                 "--progress",
+                 "off"},
+                dir_ / "bench.log");
+  ASSERT_EQ(bench.Wait(std::chrono::seconds(120)), 0) << testing::ReadLog(dir_ / "bench.log");
+  const Json result = testing::WaitForJsonFile(dir_ / "bench.json", std::chrono::seconds(5));
+  ASSERT_TRUE(result.is_object()) << testing::ReadLog(dir_ / "bench.log");
+  const int64_t external = fake_->requests_received() - before;
+  const double goodput = result["good_completed"].get<double>() / 300;
+  std::printf(
+      "300 requests at 30/s: %lld to the upstream, %lld completed, %lld failed, goodput "
+      "%.3f, p99 TTFT %.0f ms\n",
+      static_cast<long long>(external), result["completed"].get<long long>(),
+      result["failed"].get<long long>(), goodput, result.value("p99_ttft_ms", -1.0));
+  EXPECT_EQ(result["failed"], 0) << result["errors"].dump();
+  EXPECT_GE(goodput, 0.95);
+  EXPECT_GT(external, 0);
+  EXPECT_LT(external, 300) << "the workers served none of it";
+  // Every request the upstream got was sent for a predicted miss, none for anything else.
+  EXPECT_EQ(testing::MetricValue(http_,
+                                 "pdserve_external_requests_total{reason=\"predicted_wait\","
+                                 "upstream=\"fake\"}"),
+            external);
+  EXPECT_EQ(testing::MetricSum(http_, "pdserve_external_requests_total"), external);
+}
+
+}  // namespace
+}  // namespace pdserve

@@ -1,0 +1,115 @@
+#include "gateway/upstream_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace pdserve::gateway {
+namespace {
+
+using Json = nlohmann::json;
+
+TEST(UpstreamRequestBodyTest, NamesTheUpstreamModelAsksForUsageAndDropsVllmFields) {
+  const std::string client = R"({"model":"tiny","prompt":"hi","max_tokens":5,"stream":true,
+      "ignore_eos":true,"top_k":3,"return_token_ids":false,"temperature":0.5,"stop":["x"]})";
+  auto body = UpstreamRequestBody(client, "gpt-4o-mini", /*stream=*/true);
+  ASSERT_TRUE(body.ok());
+  const Json j = Json::parse(*body);
+  EXPECT_EQ(j["model"], "gpt-4o-mini");
+  EXPECT_EQ(j["prompt"], "hi");
+  EXPECT_EQ(j["max_tokens"], 5);
+  EXPECT_EQ(j["temperature"], 0.5);
+  EXPECT_EQ(j["stop"], Json::array({"x"}));
+  EXPECT_EQ(j["stream_options"]["include_usage"], true);
+  EXPECT_FALSE(j.contains("ignore_eos"));
+  EXPECT_FALSE(j.contains("top_k"));
+  EXPECT_FALSE(j.contains("return_token_ids"));
+
+  auto whole = UpstreamRequestBody(R"({"model":"tiny","messages":[]})", "m", /*stream=*/false);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_FALSE(Json::parse(*whole).contains("stream_options"));
+  EXPECT_FALSE(UpstreamRequestBody("[1]", "m", false).ok());
+}
+
+TEST(WhyNotExternalTest, TokenIdsStayWithThisModel) {
+  GenerationRequest r;
+  EXPECT_EQ(WhyNotExternal(r), "");
+  r.return_token_ids = true;
+  EXPECT_NE(WhyNotExternal(r), "");
+  r.return_token_ids = false;
+  r.prompt_token_ids = std::vector<int32_t>{1, 2};
+  EXPECT_NE(WhyNotExternal(r), "");
+}
+
+TEST(ParseUpstreamChunkTest, ReadsTextFinishAndUsage) {
+  auto chat = ParseUpstreamChunk(
+      R"({"id":"x","choices":[{"index":0,"delta":{"content":" hello"},"finish_reason":null}]})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->text, " hello");
+  EXPECT_EQ(chat->finish_reason, "");
+  auto completion =
+      ParseUpstreamChunk(R"({"choices":[{"index":0,"text":"a","finish_reason":"length"}]})");
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion->text, "a");
+  EXPECT_EQ(completion->finish_reason, "length");
+  auto usage = ParseUpstreamChunk(
+      R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}})");
+  ASSERT_TRUE(usage.ok());
+  EXPECT_EQ(usage->prompt_tokens, 7);
+  EXPECT_EQ(usage->completion_tokens, 3);
+  auto error = ParseUpstreamChunk(R"({"error":{"message":"overloaded"}})");
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(error->error, "overloaded");
+  EXPECT_FALSE(ParseUpstreamChunk("{not json").ok());
+  EXPECT_FALSE(ParseUpstreamChunk(std::string(100, '[') + std::string(100, ']')).ok());
+}
+
+TEST(ParseUpstreamResponseTest, ReadsAWholeChatOrCompletionBody) {
+  auto chat = ParseUpstreamResponse(
+      R"({"choices":[{"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],
+          "usage":{"prompt_tokens":4,"completion_tokens":2}})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->text, "hi there");
+  EXPECT_EQ(chat->finish_reason, "stop");
+  EXPECT_EQ(chat->completion_tokens, 2);
+  auto text = ParseUpstreamResponse(R"({"choices":[{"text":" x y","finish_reason":"length"}]})");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->text, " x y");
+  EXPECT_FALSE(text->prompt_tokens);
+}
+
+TEST(UpstreamErrorTest, MapsStatusesAndKeepsTheUpstreamsMessage) {
+  const ApiError e500 = UpstreamError("openai", 500, R"({"error":{"message":"boom"}})");
+  EXPECT_EQ(e500.http_status, 502);
+  EXPECT_EQ(e500.code, "external_upstream_failed");
+  EXPECT_NE(e500.message.find("openai"), std::string::npos);
+  EXPECT_NE(e500.message.find("boom"), std::string::npos);
+  EXPECT_EQ(UpstreamError("u", 429, "slow down").http_status, 429);
+  EXPECT_EQ(UpstreamError("u", 400, "{}").http_status, 400);
+  EXPECT_TRUE(RetryableUpstreamStatus(500));
+  EXPECT_TRUE(RetryableUpstreamStatus(429));
+  EXPECT_FALSE(RetryableUpstreamStatus(400));
+}
+
+TEST(SseDataReaderTest, SplitsEventsFedInAnyPieces) {
+  const std::string stream =
+      ": ping\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: one\ndata: two\n\ndata: [DONE]\n\n";
+  for (size_t piece : {size_t{1}, size_t{3}, stream.size()}) {
+    SseDataReader reader;
+    std::vector<std::string> got;
+    for (size_t i = 0; i < stream.size(); i += piece) {
+      ASSERT_TRUE(reader
+                      .Feed(std::string_view(stream).substr(i, piece),
+                            [&](std::string_view d) { got.emplace_back(d); })
+                      .ok());
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"{\"a\":1}", "one\ntwo", "[DONE]"})) << piece;
+  }
+  SseDataReader small(8);
+  EXPECT_FALSE(small.Feed("data: 0123456789\n\n", [](std::string_view) {}).ok());
+  EXPECT_FALSE(small.Feed("\n", [](std::string_view) {}).ok());  // stays failed
+}
+
+}  // namespace
+}  // namespace pdserve::gateway
