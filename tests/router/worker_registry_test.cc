@@ -16,6 +16,9 @@
 #include <atomic>
 #include <future>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "tests/eventually.h"
@@ -258,15 +261,20 @@ TEST_F(RegistryTest, APeriodStartsWhereBilledFromSaysWhenThatIsEarlier) {
   RegistryOptions o;
   const auto asked = std::chrono::system_clock::now() - 42s;
   o.billed_from =
-      [&](const proto::Register& r) -> std::optional<std::chrono::system_clock::time_point> {
+      [asked](const proto::Register& r) -> std::optional<std::chrono::system_clock::time_point> {
     if (r.capacity_class() == "burst") return asked;
     return std::nullopt;
   };
-  std::mutex mu;
-  std::map<std::string, std::chrono::system_clock::time_point> starts;
-  o.on_period = [&](const WorkerPeriodUpdate& u) {
-    std::lock_guard lock(mu);
-    starts[u.info.capacity_class()] = u.start;
+  // Shared with the callback: the registry outlives this body (the fixture stops it), and the
+  // workers' leaving still reports periods after the checks.
+  struct Seen {
+    std::mutex mu;
+    std::map<std::string, std::chrono::system_clock::time_point> starts;
+  };
+  auto seen = std::make_shared<Seen>();
+  o.on_period = [seen](const WorkerPeriodUpdate& u) {
+    std::lock_guard lock(seen->mu);
+    seen->starts.emplace(u.info.capacity_class(), u.start);
   };
   Start(o);
   const auto before = std::chrono::system_clock::now();
@@ -275,12 +283,12 @@ TEST_F(RegistryTest, APeriodStartsWhereBilledFromSaysWhenThatIsEarlier) {
   Join(burst, 100);
   Join(Prefill(), 100);
   ASSERT_TRUE(Eventually([&] {
-    std::lock_guard lock(mu);
-    return starts.size() == 2;
+    std::lock_guard lock(seen->mu);
+    return seen->starts.size() == 2;
   }));
-  std::lock_guard lock(mu);
-  EXPECT_EQ(starts["burst"], asked);
-  EXPECT_GE(starts["reserved"], before);
+  std::lock_guard lock(seen->mu);
+  EXPECT_EQ(seen->starts["burst"], asked);
+  EXPECT_GE(seen->starts["reserved"], before);
 }
 
 // Idle time counts from a worker's last attempt: it grows while the worker holds none and is 0
