@@ -78,6 +78,7 @@ struct CallAdmission {
   std::shared_ptr<TenantQuota> quota;              // null: nothing was charged
   int64_t quota_tokens = 0;                        // what was charged
   std::set<std::string> zones;  // the workers' zones it may use (its tenant's); empty: any
+  router::OverflowRule overflow = router::OverflowRule::kNever;  // its tenant's rule
 };
 
 // Where the call may go beyond self-hosted workers.

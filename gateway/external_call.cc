@@ -11,6 +11,8 @@
 #include <boost/beast/ssl.hpp>
 #include <limits>
 
+#include "common/sse_parser.h"
+
 namespace pdserve::gateway {
 
 namespace asio = boost::asio;
@@ -171,7 +173,8 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
       whole.append(bytes);
       return true;
     }
-    Status s = sse.Feed(bytes, [this](std::string_view data) {
+    Status s = sse.Feed(bytes, [this](SseEvent& event) {
+      const std::string_view data = event.data;
       if (done) return;
       if (data == "[DONE]") {
         saw_done = true;
@@ -250,8 +253,8 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
   std::optional<http::response_parser<http::buffer_body>> parser;
   char chunk[16384];
   int status = 0;
-  std::string whole;  // a whole answer, or an error's body
-  SseDataReader sse;
+  std::string whole;       // a whole answer, or an error's body
+  SseParser sse{4 << 20};  // an upstream chunk is small: an event past 4 MiB is an error
   bool saw_done = false;
   bool done = false;  // ended or cancelled
   ExternalEnd end;

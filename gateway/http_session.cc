@@ -256,15 +256,13 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   accounting.egress_usd_per_gb = shared_->egress_usd_per_gb;
   accounting.tenant = tenant_;
   accounting.tags = std::move(tags).value();
+  const router::OverflowRule overflow = admission.overflow;
   call_ = std::make_shared<CompletionCall>(
       stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
       std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output),
       shared_->metrics, std::move(admission), std::move(accounting));
-  if (shared_->upstreams && shared_->keys && !tenant_.empty()) {
-    const router::OverflowRule rule = shared_->keys->AdmissionFor(tenant_).overflow;
-    if (rule != router::OverflowRule::kNever) {
-      call_->AllowOverflow({rule, shared_->upstreams, shared_->upstream_tls, request.body()});
-    }
+  if (shared_->upstreams && overflow != router::OverflowRule::kNever) {
+    call_->AllowOverflow({overflow, shared_->upstreams, shared_->upstream_tls, request.body()});
   }
   if (!call_->Start()) return;
   WatchForClose();  // while it waits in the queue (and, not streaming, while it runs)
@@ -279,6 +277,7 @@ Status HttpSession::ReadAdmission(const Request& request, CallAdmission* admissi
     const TenantAdmission t = shared_->keys->AdmissionFor(tenant_);
     admission->weight = t.weight;
     admission->zones = t.zones;
+    admission->overflow = t.overflow;
     if (t.ttft_slo_ms > 0) slo = std::chrono::milliseconds(t.ttft_slo_ms);
   }
   // A header's figure: a whole number of milliseconds, > 0.

@@ -115,44 +115,4 @@ ApiError UpstreamError(const std::string& upstream, int http_status, std::string
 
 bool RetryableUpstreamStatus(int http_status) { return http_status != 400; }
 
-Status SseDataReader::Feed(std::string_view bytes,
-                           const std::function<void(std::string_view)>& on_data) {
-  if (failed_) return InvalidArgument("the upstream's event stream already failed");
-  for (char ch : bytes) {
-    if (last_cr_ && ch == '\n') {  // the \n of a \r\n
-      last_cr_ = false;
-      continue;
-    }
-    last_cr_ = ch == '\r';
-    if (ch == '\n' || ch == '\r') {
-      Line(line_, on_data);
-      line_.clear();
-      continue;
-    }
-    line_ += ch;
-    if (line_.size() + data_.size() > max_event_bytes_) {
-      failed_ = true;
-      return InvalidArgument("an upstream event exceeds " + std::to_string(max_event_bytes_) +
-                             " bytes");
-    }
-  }
-  return Status::Ok();
-}
-
-void SseDataReader::Line(std::string_view line,
-                         const std::function<void(std::string_view)>& on_data) {
-  if (line.empty()) {
-    if (has_data_) on_data(data_);
-    data_.clear();
-    has_data_ = false;
-    return;
-  }
-  if (line.rfind("data:", 0) != 0) return;  // a comment, event:, id: or retry:
-  std::string_view value = line.substr(5);
-  if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  if (has_data_) data_ += '\n';
-  data_ += value;
-  has_data_ = true;
-}
-
 }  // namespace pdserve::gateway

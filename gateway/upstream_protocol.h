@@ -2,12 +2,11 @@
 // (router/external_upstream.h, gateway/external_call.h): the request body sent upstream (the
 // client's own, with the upstream's model, usage asked for, and pdserve's vLLM-only fields
 // dropped), a streamed chunk or a whole response read into text, finish reason and usage, an
-// upstream's error answer mapped to our error object, and the `data:` payloads of an SSE body
-// fed in pieces. Pure functions and a value type; SseDataReader is one per stream, not shared.
+// upstream's error answer mapped to our error object (the stream's events come from
+// common/sse_parser.h). Pure functions and value types: any thread.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,21 +45,5 @@ Result<UpstreamChunk> ParseUpstreamResponse(std::string_view body);
 ApiError UpstreamError(const std::string& upstream, int http_status, std::string_view body);
 // Whether trying another upstream (or self-hosted workers) may help after that answer.
 bool RetryableUpstreamStatus(int http_status);
-
-// Splits an SSE body into events and hands each event's data (its `data:` lines joined with
-// '\n') to `on_data`. Lines end in \n, \r\n or \r; comments and other fields are skipped. An
-// event over `max_event_bytes` is an error, after which the reader stays failed.
-class SseDataReader {
- public:
-  explicit SseDataReader(size_t max_event_bytes = 4 << 20) : max_event_bytes_(max_event_bytes) {}
-  Status Feed(std::string_view bytes, const std::function<void(std::string_view)>& on_data);
-
- private:
-  void Line(std::string_view line, const std::function<void(std::string_view)>& on_data);
-
-  size_t max_event_bytes_;
-  std::string line_, data_;
-  bool has_data_ = false, last_cr_ = false, failed_ = false;
-};
 
 }  // namespace pdserve::gateway

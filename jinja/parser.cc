@@ -216,23 +216,12 @@ class Parser {
   }
 
   Status ParseIf(Stmt& s) {
-    s.kind = Stmt::Kind::kIf;
     ts_.Next();
-    PDSERVE_ASSIGN_OR_RETURN(s.expr, expressions_.ParseTuple(false, false, {}, false));
-    PDSERVE_RETURN_IF_ERROR(ParseBody({"elif", "else", "endif"}, s.body));
-    const Token& token = ts_.Next();
-    if (token.value == "elif") {
-      auto elif = std::make_unique<Stmt>();
-      elif->line = token.line;
-      PDSERVE_RETURN_IF_ERROR(ParseElif(*elif));
-      s.else_body.push_back(std::move(elif));
-    } else if (token.value == "else") {
-      PDSERVE_RETURN_IF_ERROR(ParseBodyUntil("endif", s.else_body));
-    }
-    return Status::Ok();
+    return ParseElif(s);
   }
 
-  // After `elif`: the rest of the chain, as a nested if.
+  // After `if` or `elif`: the condition, the body and the rest of the chain (an `elif` as a
+  // nested if in the else branch).
   Status ParseElif(Stmt& s) {
     s.kind = Stmt::Kind::kIf;
     PDSERVE_ASSIGN_OR_RETURN(s.expr, expressions_.ParseTuple(false, false, {}, false));

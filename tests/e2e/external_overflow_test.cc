@@ -20,6 +20,7 @@
 
 #include "bench/serve/fake_openai_server.h"
 #include "tests/e2e/process.h"
+#include "tests/loopback_certificate.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -327,38 +328,20 @@ TEST_F(ExternalOverflowTest, AClientThatLeavesMidStreamCancelsTheExternalAttempt
   EXPECT_EQ(fake_->requests_received(), 1);
 }
 
-// A self-signed P-256 certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1), valid to 2126:
-// tests/bench/serve/tls_test.cc's. Test use only.
-constexpr char kCert[] = R"(-----BEGIN CERTIFICATE-----
-MIIBjzCCATagAwIBAgIUeg9XkUxTMcK4aCbGF6XsuKIOuq0wCgYIKoZIzj0EAwIw
-FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEyOTE4NTMyMVoYDzIxMjYxMTA1
-MTg1MzIxWjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO
-PQMBBwNCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMmzI+7oUh7VTSK69NUWEKjRZky
-bfyHbjTh7tmxptZbwxprcsLb2CKoYH8oo2QwYjAdBgNVHQ4EFgQURg0uSMXQobiA
-Ixw0Iulbto5hw9AwHwYDVR0jBBgwFoAURg0uSMXQobiAIxw0Iulbto5hw9AwDwYD
-VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0cAMEQC
-IHy6wVtCdZGVtQRzOFLev4CmTkhlWKEeoR7IORx0X0ETAiAQp/EiDCJKBy3V5ffC
-BJtwHFkJjUV+3GQiiOCJ0Zjl8w==
------END CERTIFICATE-----
-)";
-constexpr char kKey[] = R"(-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQguy0MJP8zSWINH4KU
-devav8FXy1teR9IPZewWhAhD5S+hRANCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMm
-zI+7oUh7VTSK69NUWEKjRZkybfyHbjTh7tmxptZbwxprcsLb2CKoYH8o
------END PRIVATE KEY-----
-)";
+using testing::kLoopbackCert;
+using testing::kLoopbackKey;
 
 // https upstreams: the certificate is checked against --external-ca-file and the URL's host. The
 // same server named by another host fails its handshake, and the request goes to the upstream
 // whose name matches, never having reached the server through the first.
 TEST_F(ExternalOverflowTest, HttpsUpstreamsAreCheckedByCertificateAndHostName) {
   bench::FakeServerOptions o;
-  o.tls_cert_pem = kCert;
-  o.tls_key_pem = kKey;
+  o.tls_cert_pem = kLoopbackCert;
+  o.tls_key_pem = kLoopbackKey;
   auto fake = bench::FakeOpenAiServer::Start(o);
   ASSERT_TRUE(fake.ok()) << fake.status().message();
   fake_ = std::move(fake).value();
-  std::ofstream(dir_ / "ca.pem") << kCert;
+  std::ofstream(dir_ / "ca.pem") << kLoopbackCert;
   const std::string port = std::to_string(fake_->port());
   gateway_ = testing::StartGateway(
       dir_.path(), model_,

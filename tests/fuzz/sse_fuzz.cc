@@ -1,6 +1,6 @@
-// Fuzz target: a streamed response's bytes as a server sends them (bench/serve/sse_parser.h):
-// the SSE parser, each event's `data:` JSON read as a completion chunk, and error bodies. The
-// events must not depend on where the stream was split into reads.
+// Fuzz target: a streamed response's bytes as a server sends them (common/sse_parser.h,
+// bench/serve/sse_parser.h): the SSE parser, each event's `data:` JSON read as a completion chunk,
+// and error bodies. The events must not depend on where the stream was split into reads.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,8 +12,8 @@
 
 namespace {
 
-using pdserve::bench::SseEvent;
-using pdserve::bench::SseParser;
+using pdserve::SseEvent;
+using pdserve::SseParser;
 
 struct Parsed {
   std::vector<std::string> events;  // event name, a NUL, then the data

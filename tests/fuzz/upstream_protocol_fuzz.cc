@@ -1,6 +1,6 @@
 // Fuzz target: what an external upstream sends back (gateway/upstream_protocol.h): its SSE body
-// split into events by SseDataReader, each event's data read as a stream chunk, the whole body
-// read as a response and as an error answer. The events must not depend on where the body was
+// split into events by common/sse_parser.h, each event's data read as a stream chunk, the whole
+// body read as a response and as an error answer. The events must not depend on where the body was
 // split into reads.
 #include <algorithm>
 #include <cstddef>
@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/sse_parser.h"
 #include "gateway/upstream_protocol.h"
 
 namespace {
@@ -22,10 +23,10 @@ struct Parsed {
 // Feeds `body` in pieces whose lengths come from `cuts` (one byte each, cycled); none when empty.
 Parsed Run(std::string_view body, std::string_view cuts) {
   Parsed out;
-  pdserve::gateway::SseDataReader reader(/*max_event_bytes=*/4096);
-  auto on_data = [&](std::string_view d) {
-    out.data.emplace_back(d);
-    (void)pdserve::gateway::ParseUpstreamChunk(d);
+  pdserve::SseParser reader(/*max_event_bytes=*/4096);
+  auto on_data = [&](pdserve::SseEvent& e) {
+    out.data.emplace_back(e.data);
+    (void)pdserve::gateway::ParseUpstreamChunk(e.data);
   };
   size_t at = 0;
   for (size_t i = 0; at < body.size(); ++i) {

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/sse_parser.h"
+
 namespace pdserve::gateway {
 namespace {
 
@@ -92,23 +94,24 @@ TEST(UpstreamErrorTest, MapsStatusesAndKeepsTheUpstreamsMessage) {
   EXPECT_FALSE(RetryableUpstreamStatus(400));
 }
 
-TEST(SseDataReaderTest, SplitsEventsFedInAnyPieces) {
+// The gateway reads an upstream's stream with common/sse_parser.h: each event's data.
+TEST(UpstreamSseTest, SplitsEventsFedInAnyPieces) {
   const std::string stream =
       ": ping\r\n\r\ndata: {\"a\":1}\r\n\r\nevent: x\ndata: one\ndata: two\n\ndata: [DONE]\n\n";
   for (size_t piece : {size_t{1}, size_t{3}, stream.size()}) {
-    SseDataReader reader;
+    SseParser reader;
     std::vector<std::string> got;
     for (size_t i = 0; i < stream.size(); i += piece) {
       ASSERT_TRUE(reader
                       .Feed(std::string_view(stream).substr(i, piece),
-                            [&](std::string_view d) { got.emplace_back(d); })
+                            [&](SseEvent& e) { got.emplace_back(e.data); })
                       .ok());
     }
     EXPECT_EQ(got, (std::vector<std::string>{"{\"a\":1}", "one\ntwo", "[DONE]"})) << piece;
   }
-  SseDataReader small(8);
-  EXPECT_FALSE(small.Feed("data: 0123456789\n\n", [](std::string_view) {}).ok());
-  EXPECT_FALSE(small.Feed("\n", [](std::string_view) {}).ok());  // stays failed
+  SseParser small(8);
+  EXPECT_FALSE(small.Feed("data: 0123456789\n\n", [](SseEvent&) {}).ok());
+  EXPECT_FALSE(small.Feed("\n", [](SseEvent&) {}).ok());  // stays failed
 }
 
 }  // namespace

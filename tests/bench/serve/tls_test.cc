@@ -8,31 +8,13 @@
 
 #include "bench/serve/fake_openai_server.h"
 #include "bench/serve/load_generator.h"
+#include "tests/loopback_certificate.h"
 
 namespace pdserve::bench {
 namespace {
 
-// A self-signed P-256 certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1), valid to 2126,
-// made with: openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes
-//   -days 36500 -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1". Test use only.
-constexpr char kCert[] = R"(-----BEGIN CERTIFICATE-----
-MIIBjzCCATagAwIBAgIUeg9XkUxTMcK4aCbGF6XsuKIOuq0wCgYIKoZIzj0EAwIw
-FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEyOTE4NTMyMVoYDzIxMjYxMTA1
-MTg1MzIxWjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO
-PQMBBwNCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMmzI+7oUh7VTSK69NUWEKjRZky
-bfyHbjTh7tmxptZbwxprcsLb2CKoYH8oo2QwYjAdBgNVHQ4EFgQURg0uSMXQobiA
-Ixw0Iulbto5hw9AwHwYDVR0jBBgwFoAURg0uSMXQobiAIxw0Iulbto5hw9AwDwYD
-VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0cAMEQC
-IHy6wVtCdZGVtQRzOFLev4CmTkhlWKEeoR7IORx0X0ETAiAQp/EiDCJKBy3V5ffC
-BJtwHFkJjUV+3GQiiOCJ0Zjl8w==
------END CERTIFICATE-----
-)";
-constexpr char kKey[] = R"(-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQguy0MJP8zSWINH4KU
-devav8FXy1teR9IPZewWhAhD5S+hRANCAARsWfMEl7cNxTJtBfs/UEdF4bXspgMm
-zI+7oUh7VTSK69NUWEKjRZkybfyHbjTh7tmxptZbwxprcsLb2CKoYH8o
------END PRIVATE KEY-----
-)";
+using testing::kLoopbackCert;
+using testing::kLoopbackKey;
 
 std::vector<PreparedRequest> Requests(int n) {
   RandomDatasetOptions data;
@@ -50,8 +32,8 @@ class Tls : public ::testing::Test {
  protected:
   void SetUp() override {
     FakeServerOptions options;
-    options.tls_cert_pem = kCert;
-    options.tls_key_pem = kKey;
+    options.tls_cert_pem = kLoopbackCert;
+    options.tls_key_pem = kLoopbackKey;
     options.itl_s = 0.001;
     auto server = FakeOpenAiServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -60,7 +42,7 @@ class Tls : public ::testing::Test {
     // One file per process: ctest runs this fixture's tests in parallel processes.
     ca_file_ =
         std::string(PDSERVE_TEST_TMP) + "/tls_test_ca." + std::to_string(::getpid()) + ".pem";
-    std::ofstream(ca_file_) << kCert;
+    std::ofstream(ca_file_) << kLoopbackCert;
   }
 
   Result<LoadRun> Run(bool tls, bool verify, std::string ca_file, int n = 10) {
