@@ -97,6 +97,7 @@ struct PlannerFlags {
   int64_t itl_slo_ms = 100;
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
+  double burst_cold_start_s = 0;
   ActuatorFlags actuator;
 };
 
@@ -521,6 +522,10 @@ void AddServeCommands(CLI::App& app) {
                  "A burst worker that has had no request this long is let go at once (0: never; "
                  "else only after --planner-down-hold of comfort)")
       ->check(CLI::Range(0, 86400));
+  gw->add_option("--burst-cold-start-seconds", planner->burst_cold_start_s,
+                 "A burst worker's cold start until one is measured: an overflow request waits "
+                 "for one due within its TTFT objective (0: none until measured)")
+      ->check(CLI::Range(0.0, 86400.0));
   AddActuatorFlags(gw, &planner->actuator);
   auto external = std::make_shared<ExternalFlags>();
   AddExternalFlags(gw, external.get(), g.get());
@@ -533,6 +538,7 @@ void AddServeCommands(CLI::App& app) {
       Fail("gateway", InvalidArgument("--actuator acts only with --planner act"));
     }
     if (planner->mode != "off") g->planner = PlannerOptionsFrom(*planner, *ttft_slo_ms);
+    g->burst_cold_start = std::chrono::duration<double>(planner->burst_cold_start_s);
     RunGateway(*g, *ready);
   });
 

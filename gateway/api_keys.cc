@@ -49,9 +49,6 @@ Status ParseOptions(const std::vector<std::string>& options, const std::string& 
     if (name == "overflow") {
       auto rule = router::ParseOverflowRule(text);
       if (!rule.ok()) return InvalidArgument(where + ": " + rule.status().message());
-      if (*rule == router::OverflowRule::kCheapest) {
-        return InvalidArgument(where + ": overflow=cheapest is not built yet (never or overflow)");
-      }
       admission->overflow = *rule;
       *any_admission = true;
       continue;

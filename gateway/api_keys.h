@@ -9,13 +9,14 @@
 // no limit (TenantQuota says how they are counted); weight=X the tenant's share of the admission
 // queue against other waiting tenants (default 1); ttft_slo_ms=N its TTFT objective, past which
 // a predicted wait is refused at once (0 or absent: the gateway's --ttft-slo-ms);
-// overflow=never|overflow where its requests may go beyond self-hosted workers (never, the
-// default: they wait or are refused; overflow: to an external upstream when admission predicts
-// its TTFT objective would be missed; router/external_upstream.h); zones=Z1,Z2 the zones of the
-// workers (their --zone) its requests may use, and no others (absent: any; a tenant with zones
-// never overflows, as upstreams have none). A tenant's options may be given on any of its key
-// lines; two lines that give one tenant different ones are an error. Blank lines and lines
-// starting with # are skipped. Immutable after Load; any thread.
+// overflow=never|overflow|cheapest where its requests may go beyond self-hosted workers (never,
+// the default: they wait or are refused; overflow: to an external upstream when admission
+// predicts its TTFT objective would be missed; cheapest: that, and also when the upstream is
+// cheaper than self-hosted workers have been lately; gateway/completion_call.h, "Overflow");
+// zones=Z1,Z2 the zones of the workers (their --zone) its requests may use, and no others (absent:
+// any; a tenant with zones never overflows, as upstreams have none). A tenant's options may be
+// given on any of its key lines; two lines that give one tenant different ones are an error. Blank
+// lines and lines starting with # are skipped. Immutable after Load; any thread.
 #pragma once
 
 #include <map>

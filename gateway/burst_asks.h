@@ -5,11 +5,18 @@
 // oldest. A worker nobody asked for (started by hand) claims nothing and is billed from its
 // registration.
 //
+// It also says when the next burst worker of a pool should arrive: its ask plus the pool's cold
+// start, the median of the last ones measured (ask to registration, at each claim), or the
+// configured estimate until one is. An `overflow` request waits for that worker rather than go
+// to an external upstream when it would come within its TTFT objective
+// (gateway/completion_call.h, "Overflow").
+//
 // Threads: any (a mutex inside); the planner's timer and the registry's threads share one.
 #pragma once
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +29,12 @@ namespace pdserve::gateway {
 class BurstAsks {
  public:
   using TimePoint = std::chrono::system_clock::time_point;
+  using Clock = std::function<TimePoint()>;
+
+  // `assumed_cold_start`: a pool's cold start until one is measured (0: unknown, and no arrival
+  // is predicted for it).
+  explicit BurstAsks(std::chrono::duration<double> assumed_cold_start = {},
+                     Clock clock = &std::chrono::system_clock::now);
 
   void Asked(planner::Pool pool, TimePoint when);
   // The planner no longer wants the newest worker it asked for (if it has not come).
@@ -31,10 +44,22 @@ class BurstAsks {
   // A worker registered with this role and class: when it was asked for, if it was.
   std::optional<TimePoint> Claim(const std::string& role, const std::string& capacity_class);
   int outstanding(planner::Pool pool) const;
+  // When the oldest burst worker of `pool` still to come should register: its ask plus the cold
+  // start, or now when that has passed; an ask overdue by a whole cold start again is not
+  // counted on. nullopt when none is, or the pool's cold start is unknown.
+  std::optional<TimePoint> NextArrival(planner::Pool pool) const;
+  // The cold start a prediction uses for `pool` (0: unknown).
+  std::chrono::duration<double> ColdStart(planner::Pool pool) const;
 
  private:
+  static constexpr size_t kColdStartsKept = 5;
+  std::chrono::duration<double> ColdStartLocked(planner::Pool pool) const;
+
+  const std::chrono::duration<double> assumed_cold_start_;
+  const Clock clock_;
   mutable std::mutex mu_;
-  std::map<planner::Pool, std::deque<TimePoint>> asks_;  // oldest first
+  std::map<planner::Pool, std::deque<TimePoint>> asks_;      // oldest first
+  std::map<planner::Pool, std::deque<double>> cold_starts_;  // seconds, the latest last
 };
 
 }  // namespace pdserve::gateway

@@ -93,6 +93,16 @@ bool CompletionCall::Admit() {
     EndUnstarted(e, 0);
     return false;
   }
+  if (attempts_ == 1 && overflow_.rule == router::OverflowRule::kCheapest) {
+    if (const int upstream = CheaperUpstream(); upstream >= 0) {
+      StartExternal(upstream, "cheapest");
+      return true;
+    }
+  }
+  return Submit();
+}
+
+bool CompletionCall::Submit() {
   // A stream under way resumes from where its client is: the tokens it has are prompt now, the
   // sampler's stream starts past them, and it goes before anything new.
   const bool resuming = completion_tokens_ > 0;
@@ -110,8 +120,16 @@ bool CompletionCall::Admit() {
   // A retry waits as long as the request first could, from now.
   r.deadline = attempts_ == 1 ? admission_.deadline
                               : std::chrono::steady_clock::now() + (admission_.deadline - arrival_);
-  // A retry is not refused for its SLO: the request was admitted once.
-  if (attempts_ == 1) r.ttft_slo = admission_.ttft_slo;
+  overflow_deadline_ = false;
+  if (attempts_ == 1 && refused_for_objective_) {
+    if (const auto at = OverflowTime(); at && *at < r.deadline) {
+      r.deadline = *at;
+      overflow_deadline_ = true;
+    }
+  }
+  // A retry is not refused for its SLO: the request was admitted once; nor one that waits for a
+  // burst worker due within it, or waited until its overflow time.
+  if (attempts_ == 1 && refused_for_objective_) r.ttft_slo = admission_.ttft_slo;
   std::weak_ptr<CompletionCall> weak = shared_from_this();
   r.try_start = [weak, id = attempt_id_, exclude = failed_workers_, prompt, sampling] {
     auto self = weak.lock();
@@ -125,7 +143,7 @@ bool CompletionCall::Admit() {
   const router::Admission a = admission_.queue->Submit(std::move(r));
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
   if (a.verdict != router::Admission::Verdict::kRejected) return true;
-  if (overflow_.rule == router::OverflowRule::kOverflow) return Overflow(a);
+  if (overflow_.rule != router::OverflowRule::kNever) return Overflow(a);
   metrics_->RecordRejected("predicted_wait");
   char wait[32];
   std::snprintf(wait, sizeof wait, "%.1f", a.predicted_wait_s);
@@ -175,6 +193,7 @@ void CompletionCall::HandleStarted(uint64_t id) {
 void CompletionCall::HandleTimeout(uint64_t id) {
   if (done_ || id != attempt_id_) return;
   ticket_ = 0;
+  if (overflow_deadline_) return OverflowFromQueue();
   metrics_->RecordRejected("queue_timeout");
   const double waited = Seconds(std::chrono::steady_clock::now() - arrival_);
   char text[160];
@@ -320,6 +339,13 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
                        ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker));
   metrics_->RecordCost(accounting_.tenant, row.decode_worker.capacity_class,
                        ComputeCostUsd(row.decode_step_seconds, row.decode_worker));
+  if (accounting_.rates && a.status == kStatusOk) {
+    const bool prefilled = row.prefill_worker.id != 0, decoded = row.decode_worker.id != 0;
+    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0,
+                              ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker),
+                              decoded ? row.completion_tokens : 0,
+                              ComputeCostUsd(row.decode_step_seconds, row.decode_worker));
+  }
   if (accounting_.ledger) {
     if (Status s = accounting_.ledger->Append(row); !s.ok()) {
       spdlog::error("ledger: could not record {} attempt {}: {}", row.request_id, row.attempt,

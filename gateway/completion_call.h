@@ -11,9 +11,17 @@
 // last bytes go out, and its cost is returned in the x-pdserve-cost-usd header and as
 // usage.cost_usd.
 //
-// Overflow (router/external_upstream.h): a tenant whose rule is `overflow` is not refused when
-// admission predicts its TTFT objective would be missed: its first attempt goes to the cheapest
-// external upstream that is not cooling down (gateway/external_call.h), a failure there before
+// Overflow (router/external_upstream.h): a tenant whose rule is `overflow` or `cheapest` is not
+// refused when admission predicts its TTFT objective would be missed: unless a burst worker the
+// planner asked for is due to register within that objective (then it waits in the queue for it,
+// the objective no longer refusing it), its first attempt goes to the cheapest external upstream
+// that is not cooling down (gateway/external_call.h). A `cheapest` tenant's request also goes
+// there when no miss is predicted, if the upstream's price for its prompt and max_tokens is below
+// what self-hosted workers charged lately for as many tokens (router/self_hosted_rates.h; none
+// charged lately: it stays). One that waits in the queue instead leaves it for an upstream (the
+// same choice, reason queue_wait) when it has not started by its objective less its own prompt's
+// time at a worker's measured rate: it would miss the objective by waiting on. A failure there
+// before
 // any text reached the client is retried on another upstream and then on self-hosted workers,
 // and a request that can go nowhere allowed gets 503 (no_allowed_route) saying why. The client
 // sees our response id and model name, and the usage the upstream reported (or our tokenizer's
@@ -41,6 +49,7 @@
 #include "gateway/tenant_quota.h"
 #include "ledger/ledger.h"
 #include "router/admission_queue.h"
+#include "router/self_hosted_rates.h"
 #include "router/worker_registry.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/stop_strings.h"
@@ -66,6 +75,8 @@ struct CallAccounting {
   double egress_usd_per_gb = 0;             // KV bytes crossing zones
   std::string tenant;                       // from the API key; "" without authentication
   std::map<std::string, std::string> tags;  // x-pdserve-tags
+  // Completed self-hosted attempts' compute is recorded here (null: nowhere).
+  std::shared_ptr<router::SelfHostedRates> rates;
 };
 
 // How the call waits for its workers, and what it gives back if it never runs.
@@ -87,6 +98,9 @@ struct CallOverflow {
   std::shared_ptr<router::ExternalUpstreams> upstreams;  // null: none configured
   std::shared_ptr<boost::asio::ssl::context> tls;        // for https upstreams
   std::string client_body;                               // the request as the client sent it
+  // When the next burst prefill worker the planner asked for should register (null, or nullopt:
+  // none is coming that can be counted on).
+  std::function<std::optional<std::chrono::system_clock::time_point>()> next_burst;
 };
 
 class CompletionCall : public RequestSink, public std::enable_shared_from_this<CompletionCall> {
@@ -125,11 +139,23 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
 
   // A new attempt, through the queue. False when it was refused (the call has finished).
   bool Admit();
+  // Submits the current attempt to the queue (Admit's second half).
+  bool Submit();
   // Gives the call a new attempt id (and number).
   void NewAttempt();
   // External upstreams (completion_call_external.cc). Overflow: admission refused the first
   // attempt (`refusal`); it goes to an upstream, or ends with 503; false when it ended.
   bool Overflow(const router::Admission& refusal);
+  // A `cheapest` request's upstream when it is cheaper there than on self-hosted workers; -1:
+  // stay.
+  int CheaperUpstream() const;
+  // Whether a burst prefill worker is due before the request's objective runs out.
+  bool BurstDueInTime() const;
+  // When a first attempt that may overflow should leave the queue for an upstream: its
+  // objective less its prompt's time on a worker; nullopt: never (no objective, no upstream).
+  std::optional<std::chrono::steady_clock::time_point> OverflowTime() const;
+  // Its overflow time came while it waited: an upstream, or on waiting until its deadline.
+  void OverflowFromQueue();
   void StartExternal(int upstream, const std::string& reason);
   void HandleExternalText(uint64_t id, const std::string& text);
   void HandleExternalEnd(uint64_t id, const ExternalEnd& end);
@@ -201,7 +227,11 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   CallOverflow overflow_;
   std::shared_ptr<ExternalCall> external_;  // the external attempt under way
   std::set<int> failed_upstreams_;
-  bool external_text_ = false;                  // an external attempt's text reached the client
+  // Admission may still refuse it for its objective (not once it waits for a burst worker or has
+  // waited in the queue until its overflow time).
+  bool refused_for_objective_ = true;
+  bool overflow_deadline_ = false;  // its queue deadline is its overflow time, not the request's
+  bool external_text_ = false;      // an external attempt's text reached the client
   std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
   std::chrono::system_clock::time_point arrival_wall_, first_token_wall_;
   std::chrono::steady_clock::time_point arrival_, dispatched_, first_token_, end_;

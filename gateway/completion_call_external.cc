@@ -14,7 +14,58 @@ namespace {
 constexpr int kMaxExternalAttempts = 3;  // failures before the request gives up
 }  // namespace
 
+int CompletionCall::CheaperUpstream() const {
+  if (!overflow_.upstreams || !admission_.zones.empty() || !WhyNotExternal(request_).empty()) {
+    return -1;
+  }
+  const int64_t prompt = static_cast<int64_t>(prompt_.size());
+  const int upstream = overflow_.upstreams->Pick(prompt, max_tokens_, failed_upstreams_);
+  if (upstream < 0 || !accounting_.rates) return -1;
+  // Both priced at the request's whole allowance: its prompt and max_tokens.
+  const std::optional<double> self_hosted = accounting_.rates->PredictUsd(prompt, max_tokens_);
+  const double api = ExternalCostUsd(overflow_.upstreams->configs()[upstream], prompt, max_tokens_);
+  return self_hosted && api < *self_hosted ? upstream : -1;
+}
+
+bool CompletionCall::BurstDueInTime() const {
+  if (!overflow_.next_burst) return false;
+  const auto due = overflow_.next_burst();
+  return due && *due <= arrival_wall_ + admission_.ttft_slo;
+}
+
+std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTime() const {
+  if (overflow_.rule == router::OverflowRule::kNever || !overflow_.upstreams ||
+      admission_.ttft_slo.count() <= 0 || !admission_.zones.empty() ||
+      !WhyNotExternal(request_).empty()) {
+    return std::nullopt;
+  }
+  const router::PrefillCapacity c = registry_->Prefill();
+  const double per_worker = c.workers > 0 ? c.tokens_per_second / c.workers : 0;
+  const double own_s = per_worker > 0 ? static_cast<double>(prompt_.size()) / per_worker : 0;
+  return arrival_ + admission_.ttft_slo -
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(own_s));
+}
+
+void CompletionCall::OverflowFromQueue() {
+  overflow_deadline_ = false;
+  refused_for_objective_ = false;  // whatever comes of it, it waits on from here
+  const bool burst_due = BurstDueInTime();
+  const int upstream = burst_due ? -1
+                                 : overflow_.upstreams->Pick(static_cast<int64_t>(prompt_.size()),
+                                                             max_tokens_, failed_upstreams_);
+  if (upstream >= 0) return StartExternal(upstream, "queue_wait");
+  if (burst_due) metrics_->RecordOverflowDeferred();
+  Submit();  // back in the queue until the request's own deadline
+}
+
 bool CompletionCall::Overflow(const router::Admission& refusal) {
+  // A burst worker due within the objective serves it sooner than the objective asks: wait.
+  if (refused_for_objective_ && BurstDueInTime()) {
+    refused_for_objective_ = false;
+    metrics_->RecordOverflowDeferred();
+    return Submit();
+  }
   std::string why_not = WhyNotExternal(request_);
   // Upstreams have no zone: a tenant pinned to zones keeps its data on its workers.
   if (why_not.empty() && !admission_.zones.empty()) {

@@ -99,14 +99,23 @@ GatewayMetrics::GatewayMetrics()
       external_(pm::BuildCounter()
                     .Name("pdserve_external_requests_total")
                     .Help("Request attempts sent to an external upstream, by upstream and reason "
-                          "(predicted_wait: admission predicted a TTFT objective miss; retry: "
-                          "another upstream failed the request first).")
+                          "(predicted_wait: admission predicted a TTFT objective miss; "
+                          "queue_wait: it waited until waiting on would miss it; cheapest: "
+                          "cheaper there than on self-hosted workers lately; retry: another "
+                          "upstream failed the request first).")
                     .Register(*registry_)),
       external_errors_(pm::BuildCounter()
                            .Name("pdserve_external_request_errors_total")
                            .Help("Request attempts on an external upstream that failed, by "
                                  "upstream.")
                            .Register(*registry_)),
+      overflow_deferred_(pm::BuildCounter()
+                             .Name("pdserve_overflow_deferred_total")
+                             .Help("Requests that could have overflowed to an external upstream "
+                                   "for a predicted TTFT miss but waited for a burst worker due "
+                                   "within their objective.")
+                             .Register(*registry_)
+                             .Add({})),
       planner_desired_(pm::BuildGauge()
                            .Name("pdserve_planner_desired_workers")
                            .Help("Workers the planner wants per pool (prefill, decode) and class "

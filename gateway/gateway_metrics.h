@@ -57,18 +57,25 @@ class GatewayMetrics {
   // (reason preempted or worker_failed).
   void RecordResumed(const std::string& reason) { resumed_.Add({{"reason", reason}}).Increment(); }
   // pdserve_external_requests_total{upstream,reason}: attempts sent to an external upstream
-  // (reason predicted_wait: admission predicted a TTFT objective miss; retry: another upstream
+  // (reason predicted_wait: admission predicted a TTFT objective miss; queue_wait: it waited in
+  // the queue until it would miss its objective by waiting on; cheapest: the upstream's
+  // price was below the self-hosted workers' recent cost for its tokens; retry: another upstream
   // failed the request first); pdserve_external_request_errors_total{upstream}: those that failed.
   void RecordExternal(const std::string& upstream, const std::string& reason) {
     external_.Add({{"upstream", upstream}, {"reason", reason}}).Increment();
-    if (reason == "predicted_wait") overflowed_.fetch_add(1, std::memory_order_relaxed);
+    if (reason == "predicted_wait" || reason == "queue_wait") {
+      overflowed_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  // Requests that overflowed to an upstream because admission predicted a miss so far: demand
+  // Requests that overflowed to an upstream for a predicted or imminent miss so far: demand
   // the self-hosted workers refused, which the planner counts with admission's refusals.
   int64_t Overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
   void RecordExternalError(const std::string& upstream) {
     external_errors_.Add({{"upstream", upstream}}).Increment();
   }
+  // pdserve_overflow_deferred_total: requests that could have overflowed for a predicted miss
+  // but waited for a burst worker due within their TTFT objective instead.
+  void RecordOverflowDeferred() { overflow_deferred_.Increment(); }
   // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,
   // direction,reason}: what the planner wants and how often it changed its mind, by the rule
   // (planner::Decision::cause); pdserve_planner_actuations_total{pool,result}: act mode's calls
@@ -107,6 +114,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& resumed_;
   prometheus::Family<prometheus::Counter>& external_;
   prometheus::Family<prometheus::Counter>& external_errors_;
+  prometheus::Counter& overflow_deferred_;
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
   prometheus::Family<prometheus::Counter>& planner_actuations_;

@@ -44,6 +44,7 @@ Status StartUpstreams(const GatewayOptions& o, GatewayServer::Shared* shared) {
   PDSERVE_ASSIGN_OR_RETURN(shared->upstream_tls, MakeUpstreamTlsContext(o.external_ca_file));
   shared->upstreams =
       std::make_shared<router::ExternalUpstreams>(std::move(configs), o.external_health);
+  shared->rates = std::make_shared<router::SelfHostedRates>();
   return Status::Ok();
 }
 
@@ -81,7 +82,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
   std::shared_ptr<BurstAsks> asks;
   if (o.planner) {
-    asks = std::make_shared<BurstAsks>();
+    asks = std::make_shared<BurstAsks>(o.burst_cold_start);
+    shared->burst_asks = asks;
     registry_options.billed_from = [asks](const proto::Register& r) {
       return asks->Claim(r.role(), r.capacity_class());
     };

@@ -14,6 +14,7 @@
 #include "common/accept_backoff.h"
 #include "common/status.h"
 #include "gateway/api_keys.h"
+#include "gateway/burst_asks.h"
 #include "gateway/external_call.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/openai_request.h"
@@ -22,6 +23,7 @@
 #include "ledger/ledger.h"
 #include "router/admission_queue.h"
 #include "router/external_upstream.h"
+#include "router/self_hosted_rates.h"
 #include "router/worker_registry.h"
 #include "tokenizer/tokenizer.h"
 
@@ -59,6 +61,9 @@ struct GatewayOptions {
   std::string prices_file;       // required with `external`
   std::string external_ca_file;  // PEM CAs for https upstreams; "": the system's
   router::UpstreamHealthOptions external_health;
+  // The cold start assumed for a pool's burst workers until one is measured (ask to
+  // registration); 0: none, so an overflow request waits for no burst worker before one came.
+  std::chrono::duration<double> burst_cold_start{0};
 };
 
 class GatewayServer {
@@ -91,6 +96,8 @@ class GatewayServer {
     ParseOptions parse;  // the model's sampling defaults (generation_config.json)
     std::shared_ptr<router::ExternalUpstreams> upstreams;  // null: none configured
     std::shared_ptr<boost::asio::ssl::context> upstream_tls;
+    std::shared_ptr<router::SelfHostedRates> rates;  // what `cheapest` compares upstreams with
+    std::shared_ptr<BurstAsks> burst_asks;           // null: no planner
   };
 
  private:

@@ -256,13 +256,20 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   accounting.egress_usd_per_gb = shared_->egress_usd_per_gb;
   accounting.tenant = tenant_;
   accounting.tags = std::move(tags).value();
+  accounting.rates = shared_->rates;
   const router::OverflowRule overflow = admission.overflow;
   call_ = std::make_shared<CompletionCall>(
       stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
       std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output),
       shared_->metrics, std::move(admission), std::move(accounting));
   if (shared_->upstreams && overflow != router::OverflowRule::kNever) {
-    call_->AllowOverflow({overflow, shared_->upstreams, shared_->upstream_tls, request.body()});
+    CallOverflow o{overflow, shared_->upstreams, shared_->upstream_tls, request.body(), nullptr};
+    if (shared_->burst_asks) {
+      o.next_burst = [asks = shared_->burst_asks] {
+        return asks->NextArrival(planner::Pool::kPrefill);
+      };
+    }
+    call_->AllowOverflow(std::move(o));
   }
   if (!call_->Start()) return;
   WatchForClose();  // while it waits in the queue (and, not streaming, while it runs)

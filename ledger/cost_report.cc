@@ -48,6 +48,7 @@ void AddRow(const AttemptRow& r, ReportSection* s) {
     return;
   }
   ++s->requests;
+  ++s->classes[(decoded ? r.decode_worker : r.prefill_worker).capacity_class].requests;
   s->request_usd += r.cost_usd;
   s->input_tokens += r.prompt_tokens;
   s->output_tokens += r.completion_tokens;
@@ -179,6 +180,7 @@ BreakEven ReservedBreakEven(const ReportSection& section, const ApiFigures& api)
 ClassFigures Blended(const ReportSection& section) {
   ClassFigures sum;
   for (const auto& [name, f] : section.classes) {
+    sum.requests += f.requests;
     sum.prefill_usd += f.prefill_usd;
     sum.decode_usd += f.decode_usd;
     sum.wasted_usd += f.wasted_usd;
@@ -190,6 +192,47 @@ ClassFigures Blended(const ReportSection& section) {
     sum.busy_gpu_seconds += f.busy_gpu_seconds;
   }
   return sum;
+}
+
+std::vector<MixEntry> Mix(const ReportSection& section) {
+  std::vector<MixEntry> mix;
+  int64_t requests = 0;
+  for (const auto& [name, f] : section.classes) {
+    if (f.requests == 0) continue;
+    mix.push_back({name, f.requests, f.input_tokens, f.output_tokens, f.capacity_usd, 0});
+    requests += f.requests;
+  }
+  for (const auto& [name, e] : section.external) {
+    if (e.requests == 0 && e.failed_attempts == 0) continue;
+    mix.push_back(
+        {"api " + name, e.requests, e.input_tokens, e.output_tokens, e.cost_usd + e.wasted_usd, 0});
+    requests += e.requests;
+  }
+  for (MixEntry& m : mix) {
+    m.request_share = requests > 0 ? static_cast<double>(m.requests) / requests : 0;
+  }
+  return mix;
+}
+
+OnBurst ExternalOnBurst(const ReportSection& section, const ExternalFigures& external) {
+  OnBurst on;
+  auto it = section.classes.find(kBurstClass);
+  if (it == section.classes.end()) return on;
+  const ClassFigures& b = it->second;
+  // A kind of token the upstream served that burst did not has no burst rate to price it at.
+  if ((external.input_tokens > 0 && b.input_tokens == 0) ||
+      (external.output_tokens > 0 && b.output_tokens == 0)) {
+    return on;
+  }
+  auto rate = [](double usd, int64_t tokens) { return tokens > 0 ? usd / tokens : 0.0; };
+  on.compute_usd = external.input_tokens * rate(b.prefill_usd, b.input_tokens) +
+                   external.output_tokens * rate(b.decode_usd, b.output_tokens);
+  const double compute = b.prefill_usd + b.decode_usd;
+  const double input_share = compute > 0 ? b.prefill_usd / compute : 0;
+  on.fully_loaded_usd =
+      external.input_tokens * rate(b.capacity_usd * input_share, b.input_tokens) +
+      external.output_tokens * rate(b.capacity_usd * (1 - input_share), b.output_tokens);
+  return on;
 }
 
 CostReport BuildCostReport(const std::vector<AttemptRow>& rows,
@@ -277,9 +320,13 @@ Json PerMillionJson(const ClassFigures& f) {
 }
 
 Json ClassJson(const ClassFigures& f, bool fleet) {
-  Json j = {{"prefill_compute_usd", f.prefill_usd}, {"decode_compute_usd", f.decode_usd},
-            {"retry_compute_usd", f.wasted_usd},    {"input_tokens", f.input_tokens},
-            {"output_tokens", f.output_tokens},     {"capacity_cost_usd", f.capacity_usd},
+  Json j = {{"requests", f.requests},
+            {"prefill_compute_usd", f.prefill_usd},
+            {"decode_compute_usd", f.decode_usd},
+            {"retry_compute_usd", f.wasted_usd},
+            {"input_tokens", f.input_tokens},
+            {"output_tokens", f.output_tokens},
+            {"capacity_cost_usd", f.capacity_usd},
             {"idle_waste_usd", f.idle_usd}};
   if (fleet) {
     j["uptime_gpu_seconds"] = f.uptime_gpu_seconds;
@@ -331,11 +378,26 @@ Json SectionJson(const ReportSection& s) {
   j["apis"] = apis;
   Json external = Json::object();
   for (const auto& [name, e] : s.external) {
-    external[name] = {{"requests", e.requests},         {"failed_attempts", e.failed_attempts},
-                      {"input_tokens", e.input_tokens}, {"output_tokens", e.output_tokens},
-                      {"cost_usd", e.cost_usd},         {"retry_waste_usd", e.wasted_usd}};
+    const OnBurst on = ExternalOnBurst(s, e);
+    external[name] = {{"requests", e.requests},
+                      {"failed_attempts", e.failed_attempts},
+                      {"input_tokens", e.input_tokens},
+                      {"output_tokens", e.output_tokens},
+                      {"cost_usd", e.cost_usd},
+                      {"retry_waste_usd", e.wasted_usd},
+                      {"on_burst_compute_usd", Optional(on.compute_usd)},
+                      {"on_burst_fully_loaded_usd", Optional(on.fully_loaded_usd)}};
   }
   j["external_apis"] = external;
+  Json mix = Json::object();
+  for (const MixEntry& m : Mix(s)) {
+    mix[m.option] = {{"requests", m.requests},
+                     {"input_tokens", m.input_tokens},
+                     {"output_tokens", m.output_tokens},
+                     {"cost_usd", m.cost_usd},
+                     {"request_share", m.request_share}};
+  }
+  j["mix"] = mix;
   return j;
 }
 
@@ -491,15 +553,32 @@ std::string CostReportTable(const CostReport& r) {
   for (const auto& [value, s] : r.groups) {
     SectionTable("Tag " + *r.options.group_by_tag + "=" + value, s, &out);
   }
-  if (!r.overall.external.empty()) {
-    out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}\n", "External APIs (served)",
-                       "requests", "failed", "input tok", "output tok", "cost", "retry waste");
-    for (const auto& [name, e] : r.overall.external) {
-      out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}\n", name, e.requests,
-                         e.failed_attempts, e.input_tokens, e.output_tokens, Usd(e.cost_usd),
-                         Usd(e.wasted_usd));
+  const std::vector<MixEntry> mix = Mix(r.overall);
+  if (!mix.empty()) {
+    out += fmt::format("{:<24}{:>10}{:>8}{:>12}{:>12}{:>14}\n", "Mix (accepted requests)",
+                       "requests", "share", "input tok", "output tok", "cost");
+    for (const MixEntry& m : mix) {
+      out +=
+          fmt::format("{:<24}{:>10}{:>8}{:>12}{:>12}{:>14}\n", m.option, m.requests,
+                      Percent(m.request_share), m.input_tokens, m.output_tokens, Usd(m.cost_usd));
     }
-    out += "\n";
+    out +=
+        "  (a class's cost is its capacity, idle and cold starts included; an API's, its rows)\n\n";
+  }
+  if (!r.overall.external.empty()) {
+    out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n",
+                       "External APIs (served)", "requests", "failed", "input tok", "output tok",
+                       "cost", "retry waste", "on burst", "burst loaded");
+    for (const auto& [name, e] : r.overall.external) {
+      const OnBurst on = ExternalOnBurst(r.overall, e);
+      out +=
+          fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n", name, e.requests,
+                      e.failed_attempts, e.input_tokens, e.output_tokens, Usd(e.cost_usd),
+                      Usd(e.wasted_usd), UsdOrDash(on.compute_usd), UsdOrDash(on.fully_loaded_usd));
+    }
+    out +=
+        "  on burst: the same tokens at burst's compute cost per token in this window; burst "
+        "loaded: at its capacity cost per accepted token ('-': burst served none)\n\n";
   }
   out += fmt::format("{:<24}{:>8}{:>12}{:>12}{:>8}{:>14}{:>14}{:>14}\n", "Workers", "class",
                      "uptime s", "busy s", "util", "capacity", "idle waste", "retry waste");

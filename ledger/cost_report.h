@@ -33,6 +33,15 @@
 // - Rows of class api (attempts the gateway sent to an external upstream) are no worker's: they
 //   stay out of every figure above (conservation is of self-hosted capacity) and are summed by
 //   upstream in `external` (JSON "external_apis"), at the cost their rows hold.
+// - The mix (JSON "mix"): each option that served accepted requests, reserved, burst and each
+//   external upstream ("api NAME"): requests (a self-hosted request counts for the class that
+//   decoded it), tokens, what it cost (a class's capacity cost, idle and cold starts included;
+//   an upstream's accepted and failed rows) and its share of the requests.
+// - An upstream's tokens on burst (external_apis' "on_burst_*"): its accepted input and output
+//   tokens at burst's rates in the same window: at burst's compute cost per 1M tokens (burst
+//   as busy as it could be) and fully loaded (burst's capacity cost per accepted token, cold
+//   starts and idle included, as it really ran); null when burst served no tokens of a kind the
+//   upstream did.
 #pragma once
 
 #include <map>
@@ -56,6 +65,7 @@ struct ReportOptions {
 
 // Money and tokens of one capacity class (reserved, burst, ...) within a section.
 struct ClassFigures {
+  int64_t requests = 0;                         // accepted, decoded (else prefilled) here
   double prefill_usd = 0, decode_usd = 0;       // accepted rows' compute on this class
   double wasted_usd = 0;                        // failed rows' compute on this class
   int64_t input_tokens = 0, output_tokens = 0;  // accepted tokens prefilled / decoded here
@@ -133,5 +143,21 @@ struct BreakEven {
 BreakEven ReservedBreakEven(const ReportSection& section, const ApiFigures& api);
 // The section's classes summed ("blended").
 ClassFigures Blended(const ReportSection& section);
+
+// One option of the section's mix (see "The mix" above).
+struct MixEntry {
+  std::string option;  // a capacity class, or "api NAME"
+  int64_t requests = 0, input_tokens = 0, output_tokens = 0;
+  double cost_usd = 0;
+  double request_share = 0;  // of the section's accepted requests, self-hosted and external
+};
+std::vector<MixEntry> Mix(const ReportSection& section);
+
+// What `external`'s accepted tokens would have cost on the section's burst capacity (see "An
+// upstream's tokens on burst" above).
+struct OnBurst {
+  std::optional<double> compute_usd, fully_loaded_usd;
+};
+OnBurst ExternalOnBurst(const ReportSection& section, const ExternalFigures& external);
 
 }  // namespace pdserve::gateway

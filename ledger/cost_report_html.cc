@@ -156,6 +156,38 @@ std::string SectionRow(const std::string& name, const ReportSection& s) {
       Money(s.request_usd), Money(s.retry_waste_usd), Money(s.idle_usd));
 }
 
+// Where accepted requests went, and what the external upstreams' tokens would have cost on burst.
+std::string MixTables(const CostReport& r) {
+  const std::vector<MixEntry> mix = Mix(r.overall);
+  if (mix.empty()) return "";
+  std::string html =
+      "<h3>Mix</h3><table><tr><th>option</th><th>requests</th><th>share</th><th>input "
+      "tokens</th><th>output tokens</th><th>cost</th></tr>\n";
+  for (const MixEntry& m : mix) {
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        HtmlEscape(m.option), m.requests, m.request_share * 100, m.input_tokens, m.output_tokens,
+        Money(m.cost_usd));
+  }
+  html +=
+      "</table><p>A class's cost is its capacity, idle and cold starts included; an API's, its "
+      "rows.</p>\n";
+  if (r.overall.external.empty()) return html;
+  html +=
+      "<h3>Overflow to external APIs against burst</h3><table><tr><th>API</th><th>requests</th>"
+      "<th>failed</th><th>cost</th><th>retry waste</th><th>same tokens on burst (compute)</th>"
+      "<th>on burst (fully loaded)</th></tr>\n";
+  auto money = [](std::optional<double> v) { return v ? Money(*v) : std::string("-"); };
+  for (const auto& [name, e] : r.overall.external) {
+    const OnBurst on = ExternalOnBurst(r.overall, e);
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        HtmlEscape(name), e.requests, e.failed_attempts, Money(e.cost_usd), Money(e.wasted_usd),
+        money(on.compute_usd), money(on.fully_loaded_usd));
+  }
+  return html + "</table><p>-: burst capacity served no tokens of that kind in this window.</p>\n";
+}
+
 std::string Tables(const CostReport& r) {
   std::string html =
       "<h3>Sections</h3><table><tr><th>section</th><th>requests</th><th>input tokens</th>"
@@ -179,8 +211,9 @@ std::string Tables(const CostReport& r) {
         Money(a.api_cost_usd),
         b.never ? std::string("never") : fmt::format("{:.1f}%", b.utilisation.value_or(0) * 100));
   }
+  html += "</table>\n" + MixTables(r);
   html +=
-      "</table>\n<h3>Workers</h3><table><tr><th>worker</th><th>class</th><th>GPUs</th>"
+      "<h3>Workers</h3><table><tr><th>worker</th><th>class</th><th>GPUs</th>"
       "<th>$/GPU-hour</th><th>uptime s</th><th>busy s</th><th>capacity</th><th>idle "
       "waste</th><th>retry waste</th></tr>\n";
   for (const WorkerFigures& w : r.workers) {

@@ -15,8 +15,8 @@
 //   (refused + started) / started), at least one, within the burst maximum and the shared
 //   worker budget; then no other step up for up_cooldown. Sizing the step (Dynamo's SLA
 //   planner does the same) brings a 5x load step back within its SLO after one cold start,
-//   where steps of one would take one cold start per worker.// - No decision for a pool while
-//   workers it asked for are still starting.
+//   where steps of one would take one cold start per worker.
+// - No decision for a pool while workers it asked for are still starting.
 // - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
 //   SLO, nothing queued or refused, and its workers but one would be busy under
 //   down_utilisation of the time at the prompt tokens started lately; decode: KV use under kv_low

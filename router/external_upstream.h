@@ -32,7 +32,7 @@ namespace pdserve::router {
 enum class OverflowRule {
   kNever,     // self-hosted workers only: it waits, or is refused
   kOverflow,  // an upstream when admission predicts a TTFT objective miss
-  kCheapest,  // the cheapest of both (not built yet: refused where it is configured)
+  kCheapest,  // as kOverflow, and an upstream also when it is cheaper than self-hosted lately
 };
 Result<OverflowRule> ParseOverflowRule(std::string_view text);
 const char* OverflowRuleName(OverflowRule rule);

@@ -13,10 +13,12 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "bench/serve/fake_openai_server.h"
 #include "tests/e2e/process.h"
@@ -52,7 +54,8 @@ class ExternalOverflowTest : public ::testing::Test {
     ASSERT_FALSE(model_.empty()) << "pdserve make-model failed";
     std::ofstream(dir_ / "keys") << "key:sk-over over overflow=overflow\nkey:sk-never never\n"
                                  << "key:sk-sdk sdk overflow=overflow ttft_slo_ms=100\n"
-                                 << "key:sk-load load overflow=overflow ttft_slo_ms=1000\n";
+                                 << "key:sk-load load overflow=overflow ttft_slo_ms=1000\n"
+                                 << "key:sk-cheap cheap overflow=cheapest\n";
     std::ofstream(dir_ / "prices.json") << R"({"fake-model": {"input_cost_per_token": 1.5e-06,
         "output_cost_per_token": 6e-06, "litellm_provider": "fake"}})";
     // Prompt steps of 0.5 s: once measured, any prompt's own prefill misses a 100 ms objective.
@@ -68,26 +71,46 @@ class ExternalOverflowTest : public ::testing::Test {
   // Simulated workers of `profile` (default: prompt steps of 0.5 s).
   // `expect_refusal`: wait until admission refuses a never tenant's tight objective (the slow
   // profile's prompts miss it once measured).
+  // `gateway_flags` and `sim_flags` are added to each one's command line.
   void Start(std::vector<bench::FakeFault> faults = {}, const std::string& profile = "slow.json",
-             bool expect_refusal = true, double fake_itl_s = 0) {
+             bool expect_refusal = true, double fake_itl_s = 0,
+             std::vector<std::string> gateway_flags = {}, std::vector<std::string> sim_flags = {}) {
     bench::FakeServerOptions o;
     o.faults = std::move(faults);
     o.itl_s = fake_itl_s;
     auto fake = bench::FakeOpenAiServer::Start(o);
     ASSERT_TRUE(fake.ok()) << fake.status().message();
     fake_ = std::move(fake).value();
-    gateway_ = testing::StartGateway(
-        dir_.path(), model_,
-        {"--api-keys", dir_ / "keys", "--ledger", dir_ / "ledger.sqlite", "--external",
-         "fake=http://127.0.0.1:" + std::to_string(fake_->port()), "--external-model",
-         "fake=fake-model", "--prices", dir_ / "prices.json", "--external-cooldown", "2"});
+    std::vector<std::string> gateway_args = {
+        "--api-keys",
+        dir_ / "keys",
+        "--ledger",
+        dir_ / "ledger.sqlite",
+        "--external",
+        "fake=http://127.0.0.1:" + std::to_string(fake_->port()),
+        "--external-model",
+        "fake=fake-model",
+        "--prices",
+        dir_ / "prices.json",
+        "--external-cooldown",
+        "2"};
+    gateway_args.insert(gateway_args.end(), gateway_flags.begin(), gateway_flags.end());
+    gateway_ = testing::StartGateway(dir_.path(), model_, gateway_args);
     ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
     http_ = gateway_.http_port;
-    sim_ = std::make_unique<Process>(
-        std::vector<std::string>{"sim", "--model", model_, "--gateway",
-                                 "127.0.0.1:" + std::to_string(gateway_.control_port), "--profile",
-                                 dir_ / profile, "--prefill", "1", "--decode", "1"},
-        dir_ / "sim.log");
+    std::vector<std::string> sim_args = {"sim",
+                                         "--model",
+                                         model_,
+                                         "--gateway",
+                                         "127.0.0.1:" + std::to_string(gateway_.control_port),
+                                         "--profile",
+                                         dir_ / profile,
+                                         "--prefill",
+                                         "1",
+                                         "--decode",
+                                         "1"};
+    sim_args.insert(sim_args.end(), sim_flags.begin(), sim_flags.end());
+    sim_ = std::make_unique<Process>(sim_args, dir_ / "sim.log");
     WarmUp(expect_refusal);
   }
 
@@ -457,12 +480,102 @@ TEST_F(ExternalOverflowTest, TenTimesTheWorkersCapacityKeepsGoodputAbove95Percen
   EXPECT_GE(goodput, 0.95);
   EXPECT_GT(external, 0);
   EXPECT_LT(external, 300) << "the workers served none of it";
-  // Every request the upstream got was sent for a predicted miss, none for anything else.
-  EXPECT_EQ(testing::MetricValue(http_,
-                                 "pdserve_external_requests_total{reason=\"predicted_wait\","
-                                 "upstream=\"fake\"}"),
-            external);
+  // Every request the upstream got was sent for a predicted miss (at admission, or once waiting
+  // on would miss), none for anything else.
+  const double predicted = std::max(
+      0.0,
+      testing::MetricValue(
+          http_, "pdserve_external_requests_total{reason=\"predicted_wait\",upstream=\"fake\"}"));
+  const double waited = std::max(
+      0.0, testing::MetricValue(
+               http_, "pdserve_external_requests_total{reason=\"queue_wait\",upstream=\"fake\"}"));
+  std::printf("to the upstream: %.0f refused at admission, %.0f after waiting\n", predicted,
+              waited);
+  EXPECT_EQ(predicted + waited, external);
   EXPECT_EQ(testing::MetricSum(http_, "pdserve_external_requests_total"), external);
+
+  // The report shows the mix and what the overflow cost, beside what burst would have charged.
+  const std::string ledger_and_prices = " --ledger " + std::string(dir_ / "ledger.sqlite") +
+                                        " --prices " + std::string(dir_ / "prices.json");
+  const auto run = testing::RunPdserveWithOutput("report --format json" + ledger_and_prices);
+  const Json report = Json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << "exit " << run.exit_code << ": " << run.err << run.out;
+  const Json& overall = report["overall"];
+  const Json& mix = overall["mix"];
+  ASSERT_TRUE(mix.contains("api fake") && mix.contains("reserved")) << mix.dump();
+  EXPECT_EQ(mix["api fake"]["requests"], external);
+  // The warm-up's request is the workers' too.
+  EXPECT_EQ(mix["reserved"]["requests"].get<int64_t>() + external, 300 + 1) << mix.dump();
+  const Json& e = overall["external_apis"]["fake"];
+  EXPECT_EQ(e["requests"], external);
+  EXPECT_GT(e["cost_usd"].get<double>(), 0);
+  // No burst capacity ran: nothing to price the overflow's tokens at, said as null.
+  EXPECT_TRUE(e["on_burst_compute_usd"].is_null()) << e.dump();
+  const std::string table = testing::RunPdserve("report" + ledger_and_prices);
+  EXPECT_NE(table.find("Mix (accepted requests)"), std::string::npos) << table;
+  EXPECT_NE(table.find("api fake"), std::string::npos) << table;
+}
+
+// `cheapest`: where the tokens cost less. Workers at $36,000 a GPU-hour (a 0.5 s prompt step
+// costs $5) are dearer than the sheet's upstream for any request once their cost is known.
+TEST_F(ExternalOverflowTest, CheapestTenantsGoToTheUpstreamWhenTheWorkersCostMore) {
+  Start({}, "slow.json", /*expect_refusal=*/false, 0, {}, {"--price-per-gpu-hour", "36000"});
+  // The warm-up's request was charged: the workers' rates are known.
+  for (int i = 1; i <= 3; ++i) {
+    const HttpResponse r = Post("sk-cheap", Completion(4, i % 2 == 0));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(fake_->requests_received(), i);
+  }
+  EXPECT_EQ(testing::MetricValue(
+                http_, "pdserve_external_requests_total{reason=\"cheapest\",upstream=\"fake\"}"),
+            3);
+  // A never tenant stays on the dear workers all the same.
+  ASSERT_EQ(Post("sk-never", Completion(4, false)).status, 200);
+  EXPECT_EQ(fake_->requests_received(), 3);
+}
+
+// Free workers (no price) cost less than any upstream: a cheapest tenant stays on them.
+TEST_F(ExternalOverflowTest, CheapestTenantsStayOnWorkersThatCostLess) {
+  Start();  // until admission predicts that the prompts miss a tight objective
+  for (int i = 0; i < 3; ++i) {
+    const HttpResponse r = Post("sk-cheap", Completion(4, false));
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  EXPECT_EQ(fake_->requests_received(), 0);
+  // Under an objective the workers would miss it still overflows, as `overflow` does.
+  ASSERT_EQ(Post("sk-cheap", Completion(4, false), kTightSlo).status, 200);
+  EXPECT_EQ(fake_->requests_received(), 1);
+}
+
+// A burst worker the planner asked for, due within the request's objective, is waited for
+// rather than overflowing; one overdue by a whole cold start again is not counted on. The
+// planner (advise: nobody starts the worker) asks for a prefill worker once admission refuses
+// never tenants; the cold start is assumed to be 4 s, so the ask is due from 4 s to 8 s after
+// it is made and due now in between.
+TEST_F(ExternalOverflowTest, AnOverflowWaitsForABurstWorkerDueWithinItsObjective) {
+  Start({}, "slow.json", /*expect_refusal=*/true, 0,
+        {"--planner", "advise", "--planner-prefill", "1:3", "--planner-decode", "1:3",
+         "--planner-interval", "0.5", "--burst-cold-start-seconds", "4"});
+  const std::string desired = "pdserve_planner_desired_workers{class=\"burst\",pool=\"prefill\"}";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (testing::MetricValue(http_, desired) >= 1) return true;
+        Post("sk-never", Completion(4, false), kTightSlo);  // refused: the planner's signal
+        return false;
+      },
+      std::chrono::seconds(30)))
+      << "the planner never asked for a burst prefill worker";
+  const auto asked = Clock::now();  // the ask was made at most half a second before
+  std::this_thread::sleep_until(asked + std::chrono::seconds(5));
+  const HttpResponse waited = Post("sk-over", Completion(4, false), kTightSlo);
+  ASSERT_EQ(waited.status, 200) << waited.body;
+  EXPECT_EQ(fake_->requests_received(), 0) << "it overflowed with a burst worker due";
+  EXPECT_EQ(testing::MetricSum(http_, "pdserve_overflow_deferred_total"), 1);
+  std::this_thread::sleep_until(asked + std::chrono::seconds(9));
+  const HttpResponse overflowed = Post("sk-over", Completion(4, false), kTightSlo);
+  ASSERT_EQ(overflowed.status, 200) << overflowed.body;
+  EXPECT_EQ(fake_->requests_received(), 1) << "the lost burst worker was still waited for";
+  EXPECT_EQ(testing::MetricSum(http_, "pdserve_overflow_deferred_total"), 1);
 }
 
 }  // namespace

@@ -75,17 +75,19 @@ TEST(ApiKeysTest, RefusesBadLimitsSayingWhere) {
 // Parse reads text already in memory (the fuzz target's way in) exactly as Load reads the file.
 TEST(ApiKeysTest, ReadsEachTenantsOverflowRuleNeverByDefault) {
   auto keys = ApiKeys::Parse(
-      "key:a1 acme overflow=overflow ttft_slo_ms=500\nkey:b1 beta\nkey:c1 gamma overflow=never\n",
+      "key:a1 acme overflow=overflow ttft_slo_ms=500\nkey:b1 beta\nkey:c1 gamma overflow=never\n"
+      "key:d1 delta overflow=cheapest\n",
       "inline-keys");
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_EQ((*keys)->AdmissionFor("acme").overflow, router::OverflowRule::kOverflow);
   EXPECT_EQ((*keys)->AdmissionFor("acme").ttft_slo_ms, 500);
   EXPECT_EQ((*keys)->AdmissionFor("beta").overflow, router::OverflowRule::kNever);
   EXPECT_EQ((*keys)->AdmissionFor("gamma").overflow, router::OverflowRule::kNever);
+  EXPECT_EQ((*keys)->AdmissionFor("delta").overflow, router::OverflowRule::kCheapest);
   auto by_default = ApiKeys::Parse("default overflow=overflow\nkey:b1 beta\n", "inline-keys");
   ASSERT_TRUE(by_default.ok()) << by_default.status().ToString();
   EXPECT_EQ((*by_default)->AdmissionFor("beta").overflow, router::OverflowRule::kOverflow);
-  for (const char* bad : {"key:a1 acme overflow=always\n", "key:a1 acme overflow=cheapest\n",
+  for (const char* bad : {"key:a1 acme overflow=always\n", "key:a1 acme overflow=\n",
                           "key:a1 acme overflow=overflow\nkey:a2 acme overflow=never\n"}) {
     auto refused = ApiKeys::Parse(bad, "inline-keys");
     ASSERT_FALSE(refused.ok()) << bad;

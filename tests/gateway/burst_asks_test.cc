@@ -39,5 +39,39 @@ TEST(BurstAsksTest, AStepDownWithdrawsTheNewestAndStaleAsksGoOldestFirst) {
   EXPECT_EQ(asks.outstanding(Pool::kDecode), 0);
 }
 
+TEST(BurstAsksTest, TheNextArrivalIsTheOldestAskPlusTheMeasuredColdStart) {
+  BurstAsks::TimePoint now = std::chrono::system_clock::now();
+  BurstAsks asks(20s, [&] { return now; });
+  EXPECT_FALSE(asks.NextArrival(Pool::kPrefill)) << "nothing asked for";
+  const BurstAsks::TimePoint t0 = now;
+  asks.Asked(Pool::kPrefill, t0);
+  asks.Asked(Pool::kPrefill, t0 + 1s);
+  EXPECT_EQ(asks.NextArrival(Pool::kPrefill), t0 + 20s) << "the assumed cold start";
+  // It registers after 8 s: the pool's cold start is measured, and the next ask's due at +9 s.
+  now = t0 + 8s;
+  EXPECT_EQ(asks.Claim("prefill", "burst"), t0);
+  EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 8s);
+  EXPECT_EQ(asks.NextArrival(Pool::kPrefill), t0 + 9s);
+  // Overdue: due now, not in the past; overdue by a whole cold start again: not counted on.
+  now = t0 + 12s;
+  EXPECT_EQ(asks.NextArrival(Pool::kPrefill), now);
+  now = t0 + 18s;
+  EXPECT_FALSE(asks.NextArrival(Pool::kPrefill));
+  // The median of the last measured: 8, 2 and 17 s give 8 s.
+  asks.Asked(Pool::kPrefill, now - 2s);
+  asks.Asked(Pool::kPrefill, now);
+  EXPECT_EQ(asks.NextArrival(Pool::kPrefill), now + 6s) << "the next ask, not the lost one";
+  ASSERT_TRUE(asks.Claim("prefill", "burst"));  // t0 + 1s, after 17 s
+  ASSERT_TRUE(asks.Claim("prefill", "burst"));  // now - 2s, after 2 s
+  EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 8s);
+  EXPECT_FALSE(asks.NextArrival(Pool::kDecode)) << "the decode pool asked for nothing";
+}
+
+TEST(BurstAsksTest, AnUnknownColdStartPredictsNoArrival) {
+  BurstAsks asks;  // no estimate
+  asks.Asked(Pool::kPrefill, std::chrono::system_clock::now());
+  EXPECT_FALSE(asks.NextArrival(Pool::kPrefill));
+}
+
 }  // namespace
 }  // namespace pdserve::gateway

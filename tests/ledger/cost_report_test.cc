@@ -197,6 +197,35 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   EXPECT_EQ(e["cost_usd"].get<double>(), served.cost_usd);
   EXPECT_EQ(j["tenants"]["acme"]["external_apis"]["openai"]["requests"], 1);
   EXPECT_NE(CostReportTable(report_).find("External APIs"), std::string::npos);
+
+  // The same tokens on burst: B's compute was $0.1 for 1000 input tokens (row 3) and $0.2 for
+  // 1000 output tokens (row 4); its capacity $1.0 splits 1/3 to input, 2/3 to output.
+  ExpectNear(e["on_burst_compute_usd"], 100 * 0.1 / 1000 + 20 * 0.2 / 1000, "on burst compute");
+  ExpectNear(e["on_burst_fully_loaded_usd"], 100 * (1.0 / 3) / 1000 + 20 * (2.0 / 3) / 1000,
+             "on burst loaded");
+  // acme's burst decoded nothing: its upstream's output tokens have no burst rate.
+  EXPECT_TRUE(j["tenants"]["acme"]["external_apis"]["openai"]["on_burst_compute_usd"].is_null());
+
+  // The mix: rows 1 and 3 decoded on R, row 4 on B, one served by the API; the failed API
+  // attempt is in the API's cost but is no request.
+  const Json& mix = o["mix"];
+  ASSERT_EQ(mix.size(), 3u) << mix.dump();
+  EXPECT_EQ(mix["reserved"]["requests"], 2);
+  EXPECT_EQ(mix["reserved"]["input_tokens"], 3000);
+  EXPECT_EQ(mix["reserved"]["output_tokens"], 900);
+  ExpectNear(mix["reserved"]["cost_usd"], 1.0, "reserved capacity");
+  ExpectNear(mix["reserved"]["request_share"], 0.5, "reserved share");
+  EXPECT_EQ(mix["burst"]["requests"], 1);
+  ExpectNear(mix["burst"]["request_share"], 0.25, "burst share");
+  EXPECT_EQ(mix["api openai"]["requests"], 1);
+  EXPECT_EQ(mix["api openai"]["cost_usd"].get<double>(), served.cost_usd);
+  ExpectNear(mix["api openai"]["request_share"], 0.25, "api share");
+  const std::string table = CostReportTable(report_);
+  EXPECT_NE(table.find("Mix (accepted requests)"), std::string::npos) << table;
+  EXPECT_NE(table.find("api openai"), std::string::npos) << table;
+  const std::string html = CostReportHtml(report_);
+  EXPECT_NE(html.find("<h3>Mix</h3>"), std::string::npos);
+  EXPECT_NE(html.find("against burst"), std::string::npos);
 }
 
 TEST_F(CostReportTest, TenantsGetTheirOwnCostsAndAnAllocatedShareOfCapacity) {
