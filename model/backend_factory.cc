@@ -10,6 +10,14 @@
 
 namespace pdserve::model {
 
+int KvPages(const ModelConfig& config, const EngineOptions& options, DType kv_dtype) {
+  if (options.num_pages > 0) return options.num_pages;
+  // K and V of every layer, per page.
+  const size_t page_bytes =
+      2ull * options.page_size * config.kv_dim() * DTypeSize(kv_dtype) * config.n_layers;
+  return static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
+}
+
 Result<std::unique_ptr<Backend>> CreateBackend(const std::string& model_dir,
                                                const ModelConfig& config,
                                                const EngineOptions& options) {
@@ -36,12 +44,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const std::string& model_dir,
                              options.dtype + "' is for the cpu");
     }
   }
-  // Pages that kv_memory_mb holds when num_pages is 0: K and V of every layer, per page.
-  auto pages_for_memory = [&](DType kv_dtype) {
-    const size_t page_bytes =
-        2ull * options.page_size * config.kv_dim() * DTypeSize(kv_dtype) * config.n_layers;
-    return static_cast<int>(std::max<int64_t>(1, (options.kv_memory_mb << 20) / page_bytes));
-  };
+  auto pages_for_memory = [&](DType kv_dtype) { return KvPages(config, options, kv_dtype); };
   std::unique_ptr<Backend> backend;
   if (options.device == "cpu") {
     PDSERVE_ASSIGN_OR_RETURN(auto weights, Weights::Load(model_dir, config));

@@ -26,6 +26,10 @@ Result<std::unique_ptr<Backend>> CreateBackend(const std::string& model_dir,
                                                const ModelConfig& config,
                                                const EngineOptions& options);
 
+// The KV pool's pages for these options: num_pages, or as many pages of kv_dtype (f32 on the
+// cpu, bf16 on a GPU) as kv_memory_mb holds, at least one.
+int KvPages(const ModelConfig& config, const EngineOptions& options, DType kv_dtype);
+
 // Whether this build has the CUDA backend.
 bool CudaBackendBuilt();
 

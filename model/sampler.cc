@@ -101,30 +101,64 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.greedy()) {
     return ArgMax(logits);
   }
-  // Probabilities at this temperature, most likely first.
+  // Probabilities at this temperature (unnormalised), by token id.
   const float max_logit = logits[ArgMax(logits)];
   candidates_.resize(vocab);
+  double total = 0;
+  int32_t last_possible = 0;
+  // Below -104 a float's exp is 0 (skipping the call there spares its slow underflow path).
+  constexpr float kExpIsZeroBelow = -104.0f;
   for (int i = 0; i < vocab; ++i) {
-    candidates_[i] = {std::exp((logits[i] - max_logit) / params_.temperature), i};
+    const float x = (logits[i] - max_logit) / params_.temperature;
+    const float p = x < kExpIsZeroBelow ? 0.0f : std::exp(x);
+    candidates_[i] = {p, i};
+    total += p;
+    if (p > 0) last_possible = i;
   }
+  const bool top_k = params_.top_k > 0 && params_.top_k < vocab;
+  if (!top_k && params_.top_p >= 1.0f) {
+    // Every token stays in: the draw needs no order, and walks the tokens by id.
+    double u = std::uniform_real_distribution<double>(0.0, total)(rng_);
+    for (int i = 0; i < vocab; ++i) {
+      u -= candidates_[i].first;
+      if (u < 0) return i;
+    }
+    return last_possible;  // u was within rounding of the total
+  }
+  // Most likely first (the lower id among equals); only as many ordered as the cut needs: the
+  // top k, or the nucleus, found by ordering ever larger heads of the list (a real model's
+  // nucleus is a few tokens; a flat distribution's is most of the vocabulary).
   auto by_prob = [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
+  const auto begin = candidates_.begin();
+  int ordered = 0;  // [0, ordered) holds the most likely tokens, in order
+  auto order_head = [&](int n) {
+    if (n < vocab) std::nth_element(begin + ordered, begin + n, candidates_.end(), by_prob);
+    std::sort(begin + ordered, begin + n, by_prob);
+    ordered = n;
+  };
   int keep = vocab;
-  if (params_.top_k > 0 && params_.top_k < vocab) {
+  if (top_k) {
     keep = params_.top_k;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_prob);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_prob);
+    order_head(keep);
+    total = 0;
+    for (int i = 0; i < keep; ++i) total += candidates_[i].first;
   }
-  double total = 0;
-  for (int i = 0; i < keep; ++i) total += candidates_[i].first;
   if (params_.top_p < 1.0f) {
+    const double cut = params_.top_p * total;
     double cumulative = 0;
     int nucleus = 0;
-    while (nucleus < keep) {
-      cumulative += candidates_[nucleus++].first;
-      if (cumulative >= params_.top_p * total) break;
+    bool reached = false;
+    while (!reached && nucleus < keep) {
+      if (nucleus == ordered) order_head(std::min(keep, std::max(256, 2 * ordered)));
+      while (nucleus < ordered) {
+        cumulative += candidates_[nucleus++].first;
+        if (cumulative >= cut) {
+          reached = true;
+          break;
+        }
+      }
     }
     keep = nucleus;
     total = cumulative;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "bench/engine/fma_probe.h"
+#include "model/backend_factory.h"
 #include "model/cpu_matmul.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/huge_pages.h"
@@ -161,7 +162,7 @@ Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
   config->dtype = DType::kBF16;
   CudaBackendOptions cuda;
   PDSERVE_ASSIGN_OR_RETURN(cuda.device, ParseCudaDevice(o.device));
-  cuda.num_pages = eo.num_pages;
+  cuda.num_pages = KvPages(*config, eo, DType::kBF16);
   cuda.page_size = eo.page_size;
   cuda.random_weights_seed = 1;
   PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCudaBackend(nullptr, *config, cuda));

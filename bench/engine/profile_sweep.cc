@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 
+#include "model/cuda/cuda_backend.h"
 #include "model/engine.h"
 
 namespace pdserve::model {
@@ -122,7 +123,11 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   PDSERVE_RETURN_IF_ERROR(FitProfile(samples, &p));
   const bool gpu = eo.device.rfind("cuda", 0) == 0;
   p.device = eo.device;
-  p.device_name = gpu ? engine->backend().device() : CpuName();
+  p.device_name = CpuName();
+  if (gpu) {
+    const auto* cuda = dynamic_cast<const CudaBackend*>(&engine->backend());
+    p.device_name = cuda ? cuda->device_name() : engine->backend().device();
+  }
   p.model_id = config.model_id;
   p.model_shape = config.ToJson();
   p.dtype = o.engine.dtype;

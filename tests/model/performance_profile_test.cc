@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -160,6 +161,34 @@ TEST(PerformanceProfile, FindsZeroFilesAndNamesAndSaysWhereItLooked) {
       << missing.status().message();
   std::ofstream(dir.path() + "/broken.json") << "{";
   EXPECT_FALSE(FindProfile(dir.path() + "/broken.json").ok());
+}
+
+// The measured profiles the repository keeps (profiles/, named by `--device sim:NAME`): each
+// loads, says where it came from, fits its own steps to within 15%, and times a step in range.
+TEST(PerformanceProfile, EveryProfileInTheRepositoryLoadsAndFitsItsMeasurements) {
+  const std::filesystem::path dir = std::filesystem::path(PDSERVE_SOURCE_DIR) / "profiles";
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++found;
+    const std::string name = entry.path().stem().string();
+    auto p = FindProfile(entry.path().string());
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().ToString();
+    EXPECT_EQ(p->name, name);
+    EXPECT_FALSE(p->device.empty() || p->device_name.empty() || p->model_id.empty() ||
+                 p->command.empty() || p->date.empty())
+        << name << ": its provenance is incomplete";
+    EXPECT_GT(p->samples, 20) << name;
+    EXPECT_LT(p->prefill_fit_error, 0.15) << name;
+    EXPECT_LT(p->decode_fit_error, 0.15) << name;
+    EXPECT_GT(p->kv_bytes_per_token, 0) << name;
+    EXPECT_GT(p->kv_pages, 0) << name;
+    StepShape decode;
+    AddDecodeToken(decode, 63);
+    EXPECT_GT(p->StepSeconds(decode), 0) << name;
+    EXPECT_EQ(p->OutsideRange(decode), "") << name;
+  }
+  EXPECT_GE(found, 2) << "profiles/ should hold the small-cpu and llama3-8b-h200 profiles";
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
+#include <vector>
 
 namespace pdserve::model {
 namespace {
@@ -84,6 +86,64 @@ TEST(SamplerTest, TopKAndTopPKeepOnlyTheLikelyTokens) {
   // Renormalised over the kept pair: 0.5 / 0.8 = 0.625.
   EXPECT_NEAR(ck[0] / 4000.0, 0.625, 0.03);
   EXPECT_NEAR(cp[0] / 4000.0, 0.625, 0.03);
+}
+
+// The nucleus a full sort gives: the most likely tokens (the lower id among equals) until their
+// probability reaches top_p of the kept total.
+std::vector<int32_t> ReferenceNucleus(const std::vector<float>& logits, float top_p, int top_k) {
+  std::vector<std::pair<double, int32_t>> c;
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  for (int i = 0; i < static_cast<int>(logits.size()); ++i) {
+    c.push_back({std::exp(logits[i] - max_logit), i});
+  }
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  if (top_k > 0 && top_k < static_cast<int>(c.size())) c.resize(top_k);
+  double total = 0;
+  for (const auto& x : c) total += x.first;
+  std::vector<int32_t> nucleus;
+  double cumulative = 0;
+  for (const auto& x : c) {
+    nucleus.push_back(x.second);
+    cumulative += x.first;
+    if (cumulative >= top_p * total) break;
+  }
+  std::sort(nucleus.begin(), nucleus.end());
+  return nucleus;
+}
+
+TEST(SamplerTest, TheNucleusIsAFullSortsEvenWhenItSpansMuchOfTheVocabulary) {
+  // Flat logits with ties: the nucleus runs past the first heads the sampler orders.
+  std::mt19937 rng(5);
+  for (const auto& [vocab, top_p, top_k] :
+       std::vector<std::tuple<int, float, int>>{{4000, 0.9f, 0},
+                                                {4000, 0.3f, 0},
+                                                {300, 0.99f, 0},
+                                                {5000, 0.8f, 1000},
+                                                {50, 0.5f, 0},
+                                                {4000, 1.0f, 700}}) {
+    std::vector<float> logits(vocab);
+    for (float& x : logits) x = static_cast<float>(rng() % 64) / 32.0f;
+    const std::vector<int32_t> nucleus = ReferenceNucleus(logits, top_p, top_k);
+    SamplingParams p;
+    p.top_p = top_p;
+    p.top_k = top_k;
+    p.seed = 9;
+    Sampler s(p);
+    std::vector<int32_t> seen;
+    for (int i = 0; i < 20000; ++i) seen.push_back(s.Sample(logits));
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int32_t t : seen) {
+      ASSERT_TRUE(std::binary_search(nucleus.begin(), nucleus.end(), t))
+          << "token " << t << " is outside the nucleus (vocab " << vocab << ", top_p " << top_p
+          << ", top_k " << top_k << ")";
+    }
+    // Most of the nucleus turns up in 20,000 draws (every member when it is small).
+    EXPECT_GE(seen.size(), std::min<size_t>(nucleus.size(), 20000) * 9 / 10)
+        << "vocab " << vocab << ", top_p " << top_p << ", nucleus " << nucleus.size();
+  }
 }
 
 TEST(SamplerTest, TemperatureMatchesTheSoftmax) {
