@@ -273,7 +273,9 @@ void Worker::RunStep() {
   model::StepStats stats;
   if (Status s = engine_->Step(&events, &stats); !s.ok()) {
     spdlog::error("engine step failed: {}", s.ToString());
-    for (const auto& [request, seq] : seq_of_request_) SendError(request, s.message(), false);
+    // A failed step is this worker's failure (a device error), not its requests': the gateway
+    // retries them elsewhere, a bounded number of times.
+    for (const auto& [request, seq] : seq_of_request_) SendError(request, s.message(), true);
     for (const auto& [seq, request] : request_of_seq_) engine_->Cancel(seq);
     request_of_seq_.clear();
     seq_of_request_.clear();

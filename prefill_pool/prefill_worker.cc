@@ -295,8 +295,10 @@ void PrefillWorker::RunStep() {
   model::StepStats stats;
   if (Status s = engine_->Step(&events, &stats); !s.ok()) {
     spdlog::error("engine step failed: {}", s.ToString());
+    // A failed step is this worker's failure (a device error), not its requests': the gateway
+    // retries them elsewhere, a bounded number of times.
     for (auto& [seq, p] : pending_) {
-      SendError(p.request_id, s.message(), false);
+      SendError(p.request_id, s.message(), true);
       DropTransfer(p, "prefill failed");
       engine_->Cancel(seq);
     }

@@ -1,11 +1,16 @@
-// End to end: data residency (docs/architecture.md, "External APIs (overflow)"; router/router.h).
-// Simulated workers in zones br and us behind one gateway: a tenant whose keys-file line says
-// zones=br is only ever served by workers registered in br, a tenant without zones by either, and
-// a tenant pinned to a zone with no worker waits and gets 503 rather than going elsewhere.
+// End to end: data residency (docs/architecture.md, "Residency and external APIs";
+// router/router.h). Simulated workers in zones br and us behind one gateway: a tenant whose
+// keys-file line says zones=br is only ever served by workers registered in br, a tenant without
+// zones by either; a tenant pinned to a zone with no worker waits and gets 503 rather than going
+// elsewhere; a pinned request whose worker fails is retried in its zone only; and KV that moves
+// between zones is charged at the egress price.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <future>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "tests/e2e/process.h"
 #include "tests/model/random_model.h"
@@ -35,21 +40,51 @@ class ResidencyTest : public ::testing::Test {
       "range": {"prompt_tokens": 4096, "decode_tokens": 256, "max_context": 4096},
       "kv_bytes_per_token": 65536, "kv_bytes_per_second": 1e9, "n_layers": 2,
       "page_size": 16, "kv_pages": 2048, "cold_start_seconds": 0})";
-    gateway_ = testing::StartGateway(
-        dir_.path(), model_, {"--api-keys", dir_ / "keys", "--ledger", dir_ / "ledger.sqlite"});
+    gateway_ =
+        testing::StartGateway(dir_.path(), model_,
+                              {"--api-keys", dir_ / "keys", "--ledger", dir_ / "ledger.sqlite",
+                               "--egress-usd-per-gb", std::to_string(kEgressUsdPerGb)});
     ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
     http_ = gateway_.http_port;
-    for (const char* zone : {"br", "us"}) {
-      sims_.push_back(std::make_unique<Process>(
-          std::vector<std::string>{"sim", "--model", model_, "--gateway",
-                                   "127.0.0.1:" + std::to_string(gateway_.control_port),
-                                   "--profile", dir_ / "fixed.json", "--prefill", "1", "--decode",
-                                   "1", "--colocated", "1", "--zone", zone},
-          dir_ / (std::string("sim-") + zone + ".log")));
-    }
-    ASSERT_TRUE(WaitFor([&] { return testing::WorkerLoad(http_, "sk-any").size() == 6; },
+  }
+
+  // One `pdserve sim` process of simulated workers in `zone` with these counts and flags.
+  void StartSim(const std::string& zone, const std::string& name, std::vector<std::string> flags) {
+    std::vector<std::string> args = {"sim",
+                                     "--model",
+                                     model_,
+                                     "--gateway",
+                                     "127.0.0.1:" + std::to_string(gateway_.control_port),
+                                     "--profile",
+                                     dir_ / "fixed.json",
+                                     "--zone",
+                                     zone};
+    args.insert(args.end(), flags.begin(), flags.end());
+    sims_.push_back(std::make_unique<Process>(args, dir_ / ("sim-" + name + ".log")));
+  }
+
+  void WaitForWorkers(size_t n) {
+    ASSERT_TRUE(WaitFor([&] { return testing::WorkerLoad(http_, "sk-any").size() == n; },
                         std::chrono::seconds(60)))
         << testing::WorkerLoad(http_, "sk-any").dump();
+  }
+
+  // Sends `n` requests of tenant key `key` at once; each answer's status.
+  std::vector<HttpResponse> PostMany(const std::string& key, int n) {
+    std::vector<std::future<HttpResponse>> sent;
+    for (int i = 0; i < n; ++i) {
+      sent.push_back(std::async(
+          std::launch::async, [this, key, i] { return Post(key, "prompt " + std::to_string(i)); }));
+    }
+    std::vector<HttpResponse> answers;
+    for (auto& f : sent) answers.push_back(f.get());
+    return answers;
+  }
+
+  Json LedgerRows() {
+    return Json::parse(testing::RunPdserve("ledger export --format json --ledger " +
+                                           std::string(dir_ / "ledger.sqlite")),
+                       nullptr, false);
   }
 
   HttpResponse Post(const std::string& key, const std::string& prompt,
@@ -65,6 +100,7 @@ class ResidencyTest : public ::testing::Test {
     return r;
   }
 
+  static constexpr double kEgressUsdPerGb = 0.09;
   TempDir dir_;
   std::string model_;
   testing::StartedGateway gateway_;
@@ -73,6 +109,10 @@ class ResidencyTest : public ::testing::Test {
 };
 
 TEST_F(ResidencyTest, ATenantPinnedToAZoneIsServedOnlyThere) {
+  for (const char* zone : {"br", "us"}) {
+    StartSim(zone, zone, {"--prefill", "1", "--decode", "1", "--colocated", "1"});
+  }
+  WaitForWorkers(6);
   std::vector<std::future<HttpResponse>> sent;
   for (int i = 0; i < 24; ++i) {
     const std::string key = i % 2 == 0 ? "sk-br" : "sk-any";
@@ -83,9 +123,7 @@ TEST_F(ResidencyTest, ATenantPinnedToAZoneIsServedOnlyThere) {
     const HttpResponse r = f.get();
     EXPECT_EQ(r.status, 200) << r.body;
   }
-  const Json rows = Json::parse(testing::RunPdserve("ledger export --format json --ledger " +
-                                                    std::string(dir_ / "ledger.sqlite")),
-                                nullptr, false);
+  const Json rows = LedgerRows();
   ASSERT_TRUE(rows.is_array());
   int br_rows = 0;
   std::set<std::string> any_zones;
@@ -105,6 +143,57 @@ TEST_F(ResidencyTest, ATenantPinnedToAZoneIsServedOnlyThere) {
   const HttpResponse eu = Post("sk-eu", "nowhere", {"x-pdserve-queue-timeout-ms: 500"});
   EXPECT_EQ(eu.status, 503) << eu.body;
   EXPECT_NE(eu.body.find("queue_timeout"), std::string::npos) << eu.body;
+}
+
+TEST_F(ResidencyTest, APinnedRequestWhoseWorkerFailsIsRetriedInItsZoneOnly) {
+  // In br, one process whose steps all fail from its first second on, and one that works; in us,
+  // one that works and is as idle as any.
+  StartSim("br", "br-failing", {"--prefill", "1", "--decode", "1", "--fail-after", "0"});
+  StartSim("br", "br", {"--prefill", "1", "--decode", "1"});
+  StartSim("us", "us", {"--prefill", "1", "--decode", "1"});
+  WaitForWorkers(6);
+  for (const HttpResponse& r : PostMany("sk-br", 16)) EXPECT_EQ(r.status, 200) << r.body;
+  const Json rows = LedgerRows();
+  ASSERT_TRUE(rows.is_array());
+  int attempts = 0, failed = 0;
+  for (const Json& row : rows) {
+    if (row["tenant"] != "br") continue;
+    ++attempts;
+    if (row["status"] != "ok") ++failed;
+    EXPECT_EQ(row["prefill_worker"]["zone"], "br") << row.dump();
+    EXPECT_EQ(row["decode_worker"]["zone"], "br") << row.dump();
+  }
+  EXPECT_GE(attempts, 16);
+  EXPECT_GE(failed, 1) << "no attempt failed: the retry this test is about never happened";
+}
+
+TEST_F(ResidencyTest, KvCrossingZonesIsChargedAtTheEgressPrice) {
+  // Prefill only in us, decode only in br: an unpinned request's KV always crosses; a request
+  // pinned to br has no prefill worker in its zone and waits rather than prefill in us.
+  StartSim("us", "us-prefill", {"--prefill", "1", "--decode", "0", "--price-per-gpu-hour", "2"});
+  StartSim("br", "br-decode", {"--prefill", "0", "--decode", "1", "--price-per-gpu-hour", "2"});
+  WaitForWorkers(2);
+  for (const HttpResponse& r : PostMany("sk-any", 6)) EXPECT_EQ(r.status, 200) << r.body;
+  const HttpResponse pinned = Post("sk-br", "stays home", {"x-pdserve-queue-timeout-ms: 500"});
+  EXPECT_EQ(pinned.status, 503) << pinned.body;
+
+  const Json rows = LedgerRows();
+  ASSERT_TRUE(rows.is_array());
+  int crossed = 0;
+  for (const Json& row : rows) {
+    EXPECT_NE(row["tenant"], "br") << "the pinned request ran: " << row.dump();
+    if (row["tenant"] != "any" || row["status"] != "ok") continue;
+    ++crossed;
+    EXPECT_EQ(row["prefill_worker"]["zone"], "us") << row.dump();
+    EXPECT_EQ(row["decode_worker"]["zone"], "br") << row.dump();
+    const auto kv_bytes = row["kv_bytes"].get<int64_t>();
+    EXPECT_GT(kv_bytes, 0) << row.dump();
+    EXPECT_DOUBLE_EQ(row["egress_cost_usd"].get<double>(),
+                     static_cast<double>(kv_bytes) / 1e9 * kEgressUsdPerGb)
+        << row.dump();
+    EXPECT_GT(row["cost_usd"].get<double>(), row["egress_cost_usd"].get<double>()) << row.dump();
+  }
+  EXPECT_EQ(crossed, 6);
 }
 
 }  // namespace
