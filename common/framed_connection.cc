@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <thread>
 
 namespace pdserve {
@@ -36,45 +37,62 @@ void FramedConnection::Start(MessageHandler on_message, CloseHandler on_close) {
                            on_close = std::move(on_close)]() mutable {
     self->on_message_ = std::move(on_message);
     self->on_close_ = std::move(on_close);
-    self->ReadHeader();
+    self->ReadMore();
   });
 }
 
-void FramedConnection::ReadHeader() {
-  asio::async_read(socket_, asio::buffer(header_),
-                   asio::bind_executor(
-                       strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                         if (self->closed_) return;
-                         if (ec) return self->CloseOnReadError(ec);
-                         const uint32_t length = (uint32_t{self->header_[0]} << 24) |
-                                                 (uint32_t{self->header_[1]} << 16) |
-                                                 (uint32_t{self->header_[2]} << 8) |
-                                                 uint32_t{self->header_[3]};
-                         const size_t limit = self->max_frame_;
-                         if (length > limit) {
-                           return self->CloseOnStrand(InvalidArgument(
-                               "frame of " + std::to_string(length) + " bytes from " + self->peer_ +
-                               " exceeds the limit of " + std::to_string(limit)));
-                         }
-                         self->ReadBody(length);
-                       }));
+namespace {
+constexpr size_t kReadChunk = 64 << 10;  // bytes asked of each read
+}  // namespace
+
+void FramedConnection::ReadMore() {
+  if (inbox_.size() - inbox_used_ < kReadChunk / 2) inbox_.resize(inbox_used_ + kReadChunk);
+  socket_.async_read_some(asio::buffer(inbox_.data() + inbox_used_, inbox_.size() - inbox_used_),
+                          asio::bind_executor(strand_, [self = shared_from_this()](
+                                                           boost::system::error_code ec, size_t n) {
+                            if (self->closed_) return;
+                            if (ec) return self->CloseOnReadError(ec);
+                            self->inbox_used_ += n;
+                            self->DeliverFrames();
+                          }));
 }
 
-void FramedConnection::ReadBody(uint32_t length) {
-  body_.resize(length);
-  asio::async_read(socket_, asio::buffer(body_),
-                   asio::bind_executor(
-                       strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
-                         if (self->closed_) return;
-                         if (ec) return self->CloseOnReadError(ec);
-                         proto::Envelope message;
-                         if (!message.ParseFromString(self->body_)) {
-                           return self->CloseOnStrand(
-                               InvalidArgument("unparseable control message from " + self->peer_));
-                         }
-                         self->on_message_(std::move(message));
-                         if (!self->closed_) self->ReadHeader();
-                       }));
+void FramedConnection::DeliverFrames() {
+  auto frame_length = [this](size_t at) {
+    const auto* h = reinterpret_cast<const uint8_t*>(inbox_.data() + at);
+    return (uint32_t{h[0]} << 24) | (uint32_t{h[1]} << 16) | (uint32_t{h[2]} << 8) | uint32_t{h[3]};
+  };
+  size_t at = 0;
+  while (inbox_used_ - at >= 4) {
+    const uint32_t length = frame_length(at);
+    const size_t limit = max_frame_;
+    if (length > limit) {
+      return CloseOnStrand(InvalidArgument("frame of " + std::to_string(length) + " bytes from " +
+                                           peer_ + " exceeds the limit of " +
+                                           std::to_string(limit)));
+    }
+    if (inbox_used_ - at - 4 < length) break;  // the rest of it is still to come
+    proto::Envelope message;
+    if (!message.ParseFromArray(inbox_.data() + at + 4, static_cast<int>(length))) {
+      return CloseOnStrand(InvalidArgument("unparseable control message from " + peer_));
+    }
+    at += 4 + length;
+    on_message_(std::move(message));
+    if (closed_) return;
+  }
+  if (at > 0) {
+    std::memmove(inbox_.data(), inbox_.data() + at, inbox_used_ - at);
+    inbox_used_ -= at;
+  }
+  // Room for the whole of a frame begun; a buffer grown for a large frame is given back after.
+  if (inbox_used_ >= 4) {
+    const size_t needed = 4 + size_t{frame_length(0)};
+    if (inbox_.size() < needed) inbox_.resize(needed);
+  } else if (inbox_.size() > 16 * kReadChunk) {
+    inbox_.resize(kReadChunk);
+    inbox_.shrink_to_fit();
+  }
+  ReadMore();
 }
 
 void FramedConnection::Send(const proto::Envelope& message) {
@@ -99,7 +117,11 @@ void FramedConnection::Send(const proto::Envelope& message) {
 }
 
 void FramedConnection::WriteNext() {
-  asio::async_write(socket_, asio::buffer(queue_.front()),
+  // Every frame queued so far goes in one gathered write.
+  in_flight_ = queue_.size();
+  writing_.clear();
+  for (const std::string& frame : queue_) writing_.push_back(asio::buffer(frame));
+  asio::async_write(socket_, writing_,
                     asio::bind_executor(
                         strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
                           if (self->closed_) return;
@@ -107,8 +129,10 @@ void FramedConnection::WriteNext() {
                             return self->CloseOnStrand(Unavailable("write to " + self->peer_ +
                                                                    " failed: " + ec.message()));
                           }
-                          self->queued_bytes_ -= self->queue_.front().size();
-                          self->queue_.pop_front();
+                          for (; self->in_flight_ > 0; --self->in_flight_) {
+                            self->queued_bytes_ -= self->queue_.front().size();
+                            self->queue_.pop_front();
+                          }
                           if (!self->queue_.empty()) return self->WriteNext();
                           if (self->close_after_flush_) {
                             self->CloseOnStrand(self->flush_close_status_);

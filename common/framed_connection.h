@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "proto/control.pb.h"
@@ -46,8 +47,8 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
 
  private:
   FramedConnection(boost::asio::ip::tcp::socket socket, size_t max_frame, size_t max_queued);
-  void ReadHeader();
-  void ReadBody(uint32_t length);
+  void ReadMore();
+  void DeliverFrames();
   void WriteNext();
   void CloseOnStrand(const Status& why);
   void CloseOnReadError(const boost::system::error_code& ec);
@@ -59,9 +60,13 @@ class FramedConnection : public std::enable_shared_from_this<FramedConnection> {
   std::string peer_;
   MessageHandler on_message_;
   CloseHandler on_close_;
-  uint8_t header_[4] = {};
-  std::string body_;
-  std::deque<std::string> queue_;  // framed bytes waiting to be written; front is in flight
+  // Bytes read and not yet delivered: whole frames are handed on as each read brings them, so a
+  // burst of frames costs one read, not two a frame.
+  std::vector<char> inbox_;
+  size_t inbox_used_ = 0;
+  std::deque<std::string> queue_;  // framed bytes waiting to be written; the first in_flight_
+  size_t in_flight_ = 0;           // of them are being written, in one gathered write
+  std::vector<boost::asio::const_buffer> writing_;
   size_t queued_bytes_ = 0;
   bool closed_ = false;
   bool close_after_flush_ = false;

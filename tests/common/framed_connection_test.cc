@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -83,6 +85,47 @@ Status ServeBytes(const std::string& bytes, size_t max_frame) {
 // CloseAfterFlush with messages still queued: the peer gets every one, then the end of the
 // connection (a draining worker's last tokens, then its exit; before, the close never came and
 // the worker waited out its 10 s bound).
+// Frames as the wire may cut them: a byte at a time, many in one segment, one larger than a read.
+TEST(FramedConnectionTest, FramesArriveWholeHoweverTheBytesAreCut) {
+  std::vector<std::string> texts = {"a", "", std::string(1 << 20, 'x'), "b"};
+  for (int i = 0; i < 200; ++i) texts.push_back("small " + std::to_string(i));
+  std::string bytes;
+  for (const std::string& text : texts) {
+    proto::Envelope m;
+    m.mutable_error()->set_message(text);
+    const std::string body = m.SerializeAsString();
+    const uint32_t n = static_cast<uint32_t>(body.size());
+    bytes += {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+              static_cast<char>(n)};
+    bytes += body;
+  }
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server));
+  std::vector<std::string> got;
+  std::promise<void> done;
+  a->Start(
+      [&](proto::Envelope&& m) {
+        got.push_back(m.error().message());
+        if (got.size() == texts.size()) done.set_value();
+      },
+      [](const Status&) {});
+  std::thread runner([&] { p.io.run_for(std::chrono::seconds(20)); });
+  // The first frames a byte at a time, then the rest in segments of 100 KB.
+  size_t at = 0;
+  for (; at < 40; ++at) {
+    asio::write(p.client, asio::buffer(bytes.data() + at, 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (; at < bytes.size(); at += std::min<size_t>(100000, bytes.size() - at)) {
+    asio::write(p.client,
+                asio::buffer(bytes.data() + at, std::min<size_t>(100000, bytes.size() - at)));
+  }
+  ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  a->Close(Status::Ok());
+  runner.join();
+  EXPECT_EQ(got, texts);
+}
+
 TEST(FramedConnectionTest, CloseAfterFlushWritesWhatIsQueuedThenCloses) {
   Pair p;
   auto a = FramedConnection::Create(std::move(p.server));
