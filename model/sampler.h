@@ -1,7 +1,9 @@
 // SamplingParams (what a request asks for), Sampler (turns one row of logits into a token) and
 // ArgMax (the greedy pick, also used for a row's largest logit).
 // Greedy when temperature is 0; otherwise temperature, top-k and top-p (nucleus) with a per-request
-// random stream, reproducible when a seed is given. A Sampler belongs to one sequence and is used
+// random stream, reproducible when a seed is given. A sample costs one pass over the vocabulary,
+// plus ordering only the most likely tokens a top-k or top-p cut keeps (a decode worker samples
+// its whole batch on its engine thread every step). A Sampler belongs to one sequence and is used
 // by the engine thread only.
 #pragma once
 
