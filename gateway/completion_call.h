@@ -146,6 +146,9 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // External upstreams (completion_call_external.cc). Overflow: admission refused the first
   // attempt (`refusal`); it goes to an upstream, or ends with 503; false when it ended.
   bool Overflow(const router::Admission& refusal);
+  // Whether this request may leave for an upstream at all: there are upstreams, its tenant is
+  // pinned to no zone (upstreams have none), and its body can be proxied (WhyNotExternal).
+  bool MayGoExternal() const;
   // A `cheapest` request's upstream when it is cheaper there than on self-hosted workers; -1:
   // stay.
   int CheaperUpstream() const;

@@ -14,10 +14,12 @@ namespace {
 constexpr int kMaxExternalAttempts = 3;  // failures before the request gives up
 }  // namespace
 
+bool CompletionCall::MayGoExternal() const {
+  return overflow_.upstreams && admission_.zones.empty() && WhyNotExternal(request_).empty();
+}
+
 int CompletionCall::CheaperUpstream() const {
-  if (!overflow_.upstreams || !admission_.zones.empty() || !WhyNotExternal(request_).empty()) {
-    return -1;
-  }
+  if (!MayGoExternal()) return -1;
   const int64_t prompt = static_cast<int64_t>(prompt_.size());
   const int upstream = overflow_.upstreams->Pick(prompt, max_tokens_, failed_upstreams_);
   if (upstream < 0 || !accounting_.rates) return -1;
@@ -34,9 +36,8 @@ bool CompletionCall::BurstDueInTime() const {
 }
 
 std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTime() const {
-  if (overflow_.rule == router::OverflowRule::kNever || !overflow_.upstreams ||
-      admission_.ttft_slo.count() <= 0 || !admission_.zones.empty() ||
-      !WhyNotExternal(request_).empty()) {
+  if (overflow_.rule == router::OverflowRule::kNever || admission_.ttft_slo.count() <= 0 ||
+      !MayGoExternal()) {
     return std::nullopt;
   }
   const router::PrefillCapacity c = registry_->Prefill();

@@ -98,18 +98,10 @@ class ExternalOverflowTest : public ::testing::Test {
     gateway_ = testing::StartGateway(dir_.path(), model_, gateway_args);
     ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
     http_ = gateway_.http_port;
-    std::vector<std::string> sim_args = {"sim",
-                                         "--model",
-                                         model_,
-                                         "--gateway",
-                                         "127.0.0.1:" + std::to_string(gateway_.control_port),
-                                         "--profile",
-                                         dir_ / profile,
-                                         "--prefill",
-                                         "1",
-                                         "--decode",
-                                         "1"};
-    sim_args.insert(sim_args.end(), sim_flags.begin(), sim_flags.end());
+    std::vector<std::string> sim_flags_all = {"--prefill", "1", "--decode", "1"};
+    sim_flags_all.insert(sim_flags_all.end(), sim_flags.begin(), sim_flags.end());
+    const auto sim_args =
+        testing::SimArgs(model_, gateway_.control_port, dir_ / profile, sim_flags_all);
     sim_ = std::make_unique<Process>(sim_args, dir_ / "sim.log");
     WarmUp(expect_refusal);
   }
@@ -374,11 +366,10 @@ TEST_F(ExternalOverflowTest, HttpsUpstreamsAreCheckedByCertificateAndHostName) {
        "--external-ca-file", dir_ / "ca.pem"});
   ASSERT_TRUE(gateway_.process) << testing::ReadLog(dir_ / "gateway.log");
   http_ = gateway_.http_port;
-  sim_ = std::make_unique<Process>(
-      std::vector<std::string>{"sim", "--model", model_, "--gateway",
-                               "127.0.0.1:" + std::to_string(gateway_.control_port), "--profile",
-                               dir_ / "slow.json", "--prefill", "1", "--decode", "1"},
-      dir_ / "sim.log");
+  sim_ =
+      std::make_unique<Process>(testing::SimArgs(model_, gateway_.control_port, dir_ / "slow.json",
+                                                 {"--prefill", "1", "--decode", "1"}),
+                                dir_ / "sim.log");
   WarmUp(/*expect_refusal=*/true);
   // Tenant sdk's 100 ms objective is out of the workers' reach.
   const HttpResponse r = Post("sk-sdk", Completion(3, true), {});

@@ -186,6 +186,18 @@ inline std::string StreamedText(const std::string& sse, int* completion_tokens, 
   return text;
 }
 
+// The arguments of a `pdserve sim` process of `model`'s simulated workers timed by `profile`,
+// dialling a gateway's control port on this host, followed by `flags`.
+inline std::vector<std::string> SimArgs(const std::string& model, int control_port,
+                                        const std::string& profile,
+                                        const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {
+      "sim",       "--model", model, "--gateway", "127.0.0.1:" + std::to_string(control_port),
+      "--profile", profile};
+  args.insert(args.end(), flags.begin(), flags.end());
+  return args;
+}
+
 inline std::string RunPdserve(const std::string& args) {
   FILE* p = ::popen(
       ("timeout 120 " + std::string(PdserveBinary()) + " " + args + " 2>/dev/null").c_str(), "r");

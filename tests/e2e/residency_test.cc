@@ -50,16 +50,8 @@ class ResidencyTest : public ::testing::Test {
 
   // One `pdserve sim` process of simulated workers in `zone` with these counts and flags.
   void StartSim(const std::string& zone, const std::string& name, std::vector<std::string> flags) {
-    std::vector<std::string> args = {"sim",
-                                     "--model",
-                                     model_,
-                                     "--gateway",
-                                     "127.0.0.1:" + std::to_string(gateway_.control_port),
-                                     "--profile",
-                                     dir_ / "fixed.json",
-                                     "--zone",
-                                     zone};
-    args.insert(args.end(), flags.begin(), flags.end());
+    flags.insert(flags.begin(), {"--zone", zone});
+    const auto args = testing::SimArgs(model_, gateway_.control_port, dir_ / "fixed.json", flags);
     sims_.push_back(std::make_unique<Process>(args, dir_ / ("sim-" + name + ".log")));
   }
 
