@@ -335,16 +335,14 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
   AttemptRow row = BaseRow(attempt_id, a);
   PriceRow(*a.usage, accounting_.egress_usd_per_gb, &row);
   a.cost_usd = row.cost_usd;
-  metrics_->RecordCost(accounting_.tenant, row.prefill_worker.capacity_class,
-                       ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker));
-  metrics_->RecordCost(accounting_.tenant, row.decode_worker.capacity_class,
-                       ComputeCostUsd(row.decode_step_seconds, row.decode_worker));
+  const double prefill_usd = ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker);
+  const double decode_usd = ComputeCostUsd(row.decode_step_seconds, row.decode_worker);
+  metrics_->RecordCost(accounting_.tenant, row.prefill_worker.capacity_class, prefill_usd);
+  metrics_->RecordCost(accounting_.tenant, row.decode_worker.capacity_class, decode_usd);
   if (accounting_.rates && a.status == kStatusOk) {
     const bool prefilled = row.prefill_worker.id != 0, decoded = row.decode_worker.id != 0;
-    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0,
-                              ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker),
-                              decoded ? row.completion_tokens : 0,
-                              ComputeCostUsd(row.decode_step_seconds, row.decode_worker));
+    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, prefill_usd,
+                              decoded ? row.completion_tokens : 0, decode_usd);
   }
   if (accounting_.ledger) {
     if (Status s = accounting_.ledger->Append(row); !s.ok()) {
