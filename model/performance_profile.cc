@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/json_text.h"
 
@@ -101,6 +102,41 @@ Result<LinearStepModel> ReadModel(const json& j, const char* key, const std::str
   return m;
 }
 
+// An optional curve {points: [[x, seconds], ...], per_context}; absent: empty.
+Result<MeasuredCurve> ReadCurve(const json& j, const char* key, const std::string& source) {
+  MeasuredCurve c;
+  auto it = j.find(key);
+  if (it == j.end()) return c;
+  const std::string where = source + ": " + key;
+  if (!it->is_object()) return InvalidArgument(where + " must be an object {points, per_context}");
+  PDSERVE_RETURN_IF_ERROR(ReadNumber(*it, "per_context", where, &c.per_context));
+  auto points = it->find("points");
+  if (points == it->end() || !points->is_array() || points->empty()) {
+    return InvalidArgument(where + ": 'points' must be a non-empty array of [count, seconds]");
+  }
+  for (const json& p : *points) {
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() || p[0].get<int64_t>() < 1 ||
+        p[0].get<int64_t>() > (1 << 30) || !p[1].is_number() ||
+        !std::isfinite(p[1].get<double>()) || p[1].get<double>() < 0) {
+      return InvalidArgument(where + ": a point must be [count >= 1, seconds >= 0], got " +
+                             DescribeJson(p));
+    }
+    const int x = p[0].get<int>();
+    if (!c.points.empty() && x <= c.points.back().first) {
+      return InvalidArgument(fmt::format("{}: points must ascend in count; {} follows {}", where,
+                                         x, c.points.back().first));
+    }
+    c.points.emplace_back(x, p[1].get<double>());
+  }
+  return c;
+}
+
+json CurveJson(const MeasuredCurve& c) {
+  json points = json::array();
+  for (const auto& [x, seconds] : c.points) points.push_back({x, seconds});
+  return {{"points", points}, {"per_context", c.per_context}};
+}
+
 json ModelJson(const LinearStepModel& m) {
   return {{"base", m.base}, {"per_token", m.per_token}, {"per_context", m.per_context}};
 }
@@ -134,14 +170,38 @@ void AddDecodeToken(StepShape& shape, int position) {
   shape.max_context = std::max(shape.max_context, position + 1);
 }
 
+double MeasuredCurve::At(int x, double y) const {
+  if (points.empty()) return 0;
+  double at_x = points.front().second;
+  if (points.size() > 1) {
+    // The segment holding x, or the nearest one at either end.
+    auto hi = std::upper_bound(points.begin(), points.end(), x,
+                               [](int v, const auto& p) { return v < p.first; });
+    if (hi == points.begin()) ++hi;
+    if (hi == points.end()) --hi;
+    const auto lo = hi - 1;
+    const double t = static_cast<double>(x - lo->first) / (hi->first - lo->first);
+    at_x = std::max(0.0, lo->second + t * (hi->second - lo->second));
+  }
+  return at_x + per_context * y;
+}
+
 double PerformanceProfile::StepSeconds(const StepShape& s) const {
   const double decode_work = decode.per_token * s.decode_tokens +
                              decode.per_context * static_cast<double>(s.decode_context);
   if (s.prompt_tokens > 0) {
-    return prefill.base + prefill.per_token * s.prompt_tokens +
-           prefill.per_context * static_cast<double>(s.prompt_attention) + decode_work;
+    const double prompt_work =
+        prefill_curve.empty()
+            ? prefill.base + prefill.per_token * s.prompt_tokens +
+                  prefill.per_context * static_cast<double>(s.prompt_attention)
+            : prefill_curve.At(s.prompt_tokens, static_cast<double>(s.prompt_attention));
+    return prompt_work + decode_work;
   }
-  if (s.decode_tokens > 0) return decode.base + decode_work;
+  if (s.decode_tokens > 0) {
+    return decode_curve.empty()
+               ? decode.base + decode_work
+               : decode_curve.At(s.decode_tokens, static_cast<double>(s.decode_context));
+  }
   return 0;
 }
 
@@ -184,6 +244,8 @@ Result<PerformanceProfile> PerformanceProfile::FromJson(const json& j, const std
   }
   PDSERVE_ASSIGN_OR_RETURN(p.prefill, ReadModel(j, "prefill", source));
   PDSERVE_ASSIGN_OR_RETURN(p.decode, ReadModel(j, "decode", source));
+  PDSERVE_ASSIGN_OR_RETURN(p.prefill_curve, ReadCurve(j, "prefill_curve", source));
+  PDSERVE_ASSIGN_OR_RETURN(p.decode_curve, ReadCurve(j, "decode_curve", source));
   auto range = j.find("range");
   if (range == j.end() || !range->is_object()) {
     return InvalidArgument(source + ": 'range' must be an object");
@@ -207,7 +269,7 @@ Result<PerformanceProfile> PerformanceProfile::FromJson(const json& j, const std
 }
 
 json PerformanceProfile::ToJson() const {
-  return {{"name", name},
+  json j = {{"name", name},
           {"device", device},
           {"device_name", device_name},
           {"model_id", model_id},
@@ -233,6 +295,9 @@ json PerformanceProfile::ToJson() const {
           {"kv_pages", kv_pages},
           {"max_batch_tokens", max_batch_tokens},
           {"cold_start_seconds", cold_start_seconds}};
+  if (!prefill_curve.empty()) j["prefill_curve"] = CurveJson(prefill_curve);
+  if (!decode_curve.empty()) j["decode_curve"] = CurveJson(decode_curve);
+  return j;
 }
 
 Result<PerformanceProfile> PerformanceProfile::Load(const std::string& path) {
@@ -314,6 +379,46 @@ Result<LinearStepModel> FitLinearStepModel(const std::vector<double>& x,
   return LinearStepModel{};
 }
 
+Result<MeasuredCurve> FitMeasuredCurve(const std::vector<double>& x, const std::vector<double>& y,
+                                       const std::vector<double>& seconds) {
+  const size_t n = seconds.size();
+  if (x.size() != n || y.size() != n) return InvalidArgument("fit: columns of different lengths");
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(y[i]) || !std::isfinite(seconds[i]) || x[i] < 1) {
+      return InvalidArgument("fit: a sample is not finite, or its count is below 1");
+    }
+  }
+  // Each step's weight is its time's inverse square (relative errors), as in the linear fit.
+  struct Group {
+    double w = 0, wy = 0, ws = 0;  // sums of w, w*y, w*seconds
+  };
+  std::map<int, Group> groups;
+  auto weight = [&](size_t i) { return seconds[i] > 0 ? 1.0 / (seconds[i] * seconds[i]) : 1.0; };
+  for (size_t i = 0; i < n; ++i) {
+    Group& g = groups[static_cast<int>(x[i])];
+    const double w = weight(i);
+    g.w += w;
+    g.wy += w * y[i];
+    g.ws += w * seconds[i];
+  }
+  MeasuredCurve curve;
+  if (groups.size() < 2) return curve;
+  // The slope: y's covariance with time over its variance, each taken about its group's mean
+  // (what varies within a group is y alone).
+  double cov = 0, var = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Group& g = groups[static_cast<int>(x[i])];
+    const double dy = y[i] - g.wy / g.w, w = weight(i);
+    cov += w * dy * (seconds[i] - g.ws / g.w);
+    var += w * dy * dy;
+  }
+  curve.per_context = var > 0 ? std::max(0.0, cov / var) : 0;
+  for (const auto& [count, g] : groups) {
+    curve.points.emplace_back(count, std::max(0.0, (g.ws - curve.per_context * g.wy) / g.w));
+  }
+  return curve;
+}
+
 Status FitProfile(const std::vector<StepSample>& steps, PerformanceProfile* profile) {
   std::vector<double> px, py, ps, dx, dy, ds;
   ProfiledRange range;
@@ -339,6 +444,8 @@ Status FitProfile(const std::vector<StepSample>& steps, PerformanceProfile* prof
   if (!decode.ok()) return InvalidArgument("decode steps: " + decode.status().message());
   profile->prefill = *prefill;
   profile->decode = *decode;
+  PDSERVE_ASSIGN_OR_RETURN(profile->prefill_curve, FitMeasuredCurve(px, py, ps));
+  PDSERVE_ASSIGN_OR_RETURN(profile->decode_curve, FitMeasuredCurve(dx, dy, ds));
   std::vector<double> perr, derr;
   for (size_t i = 0; i < ps.size(); ++i) {
     StepShape s;

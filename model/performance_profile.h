@@ -7,18 +7,23 @@
 //
 // The step-time model, in seconds (coefficients fitted by least squares of relative errors,
 // none negative):
-//   a step with prompt work: prefill.base + prefill.per_token * prompt tokens
-//                            + prefill.per_context * prompt attention
-//                            + decode.per_token * decode tokens + decode.per_context * context
-//   a decode-only step:      decode.base + decode.per_token * decode tokens
+//   a step with prompt work: prefill time + decode.per_token * decode tokens
 //                            + decode.per_context * context
-// where prompt attention counts the (query, key) pairs of the step's prompt chunks and context
-// the tokens the decoding sequences attend to (StepShape).
+//   a decode-only step:      decode time
+// where the prefill time is prefill_curve.At(prompt tokens, prompt attention) and the decode
+// time decode_curve.At(decode tokens, context) when the profile has those curves (the time
+// measured at each prompt length and batch size: a step's time is not linear in them, as a batch
+// of one running a different kernel than a batch of two shows), else the linear models:
+//   prefill.base + prefill.per_token * prompt tokens + prefill.per_context * prompt attention
+//   decode.base + decode.per_token * decode tokens + decode.per_context * context
+// Prompt attention counts the (query, key) pairs of the step's prompt chunks and context the
+// tokens the decoding sequences attend to (StepShape).
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -45,6 +50,17 @@ struct LinearStepModel {
   double per_context = 0;
 };
 
+// A step's time at each measured count x of work (prompt tokens, or decode sequences) with no
+// context, plus a slope in context: At(x, y) = the points' value at x + per_context * y. Between
+// points it is linear; beyond either end it follows the nearest segment, never below 0.
+struct MeasuredCurve {
+  std::vector<std::pair<int, double>> points;  // (x, seconds), x strictly ascending
+  double per_context = 0;
+
+  bool empty() const { return points.empty(); }
+  double At(int x, double y) const;
+};
+
 // The largest work of each kind the profile measured: a step beyond it is extrapolated.
 struct ProfiledRange {
   int prompt_tokens = 0;  // per step
@@ -65,9 +81,10 @@ struct PerformanceProfile {
   std::string date;     // ISO 8601, UTC
 
   LinearStepModel prefill;  // steps with prompt work
-  LinearStepModel decode;   // decode-only steps
+  LinearStepModel decode;   // decode-only steps; its slopes also price a mixed step's decode
+  MeasuredCurve prefill_curve, decode_curve;  // empty in profiles measured before them
   ProfiledRange range;
-  // Median relative error of the fit over the measured steps of each kind.
+  // Median relative error of StepSeconds over the measured steps of each kind.
   double prefill_fit_error = 0;
   double decode_fit_error = 0;
   int samples = 0;
@@ -108,8 +125,16 @@ Result<LinearStepModel> FitLinearStepModel(const std::vector<double>& x,
                                            const std::vector<double>& y,
                                            const std::vector<double>& seconds);
 
-// Fits both models from measured steps (those with prompt work to prefill, the rest to decode)
-// and fills range, fit errors and samples; provenance and KV figures are left to the caller.
+// Fits a curve through the steps' times at each distinct x with one slope in y, by least squares
+// of the relative errors: the slope from how time moves with y among steps of the same x, each
+// point the weighted mean of its steps' time less the slope's part. Empty (no curve) with fewer
+// than two distinct x; InvalidArgument for columns of different lengths or values not finite.
+Result<MeasuredCurve> FitMeasuredCurve(const std::vector<double>& x, const std::vector<double>& y,
+                                       const std::vector<double>& seconds);
+
+// Fits both kinds' linear models and curves from measured steps (those with prompt work to
+// prefill, the rest to decode) and fills range, fit errors and samples; provenance and KV figures
+// are left to the caller.
 Status FitProfile(const std::vector<StepSample>& steps, PerformanceProfile* profile);
 
 // Where `name_or_path` leads: an existing file as given, else PROFILES_DIR/NAME.json for each

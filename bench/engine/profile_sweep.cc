@@ -146,18 +146,34 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   return p;
 }
 
+namespace {
+
+// "18.51 ms at 1, 23.95 at 2, ... + 0.0022 ms/context token", or "" for no curve.
+std::string CurveSummary(const MeasuredCurve& c, const char* unit) {
+  if (c.empty()) return "";
+  std::string points;
+  for (const auto& [x, seconds] : c.points) {
+    points += fmt::format("{}{:.3f}{} at {}", points.empty() ? "" : ", ", seconds * 1e3,
+                          points.empty() ? " ms" : "", x);
+  }
+  return fmt::format("    as measured: {} + {:.3g} ms/{}\n", points, c.per_context * 1e3, unit);
+}
+
+}  // namespace
+
 std::string ProfileSummary(const PerformanceProfile& p) {
   return fmt::format(
       "profile of {} on {} ({}), {} steps measured\n"
-      "  prefill step: {:.3f} ms + {:.4f} ms/token + {:.3g} ms/attention pair  (median fit "
-      "error {:.1f}%)\n"
-      "  decode step:  {:.3f} ms + {:.4f} ms/sequence + {:.3g} ms/context token  (median fit "
-      "error {:.1f}%)\n"
+      "  prefill step: {:.3f} ms + {:.4f} ms/token + {:.3g} ms/attention pair\n{}"
+      "  decode step:  {:.3f} ms + {:.4f} ms/sequence + {:.3g} ms/context token\n{}"
+      "  median fit error: prefill {:.1f}%, decode {:.1f}%\n"
       "  measured up to {} prompt tokens a step, batches of {}, contexts of {} tokens\n"
       "  KV {:.0f} bytes/token, {} pages of {}, link {:.2f} GB/s; cold start {:.2f} s\n",
       p.model_id, p.device, p.device_name, p.samples, p.prefill.base * 1e3,
-      p.prefill.per_token * 1e3, p.prefill.per_context * 1e3, p.prefill_fit_error * 100,
-      p.decode.base * 1e3, p.decode.per_token * 1e3, p.decode.per_context * 1e3,
+      p.prefill.per_token * 1e3, p.prefill.per_context * 1e3,
+      CurveSummary(p.prefill_curve, "attention pair"), p.decode.base * 1e3,
+      p.decode.per_token * 1e3, p.decode.per_context * 1e3,
+      CurveSummary(p.decode_curve, "context token"), p.prefill_fit_error * 100,
       p.decode_fit_error * 100, p.range.prompt_tokens, p.range.decode_tokens, p.range.max_context,
       p.kv_bytes_per_token, p.kv_pages, p.page_size, p.kv_bytes_per_second / 1e9,
       p.cold_start_seconds);

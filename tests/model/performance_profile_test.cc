@@ -1,10 +1,12 @@
 // PerformanceProfile: the fit recovers a known step-time model, drops a coefficient noise would
-// make negative, predicts prefill, decode and mixed steps as its header says, flags work beyond
-// what was measured, and reads its JSON back or says which field is wrong.
+// make negative, follows a step time that is not linear in the batch through its measured
+// points, predicts prefill, decode and mixed steps as its header says, flags work beyond what was
+// measured, and reads its JSON back or says which field is wrong.
 #include "model/performance_profile.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -94,6 +96,74 @@ TEST(PerformanceProfile, PredictsPrefillDecodeAndMixedSteps) {
   EXPECT_EQ(p.StepSeconds(StepShape{}), 0);
 }
 
+// A step time that is not linear in the batch (a batch of one on another kernel than two): the
+// curve goes through each measured batch where a line cannot, and interpolates between them.
+TEST(PerformanceProfile, CurveFollowsAStepTimeALineCannot) {
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  auto truth = [](int batch) { return batch == 1 ? 0.015 : 0.020 + 0.0006 * batch; };
+  std::vector<StepSample> steps;
+  for (int b : {1, 2, 4, 8, 16}) {
+    for (int ctx : {64, 192}) {
+      for (int r = 0; r < 4; ++r) {
+        StepSample s;
+        for (int i = 0; i < b; ++i) AddDecodeToken(s.shape, ctx - 1);
+        s.seconds = (truth(b) + 2e-6 * s.shape.decode_context) * noise(rng);
+        steps.push_back(s);
+      }
+    }
+  }
+  for (int n : {16, 64, 256}) {  // FitProfile needs prompt steps too
+    for (int r = 0; r < 2; ++r) {
+      StepSample s;
+      AddPromptChunk(s.shape, 0, n);
+      s.seconds = 0.01 + 1e-4 * n;
+      steps.push_back(s);
+    }
+  }
+  PerformanceProfile p;
+  ASSERT_TRUE(FitProfile(steps, &p).ok());
+  ASSERT_EQ(p.decode_curve.points.size(), 5u);
+  EXPECT_NEAR(p.decode_curve.per_context, 2e-6, 3e-7);
+  for (const auto& [b, seconds] : p.decode_curve.points) {
+    EXPECT_NEAR(seconds, truth(b), 0.01 * truth(b)) << "batch " << b;
+  }
+  EXPECT_LT(p.decode_fit_error, 0.015);
+  // The line's error at a batch of one, for scale: the curve is what makes the fit good.
+  StepShape one;
+  AddDecodeToken(one, 63);
+  const double line = p.decode.base + p.decode.per_token + p.decode.per_context * 64;
+  EXPECT_GT(std::fabs(line - truth(1)) / truth(1), 0.05);
+  EXPECT_NEAR(p.StepSeconds(one), truth(1) + 2e-6 * 64, 0.02 * truth(1));
+  // Between measured batches the curve interpolates: a batch of 3 between those of 2 and 4.
+  StepShape three;
+  for (int i = 0; i < 3; ++i) AddDecodeToken(three, 63);
+  EXPECT_NEAR(p.StepSeconds(three), (truth(2) + truth(4)) / 2 + 2e-6 * 192, 0.02 * truth(3));
+}
+
+TEST(PerformanceProfile, CurveInterpolatesAndExtendsItsEndSegments) {
+  MeasuredCurve c;
+  c.points = {{2, 0.010}, {4, 0.014}, {8, 0.016}};
+  c.per_context = 1e-6;
+  EXPECT_DOUBLE_EQ(c.At(2, 0), 0.010);
+  EXPECT_DOUBLE_EQ(c.At(3, 0), 0.012);
+  EXPECT_DOUBLE_EQ(c.At(6, 1000), 0.015 + 0.001);
+  EXPECT_DOUBLE_EQ(c.At(1, 0), 0.008);   // the first segment's slope below the first point
+  EXPECT_DOUBLE_EQ(c.At(12, 0), 0.018);  // the last segment's beyond the last
+  MeasuredCurve steep;
+  steep.points = {{10, 0.001}, {20, 0.011}};
+  EXPECT_EQ(steep.At(1, 0), 0);  // never below zero
+  MeasuredCurve single;
+  single.points = {{4, 0.02}};
+  EXPECT_DOUBLE_EQ(single.At(100, 0), 0.02);
+  // One distinct count: no curve (the linear model stands).
+  auto none = FitMeasuredCurve({4, 4, 4}, {1, 2, 3}, {0.1, 0.2, 0.3});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(FitMeasuredCurve({1, 2}, {1}, {1, 2}).ok());
+  EXPECT_FALSE(FitMeasuredCurve({0, 2}, {1, 1}, {1, 2}).ok());
+}
+
 TEST(PerformanceProfile, SaysWhatLiesOutsideTheMeasuredRange) {
   PerformanceProfile p;
   p.range = {512, 32, 2048};
@@ -123,6 +193,23 @@ TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
   auto back = PerformanceProfile::FromJson(p.ToJson(), "t");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->ToJson(), p.ToJson());
+  EXPECT_FALSE(p.ToJson().contains("decode_curve"));  // a profile without curves keeps none
+  p.decode_curve.points = {{1, 0.015}, {2, 0.02}};
+  p.decode_curve.per_context = 1e-6;
+  back = PerformanceProfile::FromJson(p.ToJson(), "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ToJson(), p.ToJson());
+  EXPECT_EQ(back->decode_curve.points, p.decode_curve.points);
+
+  auto unordered = p.ToJson();
+  unordered["decode_curve"]["points"] = {{2, 0.02}, {1, 0.015}};
+  auto refused = PerformanceProfile::FromJson(unordered, "f.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("f.json: decode_curve: points must ascend"),
+            std::string::npos)
+      << refused.status().message();
+  unordered["decode_curve"]["points"] = {{0, 0.02}};
+  EXPECT_FALSE(PerformanceProfile::FromJson(unordered, "f.json").ok());
 
   auto j = p.ToJson();
   j["decode"]["per_token"] = -1;
