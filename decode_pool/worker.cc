@@ -76,15 +76,24 @@ void Worker::Drain() {
   if (link_) link_->Wake();
 }
 
+void Worker::FailWorker(const Status& step) {
+  if (failure_.ok()) {
+    failure_ = Internal("an engine step failed: " + step.message());
+    spdlog::error("{}; draining, then exiting for a fresh start", failure_.message());
+  }
+  draining_ = true;
+}
+
 Status Worker::Run() {
   proto::Register r = RegisterFor(options_.role, *engine_, options_.identity);
   if (listener_) {
     r.set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
     r.set_layout_hash(layout_->hash);
   }
-  return ConnectAndServe(
+  Status served = ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
+  return failure_.ok() ? served : failure_;
 }
 
 Status Worker::Serve() {
@@ -272,13 +281,19 @@ void Worker::RunStep() {
   std::vector<model::TokenEvent> events;
   model::StepStats stats;
   if (Status s = engine_->Step(&events, &stats); !s.ok()) {
-    spdlog::error("engine step failed: {}", s.ToString());
     // A failed step is this worker's failure (a device error), not its requests': the gateway
-    // retries them elsewhere, a bounded number of times.
+    // retries them elsewhere, a bounded number of times. Those waiting for their KV go too, and
+    // the worker drains and exits non-zero for its supervisor to start a fresh one.
+    FailWorker(s);
     for (const auto& [request, seq] : seq_of_request_) SendError(request, s.message(), true);
     for (const auto& [seq, request] : request_of_seq_) engine_->Cancel(seq);
     request_of_seq_.clear();
     seq_of_request_.clear();
+    for (const auto& [request, reservation] : reserved_) {
+      SendError(request, s.message(), true);
+      ReleaseReservation(request, "the decode worker failed");
+    }
+    reserved_.clear();
     return;
   }
   ReportStep(

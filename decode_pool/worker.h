@@ -52,7 +52,9 @@ class Worker {
   ~Worker();
 
   // Connects, registers, serves until drained, or until the gateway is lost and does not answer
-  // again within gateway_reconnect_seconds. OK after a drain.
+  // again within gateway_reconnect_seconds. OK after a drain; Internal after a failed engine
+  // step (the device is unusable), once the worker has failed its requests as retryable and
+  // drained, so that its supervisor starts a fresh one.
   Status Run();
   void Drain();
   // The metrics port (after Create), 0 when off.
@@ -75,6 +77,8 @@ class Worker {
   void HandleKvDone(const proto::KvDone& d);
   void HandleCancel(uint64_t request_id);
   void RunStep();
+  // After a failed step: remembers the first failure for Run() to return, and drains.
+  void FailWorker(const Status& step);
   void SendError(uint64_t request_id, const std::string& message, bool retryable);
   void SendLoad();
   void DropFailedReservations();
@@ -89,6 +93,7 @@ class Worker {
   std::unique_ptr<kv_transfer::TcpKvListener> listener_;
   std::optional<kv_transfer::KvLayout> layout_;
   std::atomic<bool> draining_{false};
+  Status failure_;  // of an engine step: the worker drains and Run() returns it
 
   // Engine thread only.
   struct Reservation {  // role decode: pages reserved, KV arriving

@@ -66,12 +66,21 @@ void PrefillWorker::Drain() {
   if (link_) link_->Wake();
 }
 
+void PrefillWorker::FailWorker(const Status& step) {
+  if (failure_.ok()) {
+    failure_ = Internal("an engine step failed: " + step.message());
+    spdlog::error("{}; draining, then exiting for a fresh start", failure_.message());
+  }
+  draining_ = true;
+}
+
 Status PrefillWorker::Run() {
   proto::Register r = RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
-  return ConnectAndServe(
+  Status served = ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
+  return failure_.ok() ? served : failure_;
 }
 
 Status PrefillWorker::Serve() {
@@ -294,9 +303,10 @@ void PrefillWorker::RunStep() {
   std::vector<model::TokenEvent> events;
   model::StepStats stats;
   if (Status s = engine_->Step(&events, &stats); !s.ok()) {
-    spdlog::error("engine step failed: {}", s.ToString());
     // A failed step is this worker's failure (a device error), not its requests': the gateway
-    // retries them elsewhere, a bounded number of times.
+    // retries them elsewhere, a bounded number of times, and the worker drains and exits
+    // non-zero for its supervisor to start a fresh one.
+    FailWorker(s);
     for (auto& [seq, p] : pending_) {
       SendError(p.request_id, s.message(), true);
       DropTransfer(p, "prefill failed");

@@ -70,6 +70,8 @@ class PrefillWorker {
   static Result<std::unique_ptr<PrefillWorker>> Create(const PrefillWorkerOptions& options);
   ~PrefillWorker();
 
+  // As decode_pool::Worker::Run: OK after a drain; Internal after a failed engine step, once
+  // its prompts have failed as retryable and it has drained.
   Status Run();
   void Drain();
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
@@ -111,6 +113,8 @@ class PrefillWorker {
   Result<std::shared_ptr<kv_transfer::Transport>> TransportTo(const proto::Reserved& dst);
   void OnLayer(int layer, std::span<const model::PromptDone> done);
   void RunStep();
+  // After a failed step: remembers the first failure for Run() to return, and drains.
+  void FailWorker(const Status& step);
   void FinishLoop();
   // The finisher is done with the item it took: wakes whoever waits for that.
   void FinishedOne();
@@ -127,6 +131,7 @@ class PrefillWorker {
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::atomic<bool> draining_{false};
+  Status failure_;           // of an engine step: the worker drains and Run() returns it
   double busy_seconds_ = 0;  // engine thread
 
   // Engine thread only.

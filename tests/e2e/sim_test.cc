@@ -1,6 +1,7 @@
 // End to end: `pdserve sim` processes hosting simulated workers (device sim:PROFILE) behind a
 // real gateway on loopback. They register, serve the OpenAI API through the real worker code,
-// drain on SIGTERM, and a frozen one is dropped by the gateway while its request is retried.
+// drain on SIGTERM, a frozen one is dropped by the gateway while its request is retried, and one
+// whose steps fail drains and exits while its request is retried.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <future>
@@ -69,6 +70,19 @@ class SimTest : public testing::GatewayFixture {
     return path;
   }
 
+  // A healthy pair whose prefill steps take `prefill_seconds`, registered.
+  std::unique_ptr<Process> StartHealthyPair(double prefill_seconds) {
+    auto sim = StartSim(
+        {"--profile", WriteProfile(prefill_seconds), "--prefill", "1", "--decode", "1"}, "healthy");
+    EXPECT_TRUE(WaitForWorkers("prefill", 1)) << Logs();
+    EXPECT_TRUE(WaitForWorkers("decode", 1)) << Logs();
+    return sim;
+  }
+
+  // `n` completions sent 100 ms apart, each on its own connection; their statuses. While a
+  // healthy worker with 0.5 s prefill steps holds one prompt, the router sends the next elsewhere.
+  std::vector<int> PostSpaced(int n, const std::string& prompt);
+
   std::vector<std::string> logs_;
   std::string last_health_;
 };
@@ -80,6 +94,20 @@ std::string Completion(const std::string& prompt, int max_tokens, bool stream = 
                         {"ignore_eos", true},
                         {"stream", stream}}
       .dump();
+}
+
+std::vector<int> SimTest::PostSpaced(int n, const std::string& prompt) {
+  std::vector<std::thread> clients;
+  std::vector<int> statuses(n);
+  for (int i = 0; i < n; ++i) {
+    clients.emplace_back([&, i] {
+      statuses[i] =
+          Curl(http_, "/v1/completions", Completion(prompt + " " + std::to_string(i), 4)).status;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (auto& c : clients) c.join();
+  return statuses;
 }
 
 TEST_F(SimTest, SimulatedWorkersRegisterServeAndDrain) {
@@ -121,22 +149,10 @@ TEST_F(SimTest, SimulatedWorkersRegisterServeAndDrain) {
 TEST_F(SimTest, AFrozenWorkerIsDroppedAndItsRequestRetried) {
   // Prefill steps of 0.5 s on the healthy worker: while it holds one prompt, the router sends
   // the next to the other prefill worker, the frozen one.
-  auto healthy =
-      StartSim({"--profile", WriteProfile(0.5), "--prefill", "1", "--decode", "1"}, "healthy");
-  ASSERT_TRUE(WaitForWorkers("prefill", 1)) << Logs();
-  ASSERT_TRUE(WaitForWorkers("decode", 1)) << Logs();
+  auto healthy = StartHealthyPair(0.5);
   auto frozen = StartSim({"--profile", "zero", "--prefill", "1", "--freeze-after", "0"}, "frozen");
   ASSERT_TRUE(WaitForWorkers("prefill", 2)) << Logs();
-  std::vector<std::thread> clients;
-  std::vector<int> statuses(4);
-  for (int i = 0; i < 4; ++i) {
-    clients.emplace_back([&, i] {
-      statuses[i] =
-          Curl(http_, "/v1/completions", Completion("frozen " + std::to_string(i), 4)).status;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  for (auto& c : clients) c.join();
+  const std::vector<int> statuses = PostSpaced(4, "frozen");
   for (int i = 0; i < 4; ++i) EXPECT_EQ(statuses[i], 200) << "request " << i << Logs();
   // The frozen worker is gone from the gateway; its process still holds the connection.
   EXPECT_TRUE(WaitForWorkers("prefill", 1, 30)) << Logs();
@@ -145,6 +161,45 @@ TEST_F(SimTest, AFrozenWorkerIsDroppedAndItsRequestRetried) {
   healthy->Signal(SIGTERM);
   EXPECT_EQ(healthy->Wait(std::chrono::seconds(30)), 0) << Logs();
   frozen->Wait(std::chrono::seconds(30));
+}
+
+// A worker whose engine step fails (a device error) fails its requests as retryable, which the
+// gateway retries on a healthy pair, then drains and exits non-zero for its supervisor to start
+// a fresh one, rather than stay registered and fail every request sent to it.
+TEST_F(SimTest, AWorkerWhoseStepFailsDrainsAndExitsAndItsRequestIsRetried) {
+  auto healthy = StartHealthyPair(0.5);
+  auto failing = StartSim({"--profile", "zero", "--prefill", "1", "--fail-after", "0"}, "failing");
+  ASSERT_TRUE(WaitForWorkers("prefill", 2)) << Logs();
+  const std::vector<int> statuses = PostSpaced(4, "failing");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(statuses[i], 200) << "request " << i << Logs();
+  // Its only worker failed, drained and ended: the process exits non-zero by itself.
+  EXPECT_EQ(failing->Wait(std::chrono::seconds(30)), 1) << Logs();
+  const std::string log = testing::ReadLog(dir_ / "failing.log");
+  EXPECT_NE(log.find("an engine step failed"), std::string::npos) << log;
+  EXPECT_TRUE(WaitForWorkers("prefill", 1, 30)) << Logs();
+  // What is left serves.
+  EXPECT_EQ(Curl(http_, "/v1/completions", Completion("after", 4)).status, 200) << Logs();
+  healthy->Signal(SIGTERM);
+  EXPECT_EQ(healthy->Wait(std::chrono::seconds(30)), 0) << Logs();
+}
+
+// The same for a decode worker: the zero profile's pool dwarfs the healthy worker's, so the
+// router, which prefers free pages, sends it the first request.
+TEST_F(SimTest, ADecodeWorkerWhoseStepFailsDrainsAndExitsAndItsRequestIsRetried) {
+  auto healthy = StartHealthyPair(0.02);
+  auto failing = StartSim({"--profile", "zero", "--decode", "1", "--fail-after", "0"}, "failing");
+  ASSERT_TRUE(WaitForWorkers("decode", 2)) << Logs();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Curl(http_, "/v1/completions", Completion("decode " + std::to_string(i), 4)).status,
+              200)
+        << Logs();
+  }
+  EXPECT_EQ(failing->Wait(std::chrono::seconds(30)), 1) << Logs();
+  EXPECT_NE(testing::ReadLog(dir_ / "failing.log").find("an engine step failed"), std::string::npos)
+      << Logs();
+  EXPECT_TRUE(WaitForWorkers("decode", 1, 30)) << Logs();
+  healthy->Signal(SIGTERM);
+  EXPECT_EQ(healthy->Wait(std::chrono::seconds(30)), 0) << Logs();
 }
 
 // CPU seconds process `pid` has used so far (user and system), from /proc/PID/stat.
