@@ -123,8 +123,8 @@ Result<MeasuredCurve> ReadCurve(const json& j, const char* key, const std::strin
     }
     const int x = p[0].get<int>();
     if (!c.points.empty() && x <= c.points.back().first) {
-      return InvalidArgument(fmt::format("{}: points must ascend in count; {} follows {}", where,
-                                         x, c.points.back().first));
+      return InvalidArgument(fmt::format("{}: points must ascend in count; {} follows {}", where, x,
+                                         c.points.back().first));
     }
     c.points.emplace_back(x, p[1].get<double>());
   }
@@ -270,31 +270,31 @@ Result<PerformanceProfile> PerformanceProfile::FromJson(const json& j, const std
 
 json PerformanceProfile::ToJson() const {
   json j = {{"name", name},
-          {"device", device},
-          {"device_name", device_name},
-          {"model_id", model_id},
-          {"model_shape", model_shape},
-          {"dtype", dtype},
-          {"threads", threads},
-          {"command", command},
-          {"date", date},
-          {"prefill", ModelJson(prefill)},
-          {"decode", ModelJson(decode)},
-          {"range",
-           {{"prompt_tokens", range.prompt_tokens},
-            {"decode_tokens", range.decode_tokens},
-            {"max_context", range.max_context}}},
-          {"prefill_fit_error", prefill_fit_error},
-          {"decode_fit_error", decode_fit_error},
-          {"samples", samples},
-          {"kv_bytes_per_token", kv_bytes_per_token},
-          {"kv_bytes_per_second", kv_bytes_per_second},
-          {"kv_bandwidth_source", kv_bandwidth_source},
-          {"n_layers", n_layers},
-          {"page_size", page_size},
-          {"kv_pages", kv_pages},
-          {"max_batch_tokens", max_batch_tokens},
-          {"cold_start_seconds", cold_start_seconds}};
+            {"device", device},
+            {"device_name", device_name},
+            {"model_id", model_id},
+            {"model_shape", model_shape},
+            {"dtype", dtype},
+            {"threads", threads},
+            {"command", command},
+            {"date", date},
+            {"prefill", ModelJson(prefill)},
+            {"decode", ModelJson(decode)},
+            {"range",
+             {{"prompt_tokens", range.prompt_tokens},
+              {"decode_tokens", range.decode_tokens},
+              {"max_context", range.max_context}}},
+            {"prefill_fit_error", prefill_fit_error},
+            {"decode_fit_error", decode_fit_error},
+            {"samples", samples},
+            {"kv_bytes_per_token", kv_bytes_per_token},
+            {"kv_bytes_per_second", kv_bytes_per_second},
+            {"kv_bandwidth_source", kv_bandwidth_source},
+            {"n_layers", n_layers},
+            {"page_size", page_size},
+            {"kv_pages", kv_pages},
+            {"max_batch_tokens", max_batch_tokens},
+            {"cold_start_seconds", cold_start_seconds}};
   if (!prefill_curve.empty()) j["prefill_curve"] = CurveJson(prefill_curve);
   if (!decode_curve.empty()) j["decode_curve"] = CurveJson(decode_curve);
   return j;
