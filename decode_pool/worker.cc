@@ -76,14 +76,6 @@ void Worker::Drain() {
   if (link_) link_->Wake();
 }
 
-void Worker::FailWorker(const Status& step) {
-  if (failure_.ok()) {
-    failure_ = Internal("an engine step failed: " + step.message());
-    spdlog::error("{}; draining, then exiting for a fresh start", failure_.message());
-  }
-  draining_ = true;
-}
-
 Status Worker::Run() {
   proto::Register r = RegisterFor(options_.role, *engine_, options_.identity);
   if (listener_) {
@@ -93,7 +85,7 @@ Status Worker::Run() {
   Status served = ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
-  return failure_.ok() ? served : failure_;
+  return step_failure_.Or(std::move(served));
 }
 
 Status Worker::Serve() {
@@ -284,7 +276,7 @@ void Worker::RunStep() {
     // A failed step is this worker's failure (a device error), not its requests': the gateway
     // retries them elsewhere, a bounded number of times. Those waiting for their KV go too, and
     // the worker drains and exits non-zero for its supervisor to start a fresh one.
-    FailWorker(s);
+    step_failure_.Record(s, draining_);
     for (const auto& [request, seq] : seq_of_request_) SendError(request, s.message(), true);
     for (const auto& [seq, request] : request_of_seq_) engine_->Cancel(seq);
     request_of_seq_.clear();

@@ -28,6 +28,7 @@
 #include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
 #include "worker/gateway_link.h"
+#include "worker/serve_loop.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
 
@@ -77,8 +78,6 @@ class Worker {
   void HandleKvDone(const proto::KvDone& d);
   void HandleCancel(uint64_t request_id);
   void RunStep();
-  // After a failed step: remembers the first failure for Run() to return, and drains.
-  void FailWorker(const Status& step);
   void SendError(uint64_t request_id, const std::string& message, bool retryable);
   void SendLoad();
   void DropFailedReservations();
@@ -93,7 +92,7 @@ class Worker {
   std::unique_ptr<kv_transfer::TcpKvListener> listener_;
   std::optional<kv_transfer::KvLayout> layout_;
   std::atomic<bool> draining_{false};
-  Status failure_;  // of an engine step: the worker drains and Run() returns it
+  StepFailure step_failure_;  // Run() returns it
 
   // Engine thread only.
   struct Reservation {  // role decode: pages reserved, KV arriving

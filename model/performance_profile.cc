@@ -407,7 +407,7 @@ Result<MeasuredCurve> FitMeasuredCurve(const std::vector<double>& x, const std::
   // (what varies within a group is y alone).
   double cov = 0, var = 0;
   for (size_t i = 0; i < n; ++i) {
-    const Group& g = groups[static_cast<int>(x[i])];
+    const Group& g = groups.at(static_cast<int>(x[i]));
     const double dy = y[i] - g.wy / g.w, w = weight(i);
     cov += w * dy * (seconds[i] - g.ws / g.w);
     var += w * dy * dy;

@@ -66,21 +66,13 @@ void PrefillWorker::Drain() {
   if (link_) link_->Wake();
 }
 
-void PrefillWorker::FailWorker(const Status& step) {
-  if (failure_.ok()) {
-    failure_ = Internal("an engine step failed: " + step.message());
-    spdlog::error("{}; draining, then exiting for a fresh start", failure_.message());
-  }
-  draining_ = true;
-}
-
 Status PrefillWorker::Run() {
   proto::Register r = RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
   Status served = ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
-  return failure_.ok() ? served : failure_;
+  return step_failure_.Or(std::move(served));
 }
 
 Status PrefillWorker::Serve() {
@@ -306,7 +298,7 @@ void PrefillWorker::RunStep() {
     // A failed step is this worker's failure (a device error), not its requests': the gateway
     // retries them elsewhere, a bounded number of times, and the worker drains and exits
     // non-zero for its supervisor to start a fresh one.
-    FailWorker(s);
+    step_failure_.Record(s, draining_);
     for (auto& [seq, p] : pending_) {
       SendError(p.request_id, s.message(), true);
       DropTransfer(p, "prefill failed");

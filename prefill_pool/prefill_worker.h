@@ -34,6 +34,7 @@
 #include "model/engine.h"
 #include "prefill_pool/endpoint_backoff.h"
 #include "worker/gateway_link.h"
+#include "worker/serve_loop.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
 
@@ -113,8 +114,6 @@ class PrefillWorker {
   Result<std::shared_ptr<kv_transfer::Transport>> TransportTo(const proto::Reserved& dst);
   void OnLayer(int layer, std::span<const model::PromptDone> done);
   void RunStep();
-  // After a failed step: remembers the first failure for Run() to return, and drains.
-  void FailWorker(const Status& step);
   void FinishLoop();
   // The finisher is done with the item it took: wakes whoever waits for that.
   void FinishedOne();
@@ -131,8 +130,8 @@ class PrefillWorker {
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
   std::atomic<bool> draining_{false};
-  Status failure_;           // of an engine step: the worker drains and Run() returns it
-  double busy_seconds_ = 0;  // engine thread
+  StepFailure step_failure_;  // Run() returns it
+  double busy_seconds_ = 0;   // engine thread
 
   // Engine thread only.
   std::map<std::string, std::shared_ptr<kv_transfer::Transport>> transports_;  // by endpoint

@@ -8,6 +8,14 @@
 
 namespace pdserve {
 
+void StepFailure::Record(const Status& step, std::atomic<bool>& draining) {
+  if (failure_.ok()) {
+    failure_ = Internal("an engine step failed: " + step.message());
+    spdlog::error("{}; draining, then exiting for a fresh start", failure_.message());
+  }
+  draining = true;
+}
+
 Status ServeUntilDrainedOrLost(GatewayLink& link, double heartbeat_seconds,
                                const std::atomic<bool>& draining, const ServeTurn& turn) {
   using Clock = std::chrono::steady_clock;

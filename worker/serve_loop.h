@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <utility>
 
 #include "common/status.h"
 #include "worker/gateway_link.h"
@@ -20,6 +21,18 @@ struct ServeTurn {
   std::function<bool()> drained;         // nothing left to finish (asked once draining)
   std::function<void()> send_load;       // the Load heartbeat
   std::function<void()> announce_drain;  // logs what the drain still has to finish
+};
+
+// A worker's first failed engine step (its device is unusable). Record logs it and sets
+// `draining`; the worker's Run() returns Or(what serving returned): the failure, as Internal, so
+// that its process exits non-zero for its supervisor to start a fresh one. Engine thread only.
+class StepFailure {
+ public:
+  void Record(const Status& step, std::atomic<bool>& draining);
+  Status Or(Status served) const { return failure_.ok() ? std::move(served) : failure_; }
+
+ private:
+  Status failure_;
 };
 
 // Turns until `draining` is set and the worker has drained (then sends a last Load, flushes what

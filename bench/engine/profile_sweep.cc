@@ -58,6 +58,17 @@ Status RunSteps(Engine& engine, std::vector<StepSample>* samples) {
   return Status::Ok();
 }
 
+// "18.51 ms at 1, 23.95 at 2, ... + 0.0022 ms/context token", or "" for no curve.
+std::string CurveSummary(const MeasuredCurve& c, const char* unit) {
+  if (c.empty()) return "";
+  std::string points;
+  for (const auto& [x, seconds] : c.points) {
+    points += fmt::format("{}{:.3f}{} at {}", points.empty() ? "" : ", ", seconds * 1e3,
+                          points.empty() ? " ms" : "", x);
+  }
+  return fmt::format("    as measured: {} + {:.3g} ms/{}\n", points, c.per_context * 1e3, unit);
+}
+
 }  // namespace
 
 Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
@@ -145,21 +156,6 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   p.cold_start_seconds = cold_start;
   return p;
 }
-
-namespace {
-
-// "18.51 ms at 1, 23.95 at 2, ... + 0.0022 ms/context token", or "" for no curve.
-std::string CurveSummary(const MeasuredCurve& c, const char* unit) {
-  if (c.empty()) return "";
-  std::string points;
-  for (const auto& [x, seconds] : c.points) {
-    points += fmt::format("{}{:.3f}{} at {}", points.empty() ? "" : ", ", seconds * 1e3,
-                          points.empty() ? " ms" : "", x);
-  }
-  return fmt::format("    as measured: {} + {:.3g} ms/{}\n", points, c.per_context * 1e3, unit);
-}
-
-}  // namespace
 
 std::string ProfileSummary(const PerformanceProfile& p) {
   return fmt::format(
