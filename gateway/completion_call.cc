@@ -51,9 +51,13 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
       detok_(tokenizer),
       stops_(request_.stop),
       admission_(std::move(admission)),
-      accounting_(std::move(accounting)),
-      arrival_wall_(std::chrono::system_clock::now()),
-      arrival_(std::chrono::steady_clock::now()) {}
+      accounting_(std::move(accounting)) {
+  const auto now = std::chrono::steady_clock::now();
+  arrival_ =
+      admission_.received == std::chrono::steady_clock::time_point{} ? now : admission_.received;
+  arrival_wall_ = std::chrono::system_clock::now() -
+                  std::chrono::duration_cast<std::chrono::system_clock::duration>(now - arrival_);
+}
 
 bool CompletionCall::Start() {
   proto::Sampling* s = &sampling_;
@@ -80,6 +84,7 @@ void CompletionCall::NewAttempt() {
 
 bool CompletionCall::Admit() {
   NewAttempt();
+  if (attempts_ == 1) first_attempt_id_ = attempt_id_;
   // A request no registered worker could ever hold would wait out its deadline for nothing.
   const int64_t kv_tokens = static_cast<int64_t>(prompt_.size()) + max_tokens_;
   if (const int64_t largest = registry_->LargestKvTokens(); largest > 0 && kv_tokens > largest) {
@@ -140,6 +145,7 @@ bool CompletionCall::Submit() {
       boost::asio::post(self->strand_, [self, id] { self->HandleTimeout(id); });
     }
   };
+  if (attempts_ == 1) submitted_ = std::chrono::steady_clock::now();
   const router::Admission a = admission_.queue->Submit(std::move(r));
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
   if (a.verdict != router::Admission::Verdict::kRejected) return true;
@@ -160,17 +166,25 @@ bool CompletionCall::Submit() {
 bool CompletionCall::TryStart(uint64_t id, const std::vector<int32_t>& prompt,
                               const proto::Sampling& sampling, const std::set<uint64_t>& exclude) {
   auto self = shared_from_this();
+  const auto begin = std::chrono::steady_clock::now();
   auto attempt = registry_->Dispatch(id, prompt, sampling, self, exclude, admission_.zones);
   // Workers that failed this request are avoided while others can take it, not waited for.
   if (!attempt.ok() && !exclude.empty()) {
     attempt = registry_->Dispatch(id, prompt, sampling, self, {}, admission_.zones);
   }
   if (!attempt.ok()) return false;
-  boost::asio::post(strand_, [self, id] { self->HandleStarted(id); });
+  // The gateway's own time: reading to queueing, and dispatching; not the wait in the queue.
+  double own = -1;
+  if (id == first_attempt_id_) {
+    own = Seconds(submitted_ - arrival_) + Seconds(std::chrono::steady_clock::now() - begin);
+    metrics_->RecordOwnTime("request", own);
+  }
+  boost::asio::post(strand_, [self, id, own] { self->HandleStarted(id, own); });
   return true;
 }
 
-void CompletionCall::HandleStarted(uint64_t id) {
+void CompletionCall::HandleStarted(uint64_t id, double own_seconds) {
+  if (own_seconds >= 0 && id == attempt_id_) own_request_seconds_ = own_seconds;
   // The attempt's first tokens or failure may have come first (posted by the registry's thread
   // before this was posted): it is started once, by whichever runs first.
   if (id != attempt_id_ || started_attempt_ == id) return;
@@ -269,7 +283,10 @@ void CompletionCall::EndAttempt(const std::string& status) {
 }
 
 void CompletionCall::OnTokens(const proto::TokenBatch& batch) {
-  boost::asio::post(strand_, [self = shared_from_this(), batch] { self->HandleTokens(batch); });
+  boost::asio::post(strand_,
+                    [self = shared_from_this(), batch, read_at = std::chrono::steady_clock::now()] {
+                      self->HandleTokens(batch, read_at);
+                    });
 }
 
 void CompletionCall::OnFailure(const AttemptFailure& failure) {
@@ -352,7 +369,20 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
   }
 }
 
-void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
+void CompletionCall::StreamPiece(const std::string& piece,
+                                 std::chrono::steady_clock::time_point read_at) {
+  if (!request_.stream || piece.empty()) return;
+  output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
+  if (streamed_text_) return;
+  streamed_text_ = true;
+  if (attempt_id_ != first_attempt_id_) return;
+  const double relay = Seconds(std::chrono::steady_clock::now() - read_at);
+  metrics_->RecordOwnTime("first_token", relay);
+  if (own_request_seconds_ >= 0) metrics_->RecordOwnTime("total", own_request_seconds_ + relay);
+}
+
+void CompletionCall::HandleTokens(const proto::TokenBatch& batch,
+                                  std::chrono::steady_clock::time_point read_at) {
   HandleStarted(attempt_id_);  // the registry sends only the current attempt's tokens
   if (done_) return;
   if (completion_tokens_ == 0 && batch.tokens_size() > 0) {
@@ -385,9 +415,7 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
   if (stops_.stopped()) {
     registry_->Cancel(attempt_id_);
     text_ += piece;
-    if (request_.stream && !piece.empty()) {
-      output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
-    }
+    StreamPiece(piece, read_at);
     return Complete("stop");
   }
   if (!batch.finish_reason().empty()) {
@@ -395,9 +423,7 @@ void CompletionCall::HandleTokens(const proto::TokenBatch& batch) {
     piece += stops_.Flush();
   }
   text_ += piece;
-  if (request_.stream && !piece.empty()) {
-    output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
-  }
+  StreamPiece(piece, read_at);
   if (!batch.finish_reason().empty())
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
 }

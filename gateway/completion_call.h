@@ -90,6 +90,9 @@ struct CallAdmission {
   int64_t quota_tokens = 0;                        // what was charged
   std::set<std::string> zones;  // the workers' zones it may use (its tenant's); empty: any
   router::OverflowRule overflow = router::OverflowRule::kNever;  // its tenant's rule
+  // When its request's last byte was read (unset: when the call was made): its TTFT and the
+  // gateway's own time count from here.
+  std::chrono::steady_clock::time_point received;
 };
 
 // Where the call may go beyond self-hosted workers.
@@ -170,7 +173,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // Under the queue's lock, from any thread: dispatches attempt `id` to the registry.
   bool TryStart(uint64_t id, const std::vector<int32_t>& prompt, const proto::Sampling& sampling,
                 const std::set<uint64_t>& exclude);
-  void HandleStarted(uint64_t id);
+  // `own_seconds` >= 0: the gateway's own time until the attempt's first message left.
+  void HandleStarted(uint64_t id, double own_seconds = -1);
   void HandleTimeout(uint64_t id);
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
   // `prior_status` and its row, and a request that never started gets its quota back.
@@ -178,7 +182,10 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // Ends a call whose current attempt never left the queue (refused, timed out), with
   // Retry-After when retry_after_s > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);
-  void HandleTokens(const proto::TokenBatch& batch);
+  // `read_at`: when the registry read the batch from its worker.
+  void HandleTokens(const proto::TokenBatch& batch, std::chrono::steady_clock::time_point read_at);
+  // Streams `piece` to the client; the first that reaches it records the gateway's own time.
+  void StreamPiece(const std::string& piece, std::chrono::steady_clock::time_point read_at);
   void HandleFailure(const AttemptFailure& failure);
   void HandleClosed(const AttemptUsage& usage);
   void Complete(const std::string& finish_reason);
@@ -238,6 +245,13 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
   std::chrono::system_clock::time_point arrival_wall_, first_token_wall_;
   std::chrono::steady_clock::time_point arrival_, dispatched_, first_token_, end_;
+  // The gateway's own time (GatewayMetrics::RecordOwnTime): the first attempt's id and when it
+  // went to the queue (both set before the queue may run TryStart), its own time until it left
+  // (-1: unknown), and whether a stream's first text has reached the client.
+  uint64_t first_attempt_id_ = 0;
+  std::chrono::steady_clock::time_point submitted_;
+  double own_request_seconds_ = -1;
+  bool streamed_text_ = false;
 };
 
 }  // namespace pdserve::gateway

@@ -24,6 +24,14 @@ class GatewayMetrics {
   GatewayMetrics();
 
   void RecordFirstToken(double seconds) { ttft_.Observe(seconds); }
+  // pdserve_gateway_own_seconds{part}: the gateway's own share of a request's time to first
+  // token, apart from its workers' and the admission queue's. part "request": from the request's
+  // last byte read to its first message sent to a worker, less its wait in the admission queue;
+  // "first_token": from the frame with a stream's first text read from its worker to that text
+  // handed to the client's socket; "total": both, for a stream whose first attempt gave it.
+  void RecordOwnTime(const char* part, double seconds) {
+    own_time_.Add({{"part", part}}, OwnTimeBuckets()).Observe(seconds);
+  }
   void RecordInterToken(double seconds);
   // An exponentially weighted mean of the inter-token latencies recorded lately (each weighs 5%),
   // for the planner; 0 when none came for 10 s (no traffic is no latency).
@@ -97,6 +105,8 @@ class GatewayMetrics {
   std::string Scrape(const WorkerRegistry& workers, size_t waiting);
 
  private:
+  static const prometheus::Histogram::BucketBoundaries& OwnTimeBuckets();
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Histogram& ttft_;
   prometheus::Histogram& itl_;
@@ -110,6 +120,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& cost_;
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;
+  prometheus::Family<prometheus::Histogram>& own_time_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& resumed_;
   prometheus::Family<prometheus::Counter>& external_;

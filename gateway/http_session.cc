@@ -70,6 +70,7 @@ void HttpSession::Read() {
           self->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
           return;
         }
+        self->received_ = std::chrono::steady_clock::now();
         self->Handle(self->parser_->release());
       });
 }
@@ -210,6 +211,7 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   }
   const bool stream = req.stream;
   CallAdmission admission;
+  admission.received = received_;
   if (Status s = ReadAdmission(request, &admission); !s.ok()) {
     return RespondError(ApiError::BadRequest(s.message()));
   }
@@ -431,37 +433,40 @@ void HttpSession::QueueChunk(std::string data, bool last) {
 void HttpSession::WriteNextChunk() {
   if (chunks_.empty() || writing_) return;
   writing_ = true;
-  auto data = std::make_shared<std::pair<std::string, bool>>(std::move(chunks_.front()));
-  chunks_.pop_front();
-  stream_.expires_after(kWriteTimeout);
-  auto done = [self = shared_from_this(), data](beast::error_code ec, size_t) {
-    self->writing_ = false;
-    self->queued_bytes_ -= data->first.size();
-    if (ec) {  // the client went away: stop its request on the worker
-      if (self->call_) self->call_->Cancel();
-      self->call_.reset();
-      return;
-    }
-    if (data->second) {
-      self->chunks_.clear();
-      return self->AfterResponse();
-    }
-    self->WriteNextChunk();
-  };
-  if (data->second) {
-    // The last SSE bytes and the terminating zero-length chunk in one write.
-    auto chunk = http::make_chunk(asio::buffer(data->first));
-    auto last = http::make_chunk_last();
-    asio::async_write(
-        stream_, chunk,
-        [self = shared_from_this(), data, done, last](beast::error_code ec, size_t n) {
-          if (ec) return done(ec, n);
-          asio::async_write(self->stream_, last,
-                            [done](beast::error_code ec2, size_t n2) { done(ec2, n2); });
-        });
-    return;
+  // Every chunk queued so far goes in one write as one HTTP chunk, the last with the
+  // terminating zero-length chunk: one system call, however many tokens came meanwhile.
+  std::string payload;
+  bool last = false;
+  while (!chunks_.empty() && !last) {
+    payload += chunks_.front().first;
+    last = chunks_.front().second;
+    chunks_.pop_front();
   }
-  asio::async_write(stream_, http::make_chunk(asio::buffer(data->first)), done);
+  auto wire = std::make_shared<std::string>();
+  if (!payload.empty()) {
+    char size[16];
+    const auto end = std::to_chars(size, size + sizeof size, payload.size(), 16).ptr;
+    wire->reserve(payload.size() + 32);
+    wire->append(size, end).append("\r\n").append(payload).append("\r\n");
+  }
+  if (last) wire->append("0\r\n\r\n");
+  stream_.expires_after(kWriteTimeout);
+  asio::async_write(stream_, asio::buffer(*wire),
+                    [self = shared_from_this(), wire, bytes = payload.size(), last](
+                        beast::error_code ec, size_t) {
+                      self->writing_ = false;
+                      self->queued_bytes_ -= bytes;
+                      if (ec) {  // the client went away: stop its request on the worker
+                        if (self->call_) self->call_->Cancel();
+                        self->call_.reset();
+                        return;
+                      }
+                      if (last) {
+                        self->chunks_.clear();
+                        return self->AfterResponse();
+                      }
+                      self->WriteNextChunk();
+                    });
 }
 
 }  // namespace pdserve::gateway

@@ -12,6 +12,7 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -59,6 +60,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool keep_alive_ = true;
   unsigned version_ = 11;
   std::string tenant_;  // of the current request's API key; empty without authentication
+  std::chrono::steady_clock::time_point received_;  // when the current request's last byte came
 
   std::shared_ptr<CompletionCall> call_;
   bool streaming_ = false;

@@ -1,7 +1,8 @@
 // End to end: `pdserve sim` processes hosting simulated workers (device sim:PROFILE) behind a
 // real gateway on loopback. They register, serve the OpenAI API through the real worker code,
 // drain on SIGTERM, a frozen one is dropped by the gateway while its request is retried, and one
-// whose steps fail drains and exits while its request is retried.
+// whose steps fail drains and exits while its request is retried; the gateway's own share of the
+// time to first token is counted apart from the workers'.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <future>
@@ -142,6 +143,29 @@ TEST_F(SimTest, SimulatedWorkersRegisterServeAndDrain) {
   EXPECT_NE(Logs().find("every worker drained"), std::string::npos) << Logs();
   EXPECT_TRUE(WaitForWorkers("prefill", 0, 10));
   EXPECT_TRUE(WaitForWorkers("decode", 0, 10));
+}
+
+// The gateway counts its own share of each time to first token apart from its workers': every
+// request's part before its first message to a worker, and a stream's first text relayed. Each
+// prompt takes a 20 ms prefill step, which must not be in the gateway's share.
+TEST_F(SimTest, TheGatewayCountsItsOwnShareOfTheTimeToFirstToken) {
+  auto sim = StartHealthyPair(0.02);
+  for (int i = 0; i < 5; ++i) {
+    const bool stream = i < 3;
+    auto r = Curl(http_, "/v1/completions", Completion("own " + std::to_string(i), 4, stream));
+    ASSERT_EQ(r.status, 200) << r.body << Logs();
+  }
+  auto own = [&](const std::string& part, const std::string& what) {
+    return testing::MetricValue(http_,
+                                "pdserve_gateway_own_seconds_" + what + "{part=\"" + part + "\"}");
+  };
+  EXPECT_EQ(own("request", "count"), 5);
+  EXPECT_EQ(own("first_token", "count"), 3) << "only streams relay a first token";
+  EXPECT_EQ(own("total", "count"), 3);
+  EXPECT_GT(own("request", "sum"), 0);
+  EXPECT_GT(own("first_token", "sum"), 0);
+  EXPECT_LT(own("total", "sum"), 3 * 0.02) << "the workers' time counted as the gateway's";
+  EXPECT_GE(testing::MetricValue(http_, "pdserve_time_to_first_token_seconds_sum"), 5 * 0.02);
 }
 
 // A prefill worker that freezes (its step never ends, its connection stays open) is dropped by
