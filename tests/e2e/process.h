@@ -119,9 +119,11 @@ struct HttpResult {
 
 // Runs a curl command line that prints the body, then a newline and the status code (-w); the
 // status code and body. With `on_chunks`, reads the body as it comes and calls it once `chunks`
-// SSE data events have arrived (to act mid-stream at a known point, not after a guessed delay).
+// SSE data events have arrived (to act mid-stream at a known point, not after a guessed delay);
+// with `hang_up` too, then stops reading, and curl dies on its next write: a client that leaves
+// mid-stream (its status is then 0).
 inline HttpResult RunCurl(const std::string& cmd, int chunks = 0,
-                          const std::function<void()>& on_chunks = {}) {
+                          const std::function<void()>& on_chunks = {}, bool hang_up = false) {
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -138,6 +140,7 @@ inline HttpResult RunCurl(const std::string& cmd, int chunks = 0,
       if (seen >= chunks) {
         called = true;
         on_chunks();
+        if (hang_up) break;
       }
     }
   }
