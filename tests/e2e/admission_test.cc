@@ -175,14 +175,17 @@ TEST_F(AdmissionTest, ADecodePoolWithRoomForFewStreamsServesManyByQueueing) {
     EXPECT_EQ(r.status, 200) << r.body.substr(0, 400);
   }
   EXPECT_EQ(MetricValue(http_, "pdserve_request_failure_total"), 0);
-  // Two at a time: the others waited for room, some of them for rounds of 390 tokens.
+  // Two at a time: the others waited in the gateway's queue for room, up to three rounds of 390
+  // tokens, for about 0.6 of the requests' time together (0, 0, 1, 1, 2, 2, 3 and 3 rounds of
+  // waiting against 8 of running), however long a round takes on this machine. (A fixed 0.3 s
+  // threshold raced the tiny model, which can run every round in less on an idle machine.)
+  const double waited = MetricValue(http_, "pdserve_request_queue_time_seconds_sum");
+  const double total = MetricValue(http_, "pdserve_e2e_request_latency_seconds_sum");
+  EXPECT_GT(waited, 0.3 * total) << "waited " << waited << " s of " << total << " s";
   // A request no decode worker could ever hold is refused at once, not queued till its deadline.
   const HttpResponse huge = Post(http_, Completion(2000, false));
   EXPECT_EQ(huge.status, 400) << huge.body;
   EXPECT_NE(huge.body.find("kv_capacity_exceeded"), std::string::npos) << huge.body;
-  const double quick = MetricValue(http_, "pdserve_request_queue_time_seconds_bucket{le=\"0.3\"}");
-  EXPECT_GE(quick, 0) << "no such bucket";
-  EXPECT_LT(quick, 8);
   testing::ExpectPagesReturnToZero(dir_ / "decode.log");
 }
 
