@@ -168,11 +168,18 @@ TEST(SlurmTest, ThePlannerSubmitsAWorkerJobThatServesAndCancelsItOnceIdle) {
       },
       60s))
       << Diagnostics(dir.path(), slurm.dir());
-  const std::string after = testing::ReadLog(dir / "gateway.log");
+  // The actuator logs the drain once scancel has returned, which can be after the job is gone.
+  std::string after;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        after = testing::ReadLog(dir / "gateway.log");
+        return after.find("slurm: draining job") != std::string::npos;
+      },
+      10s))
+      << after;
   EXPECT_NE(after.find("decode -1 burst worker(s): a burst worker has had no request"),
             std::string::npos)
       << after;
-  EXPECT_NE(after.find("slurm: draining job"), std::string::npos) << after;
   EXPECT_EQ(
       testing::MetricValue(gateway.http_port,
                            "pdserve_planner_desired_workers{class=\"burst\",pool=\"decode\"}"),
