@@ -177,14 +177,14 @@ bool CompletionCall::TryStart(uint64_t id, const std::vector<int32_t>& prompt,
   double own = -1;
   if (id == first_attempt_id_) {
     own = Seconds(submitted_ - arrival_) + Seconds(std::chrono::steady_clock::now() - begin);
-    metrics_->RecordOwnTime("request", own);
+    metrics_->RecordOwnRequest(own);
   }
   boost::asio::post(strand_, [self, id, own] { self->HandleStarted(id, own); });
   return true;
 }
 
 void CompletionCall::HandleStarted(uint64_t id, double own_seconds) {
-  if (own_seconds >= 0 && id == attempt_id_) own_request_seconds_ = own_seconds;
+  if (own_seconds >= 0) own_request_seconds_ = own_seconds;
   // The attempt's first tokens or failure may have come first (posted by the registry's thread
   // before this was posted): it is started once, by whichever runs first.
   if (id != attempt_id_ || started_attempt_ == id) return;
@@ -376,9 +376,8 @@ void CompletionCall::StreamPiece(const std::string& piece,
   if (streamed_text_) return;
   streamed_text_ = true;
   if (attempt_id_ != first_attempt_id_) return;
-  const double relay = Seconds(std::chrono::steady_clock::now() - read_at);
-  metrics_->RecordOwnTime("first_token", relay);
-  if (own_request_seconds_ >= 0) metrics_->RecordOwnTime("total", own_request_seconds_ + relay);
+  metrics_->RecordOwnRelay(Seconds(std::chrono::steady_clock::now() - read_at),
+                           own_request_seconds_);
 }
 
 void CompletionCall::HandleTokens(const proto::TokenBatch& batch,

@@ -29,8 +29,11 @@ class GatewayMetrics {
   // last byte read to its first message sent to a worker, less its wait in the admission queue;
   // "first_token": from the frame with a stream's first text read from its worker to that text
   // handed to the client's socket; "total": both, for a stream whose first attempt gave it.
-  void RecordOwnTime(const char* part, double seconds) {
-    own_time_.Add({{"part", part}}, OwnTimeBuckets()).Observe(seconds);
+  void RecordOwnRequest(double seconds) { own_request_.Observe(seconds); }
+  // A stream's first text relayed in `relay_seconds`, after `request_seconds` (< 0: not known).
+  void RecordOwnRelay(double relay_seconds, double request_seconds) {
+    own_first_token_.Observe(relay_seconds);
+    if (request_seconds >= 0) own_total_.Observe(request_seconds + relay_seconds);
   }
   void RecordInterToken(double seconds);
   // An exponentially weighted mean of the inter-token latencies recorded lately (each weighs 5%),
@@ -105,8 +108,6 @@ class GatewayMetrics {
   std::string Scrape(const WorkerRegistry& workers, size_t waiting);
 
  private:
-  static const prometheus::Histogram::BucketBoundaries& OwnTimeBuckets();
-
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Histogram& ttft_;
   prometheus::Histogram& itl_;
@@ -121,6 +122,9 @@ class GatewayMetrics {
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;
   prometheus::Family<prometheus::Histogram>& own_time_;
+  prometheus::Histogram& own_request_;
+  prometheus::Histogram& own_first_token_;
+  prometheus::Histogram& own_total_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& resumed_;
   prometheus::Family<prometheus::Counter>& external_;

@@ -418,6 +418,7 @@ void HttpSession::BeginStream() {
 }
 
 void HttpSession::QueueChunk(std::string data, bool last) {
+  if (data.empty() && !last) return;
   queued_bytes_ += data.size();
   if (queued_bytes_ > kMaxQueuedStreamBytes) {  // the client is not reading: cut it off
     if (call_) call_->Cancel();
@@ -435,38 +436,33 @@ void HttpSession::WriteNextChunk() {
   writing_ = true;
   // Every chunk queued so far goes in one write as one HTTP chunk, the last with the
   // terminating zero-length chunk: one system call, however many tokens came meanwhile.
-  std::string payload;
+  auto payload = std::make_shared<std::string>();
   bool last = false;
   while (!chunks_.empty() && !last) {
-    payload += chunks_.front().first;
+    *payload += chunks_.front().first;
     last = chunks_.front().second;
     chunks_.pop_front();
   }
-  auto wire = std::make_shared<std::string>();
-  if (!payload.empty()) {
-    char size[16];
-    const auto end = std::to_chars(size, size + sizeof size, payload.size(), 16).ptr;
-    wire->reserve(payload.size() + 32);
-    wire->append(size, end).append("\r\n").append(payload).append("\r\n");
-  }
-  if (last) wire->append("0\r\n\r\n");
+  auto done = [self = shared_from_this(), payload, last](beast::error_code ec, size_t) {
+    self->writing_ = false;
+    self->queued_bytes_ -= payload->size();
+    if (ec) {  // the client went away: stop its request on the worker
+      if (self->call_) self->call_->Cancel();
+      self->call_.reset();
+      return;
+    }
+    if (last) {
+      self->chunks_.clear();
+      return self->AfterResponse();
+    }
+    self->WriteNextChunk();
+  };
   stream_.expires_after(kWriteTimeout);
-  asio::async_write(stream_, asio::buffer(*wire),
-                    [self = shared_from_this(), wire, bytes = payload.size(), last](
-                        beast::error_code ec, size_t) {
-                      self->writing_ = false;
-                      self->queued_bytes_ -= bytes;
-                      if (ec) {  // the client went away: stop its request on the worker
-                        if (self->call_) self->call_->Cancel();
-                        self->call_.reset();
-                        return;
-                      }
-                      if (last) {
-                        self->chunks_.clear();
-                        return self->AfterResponse();
-                      }
-                      self->WriteNextChunk();
-                    });
+  // QueueChunk keeps no empty chunk but the last, whose zero size would end the body early.
+  const auto chunk = http::make_chunk(asio::buffer(*payload));
+  if (!last) return asio::async_write(stream_, chunk, done);
+  if (payload->empty()) return asio::async_write(stream_, http::make_chunk_last(), done);
+  asio::async_write(stream_, beast::buffers_cat(chunk, http::make_chunk_last()), done);
 }
 
 }  // namespace pdserve::gateway
