@@ -137,6 +137,15 @@ void PrefillWorker::SendError(uint64_t request_id, const std::string& message, b
   SendRequestError(*link_, request_id, message, retryable, peer_failed);
 }
 
+int64_t PrefillWorker::KvBytes(int prompt_len) const {
+  const int64_t pages = model::PagesForTokens(prompt_len, layout_.page_size);
+  if (const model::SimulatedKv* sim = engine_->backend().simulated_kv()) {
+    return static_cast<int64_t>(sim->bytes_per_token_layer * layout_.page_size * pages *
+                                layout_.n_layers);
+  }
+  return pages * static_cast<int64_t>(layout_.page_bytes()) * layout_.n_layers;
+}
+
 Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
     const proto::Reserved& dst) {
   const std::string& endpoint = dst.kv_endpoint();
@@ -375,9 +384,7 @@ void PrefillWorker::FinishLoop() {
       FinishedOne();
       continue;
     }
-    const int64_t kv_bytes =
-        static_cast<int64_t>(model::PagesForTokens(p.prompt_len, layout_.page_size)) *
-        static_cast<int64_t>(layout_.page_bytes()) * layout_.n_layers;
+    const int64_t kv_bytes = KvBytes(p.prompt_len);
     if (metrics_) metrics_->AddKvTransfer(kv_bytes, transfer_seconds);
     proto::Envelope m;
     proto::TokenBatch* b = m.mutable_tokens();

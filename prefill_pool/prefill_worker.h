@@ -121,6 +121,9 @@ class PrefillWorker {
                  bool peer_failed = false);
   void SendLoad();
   int64_t QueuedPromptTokens() const;
+  // The KV bytes a prompt's pages hold in the served model: a simulated backend's small pages
+  // count as the real model's (model::SimulatedKv), which the ledger charges egress on.
+  int64_t KvBytes(int prompt_len) const;
 
   PrefillWorkerOptions options_;
   std::unique_ptr<model::Engine> engine_;

@@ -56,8 +56,10 @@ class SimBackend final : public Backend {
     config_.n_kv_heads = shape.n_kv_heads;
     config_.head_dim = shape.head_dim;
     kv_.bytes_per_token_layer = 2.0 * served.n_kv_heads * served.head_dim * DTypeSize(served.dtype);
-    if (options.profile.kv_bytes_per_token > 0 && options.profile.n_layers > 0) {
-      kv_.bytes_per_token_layer = options.profile.kv_bytes_per_token / options.profile.n_layers;
+    // The profile's bytes a token, spread over the layers this worker pushes, so that a
+    // prompt's transfer weighs what the profiled model's would.
+    if (options.profile.kv_bytes_per_token > 0 && served.n_layers > 0) {
+      kv_.bytes_per_token_layer = options.profile.kv_bytes_per_token / served.n_layers;
     }
     kv_.bytes_per_second = options.profile.kv_bytes_per_second;
   }
