@@ -247,8 +247,8 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   std::chrono::steady_clock::time_point arrival_, dispatched_, first_token_, end_;
   // The gateway's own time (GatewayMetrics::RecordOwnRequest and RecordOwnRelay): the first
   // attempt's id and when it went to the queue (both set before the queue may run TryStart), its
-  // own time until it left
-  // (-1: unknown), and whether a stream's first text has reached the client.
+  // own time until it left (-1: unknown), and whether a stream's first text has reached the
+  // client.
   uint64_t first_attempt_id_ = 0;
   std::chrono::steady_clock::time_point submitted_;
   double own_request_seconds_ = -1;

@@ -137,13 +137,16 @@ void PrefillWorker::SendError(uint64_t request_id, const std::string& message, b
   SendRequestError(*link_, request_id, message, retryable, peer_failed);
 }
 
+double PrefillWorker::PageLayerBytes() const {
+  if (const model::SimulatedKv* sim = engine_->backend().simulated_kv()) {
+    return sim->bytes_per_token_layer * layout_.page_size;
+  }
+  return static_cast<double>(layout_.page_bytes());
+}
+
 int64_t PrefillWorker::KvBytes(int prompt_len) const {
   const int64_t pages = model::PagesForTokens(prompt_len, layout_.page_size);
-  if (const model::SimulatedKv* sim = engine_->backend().simulated_kv()) {
-    return static_cast<int64_t>(sim->bytes_per_token_layer * layout_.page_size * pages *
-                                layout_.n_layers);
-  }
-  return pages * static_cast<int64_t>(layout_.page_bytes()) * layout_.n_layers;
+  return static_cast<int64_t>(PageLayerBytes() * static_cast<double>(pages * layout_.n_layers));
 }
 
 Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
@@ -193,7 +196,7 @@ Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
   if (const model::SimulatedKv* sim = engine_->backend().simulated_kv(); sim && transport.ok()) {
     // Simulated KV moves as small pages; the link takes as long as the real bytes would.
     kv_transfer::PacedLink link;
-    link.bytes_per_page_layer = sim->bytes_per_token_layer * layout_.page_size;
+    link.bytes_per_page_layer = PageLayerBytes();
     link.bytes_per_second = sim->bytes_per_second;
     transport = std::unique_ptr<kv_transfer::Transport>(
         std::make_unique<kv_transfer::PacedTransport>(std::move(*transport), link));

@@ -121,8 +121,11 @@ class PrefillWorker {
                  bool peer_failed = false);
   void SendLoad();
   int64_t QueuedPromptTokens() const;
-  // The KV bytes a prompt's pages hold in the served model: a simulated backend's small pages
-  // count as the real model's (model::SimulatedKv), which the ledger charges egress on.
+  // One KV page of one layer in the served model: a simulated backend's small pages count as
+  // the real model's (model::SimulatedKv), for its paced link and the bytes the ledger charges
+  // egress on.
+  double PageLayerBytes() const;
+  // The KV bytes a prompt's pages hold in the served model.
   int64_t KvBytes(int prompt_len) const;
 
   PrefillWorkerOptions options_;
