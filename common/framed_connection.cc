@@ -25,7 +25,8 @@ FramedConnection::FramedConnection(tcp::socket socket, size_t max_frame, size_t 
     : socket_(std::move(socket)),
       strand_(asio::make_strand(socket_.get_executor())),
       max_frame_(max_frame),
-      max_queued_(max_queued) {
+      max_queued_(max_queued),
+      fd_(socket_.native_handle()) {
   boost::system::error_code ec;
   auto endpoint = socket_.remote_endpoint(ec);
   peer_ = ec ? "unknown" : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
@@ -95,32 +96,75 @@ void FramedConnection::DeliverFrames() {
   ReadMore();
 }
 
+namespace {
+
+// Appends `message` to `out` as one frame: its length, big-endian, then its bytes.
+bool AppendFrame(const proto::Envelope& message, std::string* out) {
+  const size_t start = out->size();
+  out->append(4, '\0');
+  if (!message.AppendToString(out)) {
+    out->resize(start);
+    return false;
+  }
+  const uint32_t length = static_cast<uint32_t>(out->size() - start - 4);
+  (*out)[start] = static_cast<char>(length >> 24);
+  (*out)[start + 1] = static_cast<char>(length >> 16);
+  (*out)[start + 2] = static_cast<char>(length >> 8);
+  (*out)[start + 3] = static_cast<char>(length);
+  return true;
+}
+
+}  // namespace
+
 void FramedConnection::Send(const proto::Envelope& message) {
-  std::string frame(4, '\0');
-  if (!message.AppendToString(&frame)) return;
-  const uint32_t length = static_cast<uint32_t>(frame.size() - 4);
-  frame[0] = static_cast<char>(length >> 24);
-  frame[1] = static_cast<char>(length >> 16);
-  frame[2] = static_cast<char>(length >> 8);
-  frame[3] = static_cast<char>(length);
-  asio::dispatch(strand_, [self = shared_from_this(), frame = std::move(frame)]() mutable {
-    if (self->closed_) return;
-    self->queued_bytes_ += frame.size();
-    if (self->queued_bytes_ > self->max_queued_) {
-      return self->CloseOnStrand(ResourceExhausted(
-          "peer " + self->peer_ + " is not reading: " + std::to_string(self->queued_bytes_) +
-          " bytes queued"));
+  std::string frame;
+  if (AppendFrame(message, &frame)) QueueFrames(std::move(frame));
+}
+
+void FramedConnection::SendAll(const std::vector<proto::Envelope>& messages) {
+  std::string frames;
+  for (const proto::Envelope& m : messages) AppendFrame(m, &frames);
+  if (!frames.empty()) QueueFrames(std::move(frames));
+}
+
+void FramedConnection::QueueFrames(std::string frames) {
+  std::unique_lock lock(write_mu_);
+  if (write_closed_) return;
+  if (!writing_active_) {
+    // Nothing queued or being written: write from this thread, without waking the strand's.
+    const ssize_t n = ::send(fd_, frames.data(), frames.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(frames.size())) return;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      const int error = errno;
+      lock.unlock();
+      return Close(Unavailable("write to " + peer_ + " failed: " + std::strerror(error)));
     }
-    self->queue_.push_back(std::move(frame));
-    if (self->queue_.size() == 1) self->WriteNext();
-  });
+    if (n > 0) frames.erase(0, static_cast<size_t>(n));
+  }
+  queued_bytes_ += frames.size();
+  if (queued_bytes_ > max_queued_) {
+    const size_t queued = queued_bytes_;
+    lock.unlock();
+    return Close(ResourceExhausted("peer " + peer_ + " is not reading: " + std::to_string(queued) +
+                                   " bytes queued"));
+  }
+  queue_.push_back(std::move(frames));
+  if (writing_active_) return;  // the write in flight takes it next
+  writing_active_ = true;
+  lock.unlock();
+  asio::dispatch(strand_, [self = shared_from_this()] { self->WriteNext(); });
 }
 
 void FramedConnection::WriteNext() {
-  // Every frame queued so far goes in one gathered write.
-  in_flight_ = queue_.size();
-  writing_.clear();
-  for (const std::string& frame : queue_) writing_.push_back(asio::buffer(frame));
+  {
+    // Every frame queued so far goes in one gathered write. Frames queued meanwhile are added
+    // behind them; a deque's elements stay where they are.
+    std::lock_guard lock(write_mu_);
+    if (write_closed_) return;
+    in_flight_ = queue_.size();
+    writing_.clear();
+    for (const std::string& frame : queue_) writing_.push_back(asio::buffer(frame));
+  }
   asio::async_write(socket_, writing_,
                     asio::bind_executor(
                         strand_, [self = shared_from_this()](boost::system::error_code ec, size_t) {
@@ -129,14 +173,22 @@ void FramedConnection::WriteNext() {
                             return self->CloseOnStrand(Unavailable("write to " + self->peer_ +
                                                                    " failed: " + ec.message()));
                           }
-                          for (; self->in_flight_ > 0; --self->in_flight_) {
-                            self->queued_bytes_ -= self->queue_.front().size();
-                            self->queue_.pop_front();
+                          bool more = false;
+                          {
+                            std::lock_guard lock(self->write_mu_);
+                            for (; self->in_flight_ > 0; --self->in_flight_) {
+                              self->queued_bytes_ -= self->queue_.front().size();
+                              self->queue_.pop_front();
+                            }
+                            more = !self->queue_.empty();
+                            self->writing_active_ = more;
                           }
-                          if (!self->queue_.empty()) return self->WriteNext();
-                          if (self->close_after_flush_) {
-                            self->CloseOnStrand(self->flush_close_status_);
+                          if (!more) {
+                            if (self->close_after_flush_)
+                              self->CloseOnStrand(self->flush_close_status_);
+                            return;
                           }
+                          self->WriteNext();
                         }));
 }
 
@@ -150,19 +202,31 @@ void FramedConnection::CloseOnReadError(const boost::system::error_code& ec) {
 
 void FramedConnection::CloseAfterFlush(const Status& why) {
   asio::dispatch(strand_, [self = shared_from_this(), why] {
-    if (self->queue_.empty()) return self->CloseOnStrand(why);
-    self->close_after_flush_ = true;
-    self->flush_close_status_ = why;
+    {
+      std::lock_guard lock(self->write_mu_);
+      if (self->writing_active_) {
+        self->close_after_flush_ = true;
+        self->flush_close_status_ = why;
+        return;
+      }
+    }
+    self->CloseOnStrand(why);
   });
 }
 
 void FramedConnection::CloseOnStrand(const Status& why) {
   if (closed_) return;
   closed_ = true;
-  boost::system::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
-  queue_.clear();
+  {
+    // Under the lock: a thread writing directly never writes to a closed (or reused) descriptor.
+    std::lock_guard lock(write_mu_);
+    write_closed_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    queue_.clear();
+    queued_bytes_ = 0;
+  }
   if (on_close_) {
     auto handler = std::move(on_close_);
     on_close_ = nullptr;

@@ -328,6 +328,9 @@ void PrefillWorker::RunStep() {
         return it == pending_.end() ? 0 : it->second.request_id;
       },
       &busy_seconds_);
+  // The step's report goes out before the finishing thread can send its requests' first tokens:
+  // the gateway charges a request the steps reported before its end.
+  link_->FlushSends();
   for (uint64_t seq : stats.seq_ids) {
     auto it = pending_.find(seq);
     if (it != pending_.end() && it->second.first_step == Clock::time_point{}) {

@@ -90,10 +90,35 @@ Status GatewayLink::Reconnect(std::chrono::steady_clock::time_point give_up,
 }
 
 void GatewayLink::Send(const proto::Envelope& message) {
+  if (holder_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    held_.push_back(message);
+    return;
+  }
   std::lock_guard lock(send_mu_);
   last_send_ = std::chrono::steady_clock::now();
   if (message.has_load()) last_load_ = message;
   conn_->Send(message);
+}
+
+void GatewayLink::HoldSends() { holder_ = std::this_thread::get_id(); }
+
+void GatewayLink::FlushSends() {
+  if (held_.empty()) return;
+  std::lock_guard lock(send_mu_);
+  last_send_ = std::chrono::steady_clock::now();
+  for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+    if (it->has_load()) {
+      last_load_ = *it;
+      break;
+    }
+  }
+  conn_->SendAll(held_);
+  held_.clear();
+}
+
+void GatewayLink::ReleaseSends() {
+  FlushSends();
+  holder_ = std::thread::id();
 }
 
 std::chrono::milliseconds GatewayLink::TickPeriod() const {

@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -65,8 +66,17 @@ class GatewayLink {
   ~GatewayLink();  // stops the network thread; unsent messages are dropped
 
   // Queues `message`; a Load is also kept, to be sent again by the keepalive. Dropped while the
-  // link is lost.
+  // link is lost. Between HoldSends and ReleaseSends, the holding thread's messages wait for
+  // FlushSends instead.
   void Send(const proto::Envelope& message);
+  // From now on the calling thread's Sends are kept until FlushSends, which writes them in
+  // order as one write: a turn's step report, tokens and Load cost the network thread one
+  // wake-up instead of one each. Other threads' Sends go out at once and may overtake the kept
+  // ones: before handing another thread work whose messages must follow the kept ones, flush.
+  // ReleaseSends flushes and ends the holding. Engine thread only.
+  void HoldSends();
+  void FlushSends();
+  void ReleaseSends();
   // Moves the queued messages into `out`, first waiting until one arrives, Wake is called, the
   // link is lost or `until` passes. Returns false once the link is lost (and nothing is queued).
   bool WaitForMessages(std::deque<proto::Envelope>* out,
@@ -115,6 +125,8 @@ class GatewayLink {
   std::chrono::steady_clock::time_point last_send_;  // guarded by send_mu_
   // When the gateway was last heard from (a message, or the connection made); guarded by send_mu_.
   std::chrono::steady_clock::time_point last_heard_;
+  std::atomic<std::thread::id> holder_{};  // the thread whose Sends are held, if any
+  std::vector<proto::Envelope> held_;      // holder_'s thread only
   std::atomic<bool> registered_{false};
   std::atomic<bool> refused_{false};  // the gateway refused the Register: not dialled again
   std::atomic<uint64_t> worker_id_{0};

@@ -24,23 +24,35 @@ Status ServeUntilDrainedOrLost(GatewayLink& link, double heartbeat_seconds,
   auto next_heartbeat = Clock::now();
   bool announced_drain = false;
   std::deque<proto::Envelope> inbox;
-  while (true) {
-    link.MarkProgress();
-    const auto until =
-        turn.busy() ? Clock::now() : std::min(next_heartbeat, Clock::now() + heartbeat);
-    inbox.clear();
-    if (!link.WaitForMessages(&inbox, until)) break;
-    for (auto& m : inbox) turn.handle(m);
-    turn.work();
-    if (draining && !announced_drain) {
-      announced_drain = true;
-      turn.send_load();
-      turn.announce_drain();
-    }
-    if (draining && turn.drained()) break;
-    if (Clock::now() >= next_heartbeat) {
-      turn.send_load();
-      next_heartbeat = Clock::now() + heartbeat;
+  // A turn's messages go out together: the answers to the gateway's messages before the step
+  // (a Reserved reply must not wait for it), the step's report, tokens and Load after.
+  struct HeldSends {
+    explicit HeldSends(GatewayLink& l) : link(l) { link.HoldSends(); }
+    ~HeldSends() { link.ReleaseSends(); }
+    GatewayLink& link;
+  };
+  {
+    HeldSends held(link);
+    while (true) {
+      link.MarkProgress();
+      const auto until =
+          turn.busy() ? Clock::now() : std::min(next_heartbeat, Clock::now() + heartbeat);
+      inbox.clear();
+      if (!link.WaitForMessages(&inbox, until)) break;
+      for (auto& m : inbox) turn.handle(m);
+      link.FlushSends();
+      turn.work();
+      if (draining && !announced_drain) {
+        announced_drain = true;
+        turn.send_load();
+        turn.announce_drain();
+      }
+      if (draining && turn.drained()) break;
+      if (Clock::now() >= next_heartbeat) {
+        turn.send_load();
+        next_heartbeat = Clock::now() + heartbeat;
+      }
+      link.FlushSends();
     }
   }
   Status lost = link.LostStatus();

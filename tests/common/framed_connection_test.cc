@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,6 +147,90 @@ TEST(FramedConnectionTest, CloseAfterFlushWritesWhatIsQueuedThenCloses) {
   auto mine = a_closed.get_future();
   ASSERT_EQ(mine.wait_for(std::chrono::seconds(1)), std::future_status::ready);
   EXPECT_TRUE(mine.get().ok());
+  p.io.stop();
+  runner.join();
+}
+
+// Sends from several threads at once, single and batched, to a slow reader (so that some are
+// written at once by their thread and others wait on the strand behind a full socket buffer):
+// every message arrives, and each thread's in the order it sent them.
+TEST(FramedConnectionTest, SendsFromManyThreadsArriveInEachThreadsOrder) {
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server));
+  auto b = FramedConnection::Create(std::move(p.client));
+  constexpr int kThreads = 4, kPerThread = 600;
+  std::mutex mu;
+  std::vector<std::vector<uint64_t>> got(kThreads);
+  std::promise<void> all;
+  int total = 0;
+  a->Start([](proto::Envelope&&) {}, [](const Status&) {});
+  b->Start(
+      [&](proto::Envelope&& m) {
+        std::lock_guard lock(mu);
+        got[m.error().request_id() >> 32].push_back(m.error().request_id() & 0xffffffff);
+        if (++total == kThreads * kPerThread) all.set_value();
+        // A slow reader: the socket buffer fills and drains again and again while they send.
+        if (total % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      [](const Status&) {});
+  std::thread runner([&] {
+    auto guard = asio::make_work_guard(p.io);
+    p.io.run_for(std::chrono::seconds(20));
+  });
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      std::vector<proto::Envelope> batch;
+      for (int i = 0; i < kPerThread; ++i) {
+        proto::Envelope m;
+        m.mutable_error()->set_request_id(static_cast<uint64_t>(t) << 32 | i);
+        m.mutable_error()->set_message(std::string(4 << 10, 'x'));
+        if (i % 3 == 0) {
+          a->Send(m);
+        } else {
+          batch.push_back(std::move(m));
+          if (batch.size() == 2) {
+            a->SendAll(batch);
+            batch.clear();
+          }
+        }
+      }
+      if (!batch.empty()) a->SendAll(batch);
+    });
+  }
+  for (auto& s : senders) s.join();  // 9.6 MB: more than the socket buffers hold
+  const bool arrived =
+      all.get_future().wait_for(std::chrono::seconds(15)) == std::future_status::ready;
+  a->Close(Status::Ok());
+  b->Close(Status::Ok());
+  p.io.stop();
+  runner.join();
+  ASSERT_TRUE(arrived) << total << " of " << kThreads * kPerThread << " arrived";
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(got[t].size(), static_cast<size_t>(kPerThread));
+    for (int i = 0; i < kPerThread; ++i) ASSERT_EQ(got[t][i], static_cast<uint64_t>(i)) << t;
+  }
+}
+
+// A peer that reads nothing while more than max_queued_bytes waits closes the connection, and
+// says why.
+TEST(FramedConnectionTest, APeerThatDoesNotReadIsClosedWithAClearReason) {
+  Pair p;
+  auto a = FramedConnection::Create(std::move(p.server), 64 << 20, /*max_queued_bytes=*/1 << 20);
+  std::promise<Status> closed;
+  a->Start([](proto::Envelope&&) {}, [&](const Status& why) { closed.set_value(why); });
+  std::thread runner([&] {
+    auto guard = asio::make_work_guard(p.io);
+    p.io.run_for(std::chrono::seconds(10));
+  });
+  proto::Envelope m;
+  m.mutable_error()->set_message(std::string(64 << 10, 'x'));
+  for (int i = 0; i < 200; ++i) a->Send(m);  // 12.8 MB: more than buffers and the limit
+  auto f = closed.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const Status why = f.get();
+  EXPECT_EQ(why.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(why.message().find("is not reading"), std::string::npos) << why.message();
   p.io.stop();
   runner.join();
 }

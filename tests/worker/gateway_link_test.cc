@@ -73,6 +73,27 @@ TEST(GatewayLinkTest, RepeatsNothingWhileTheWorkerKeepsSending) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(loads[i], i);
 }
 
+TEST(GatewayLinkTest, HeldSendsWaitForTheFlushAndOtherThreadsSendAtOnce) {
+  FakeGateway gateway;
+  auto link = GatewayLink::Connect(OptionsFor(gateway, 0ms), proto::Register());
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  (*link)->HoldSends();
+  (*link)->Send(Load(1));
+  (*link)->Send(Load(2));
+  std::thread([&] { (*link)->Send(Load(3)); }).join();  // not the holding thread: at once
+  ASSERT_TRUE(Eventually([&] { return gateway.loads().size() == 1; }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(gateway.loads(), std::vector<int>({3}));  // the held two wait
+  (*link)->FlushSends();
+  ASSERT_TRUE(Eventually([&] { return gateway.loads().size() == 3; }));
+  EXPECT_EQ(gateway.loads(), std::vector<int>({3, 1, 2}));  // in the order they were sent
+  (*link)->Send(Load(4));                                   // still held
+  (*link)->ReleaseSends();                                  // flushes, and ends the holding
+  (*link)->Send(Load(5));
+  ASSERT_TRUE(Eventually([&] { return gateway.loads().size() == 5; }));
+  EXPECT_EQ(gateway.loads(), std::vector<int>({3, 1, 2, 4, 5}));
+}
+
 // Waits until the link knows it is lost, leaving its inbox as it is.
 bool WaitUntilLost(GatewayLink& link) {
   return Eventually([&] { return !link.LostStatus().ok(); });
