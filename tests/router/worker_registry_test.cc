@@ -323,7 +323,9 @@ TEST_F(RegistryTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(decode_idle(), 0) << "it holds the reservation";
   for (const auto& w : registry_->LoadSnapshot()) {
-    if (w.role == "prefill") EXPECT_GE(w.idle_seconds, 0.35) << "nothing was sent to it yet";
+    if (w.role == "prefill") {
+      EXPECT_GE(w.idle_seconds, 0.35) << "nothing was sent to it yet";
+    }
   }
 }
 
