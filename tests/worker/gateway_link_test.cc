@@ -55,6 +55,7 @@ TEST(GatewayLinkTest, RepeatsTheLastLoadWhileTheWorkerSendsNothing) {
   (*link)->Send(Load(9));
   std::this_thread::sleep_for(500ms);
   const std::vector<int> later = gateway.loads();
+  ASSERT_GT(later.size(), first.size() + 1);
   // A repeat of 7 sent just before the 9 may still arrive after `first` was read; none may
   // arrive after the 9.
   const auto newest = std::find(later.begin(), later.end(), 9);
