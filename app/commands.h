@@ -34,6 +34,8 @@ void ParseGatewayAddress(const char* command, const std::string& address, std::s
                          uint16_t* port);
 // `pdserve sim`: many simulated workers in one process (app/sim_command.cc).
 void AddSimCommand(CLI::App& app);
+// `pdserve profile calibrate`: a profile scaled to served steps (app/profile_command.cc).
+void AddProfileCommands(CLI::App& app);
 // `pdserve capacity`: a profile's predicted throughput for a workload (model/capacity_model.h).
 void AddCapacityCommand(CLI::App& app);
 // `pdserve bench ...`: the group and its members.

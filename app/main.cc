@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   pdserve::app::AddServeCommands(app);
   pdserve::app::AddSimCommand(app);
   pdserve::app::AddCapacityCommand(app);
+  pdserve::app::AddProfileCommands(app);
   pdserve::app::AddBenchCommands(app);
   pdserve::app::AddReportCommand(app);
   pdserve::app::AddLedgerCommands(app);

@@ -577,6 +577,9 @@ void AddServeCommands(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--metrics-port", o->metrics_port,
                     "Prometheus /metrics port (0: any free port, -1: off)");
+    cmd->add_option("--step-log", o->step_log,
+                    "Append each engine step's work and wall time to FILE, a JSON line each "
+                    "(for pdserve profile calibrate)");
     cmd->add_option("--gateway-reconnect-seconds", o->gateway_reconnect_seconds,
                     "When the gateway is lost, keep dialling it this long, then exit (0: exit "
                     "at once); the requests it had sent are dropped, and the worker registers "

@@ -37,6 +37,7 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, options.role));
+  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, OpenStepLog(options));
   return worker;
 }
 
@@ -289,7 +290,7 @@ void Worker::RunStep() {
     return;
   }
   ReportStep(
-      *link_, metrics_.get(), stats,
+      *link_, metrics_.get(), step_log_.get(), stats,
       [&](uint64_t seq) -> uint64_t {
         auto it = request_of_seq_.find(seq);
         return it == request_of_seq_.end() ? 0 : it->second;

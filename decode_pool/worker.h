@@ -87,6 +87,7 @@ class Worker {
   std::unique_ptr<model::Engine> engine_;
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   // Role decode only. The receiver writes into the engine's KV pool and must outlive the listener.
   std::unique_ptr<kv_transfer::KvReceiver> receiver_;
   std::unique_ptr<kv_transfer::TcpKvListener> listener_;

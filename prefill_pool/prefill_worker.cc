@@ -39,6 +39,7 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, "prefill"));
+  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, OpenStepLog(options));
   return worker;
 }
 
@@ -322,7 +323,7 @@ void PrefillWorker::RunStep() {
   }
   // Its engine runs prompts only (max_tokens 1), so every part of a step is prompt work.
   ReportStep(
-      *link_, metrics_.get(), stats,
+      *link_, metrics_.get(), step_log_.get(), stats,
       [&](uint64_t seq) -> uint64_t {
         auto it = pending_.find(seq);
         return it == pending_.end() ? 0 : it->second.request_id;

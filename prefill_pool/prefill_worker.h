@@ -135,6 +135,7 @@ class PrefillWorker {
   int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
   std::unique_ptr<GatewayLink> link_;
   std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   std::atomic<bool> draining_{false};
   StepFailure step_failure_;  // Run() returns it
   double busy_seconds_ = 0;   // engine thread

@@ -4,10 +4,12 @@
 
 namespace pdserve {
 
-void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStats& stats,
-                const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds) {
+void ReportStep(GatewayLink& link, WorkerMetrics* metrics, model::StepLog* step_log,
+                const model::StepStats& stats, const std::function<uint64_t(uint64_t)>& request_of,
+                double* busy_seconds) {
   *busy_seconds += stats.seconds;
   if (metrics) metrics->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
+  if (step_log && !stats.seq_ids.empty()) step_log->Write({stats.shape, stats.seconds});
   if (!stats.seq_ids.empty()) link.Send(model::StepReportMessage(stats, request_of));
 }
 

@@ -8,17 +8,19 @@
 #include <string>
 
 #include "model/engine.h"
+#include "model/step_log.h"
 #include "worker/gateway_link.h"
 #include "worker/worker_metrics.h"
 
 namespace pdserve {
 
-// After an engine step: adds its wall time to `*busy_seconds`, records it in `metrics` (null:
-// none), and when the step ran sequences, sends its StepReport, each sequence named by the
-// gateway's request id (`request_of` of its engine sequence id; 0 for one the gateway does not
-// know).
-void ReportStep(GatewayLink& link, WorkerMetrics* metrics, const model::StepStats& stats,
-                const std::function<uint64_t(uint64_t)>& request_of, double* busy_seconds);
+// After an engine step: adds its wall time to `*busy_seconds`, records it in `metrics` and
+// `step_log` (null: none), and when the step ran sequences, sends its StepReport, each sequence
+// named by the gateway's request id (`request_of` of its engine sequence id; 0 for one the gateway
+// does not know).
+void ReportStep(GatewayLink& link, WorkerMetrics* metrics, model::StepLog* step_log,
+                const model::StepStats& stats, const std::function<uint64_t(uint64_t)>& request_of,
+                double* busy_seconds);
 // After an engine step: counts in `metrics` (null: none) the preemptions since the last call,
 // `*reported` being how many the engine had then.
 void ReportPreemptions(const model::Engine& engine, WorkerMetrics* metrics, int64_t* reported);

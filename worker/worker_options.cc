@@ -14,4 +14,9 @@ Result<std::unique_ptr<WorkerMetrics>> StartWorkerMetrics(const SharedWorkerOpti
   return WorkerMetrics::Start("127.0.0.1", options.metrics_port, role);
 }
 
+Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& options) {
+  if (options.step_log.empty()) return std::unique_ptr<model::StepLog>();
+  return model::StepLog::Open(options.step_log);
+}
+
 }  // namespace pdserve

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "model/engine.h"
+#include "model/step_log.h"
 #include "worker/gateway_link.h"
 #include "worker/registration.h"
 #include "worker/worker_metrics.h"
@@ -23,10 +24,15 @@ struct SharedWorkerOptions {
   int metrics_port = -1;           // Prometheus /metrics: -1 off, 0 chosen by the OS
   // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
   double gateway_reconnect_seconds = 60;
+  // Where to append a line per engine step (model/step_log.h); empty: nowhere.
+  std::string step_log;
 
   // Says which option is wrong (the identity's fields, a missing control port).
   Status Validate() const;
 };
+
+// The worker's step log (SharedWorkerOptions::step_log), or null when it has none.
+Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& options);
 
 // The worker's /metrics on 127.0.0.1 (series labelled with `role`), or null when
 // metrics_port is -1.

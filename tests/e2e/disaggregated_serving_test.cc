@@ -4,11 +4,15 @@
 // survived as docs/architecture.md's failure rules say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
+#include "tests/command_run.h"
 #include "tests/e2e/process.h"
+#include "tests/eventually.h"
 #include "tests/gpu_presence.h"
 #include "tests/model/random_model.h"
 
@@ -369,6 +373,86 @@ TEST_F(DisaggregatedServingTest, AWorkerGivesUpOnAGatewayThatStaysAway) {
   EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(15));
   const std::string log = LogOf(d);
   EXPECT_NE(log.find("dialling it again for up to 1 s"), std::string::npos) << log;
+}
+
+// Each worker started with --step-log writes every engine step it runs, as it runs it: the
+// prefill worker's are prompt-only and hold every prompt token the gateway counted, the decode
+// worker's are decode-only and hold every token after each request's first. `pdserve profile
+// calibrate` scales a profile to them: with a profile of 1 s steps, to each kind's median.
+TEST_F(DisaggregatedServingTest, WorkersLogTheirStepsForAProfileToBeCalibratedTo) {
+  const std::string prefill_log = dir_ / "prefill-steps.jsonl";
+  const std::string decode_log = dir_ / "decode-steps.jsonl";
+  auto p = Start("prefill", {"--step-log", prefill_log});
+  auto d = Start("decode", {"--step-log", decode_log});
+  WaitForWorkers("prefill", 1);
+  WaitForWorkers("decode", 1);
+  int prompt_tokens = 0, later_tokens = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto r = Curl(http_, "/v1/completions",
+                  R"({"model":"tiny","max_tokens":6,"ignore_eos":true,"prompt":"steps )" +
+                      std::string(static_cast<size_t>(i) * 9, 'a' + i) + R"("})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const auto usage = nlohmann::json::parse(r.body)["usage"];
+    prompt_tokens += usage["prompt_tokens"].get<int>();
+    later_tokens += usage["completion_tokens"].get<int>() - 1;
+  }
+  struct Sums {
+    int steps = 0, prompt = 0, decode = 0;
+    std::vector<double> seconds;
+  };
+  auto sums = [](const std::string& path) {
+    Sums s;
+    std::istringstream lines(testing::ReadFile(path));
+    for (std::string line; std::getline(lines, line);) {
+      const auto step = nlohmann::json::parse(line);
+      ++s.steps;
+      s.prompt += step["prompt_tokens"].get<int>();
+      s.decode += step["decode_tokens"].get<int>();
+      s.seconds.push_back(step["seconds"].get<double>());
+      EXPECT_GT(s.seconds.back(), 0) << line;
+    }
+    return s;
+  };
+  // The last step's line may follow its tokens to the gateway by a moment.
+  Sums pre, dec;
+  EXPECT_TRUE(testing::Eventually([&] {
+    pre = sums(prefill_log);
+    dec = sums(decode_log);
+    return pre.prompt == prompt_tokens && dec.decode == later_tokens;
+  })) << pre.prompt
+      << " of " << prompt_tokens << " prompt tokens, " << dec.decode << " of " << later_tokens
+      << " decode tokens logged";
+  EXPECT_EQ(pre.decode, 0);
+  EXPECT_EQ(dec.prompt, 0);
+
+  const std::string base = dir_ / "second.json";
+  std::ofstream(base) << R"({"name": "second", "device": "test",
+      "prefill": {"base": 1, "per_token": 0, "per_context": 0},
+      "decode": {"base": 1, "per_token": 0, "per_context": 0},
+      "range": {"prompt_tokens": 4096, "decode_tokens": 256, "max_context": 4096},
+      "kv_bytes_per_token": 1024, "kv_bytes_per_second": 1e9, "n_layers": 2,
+      "page_size": 16, "kv_pages": 2048, "cold_start_seconds": 0})";
+  const std::string out = dir_ / "calibrated.json";
+  auto run = testing::Pdserve("profile calibrate --profile " + base + " --steps " + prefill_log +
+                              " --steps " + decode_log + " --min-steps 3 --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const auto calibrated = nlohmann::json::parse(testing::ReadFile(out));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  EXPECT_NEAR(calibrated["prefill"]["base"].get<double>(), median(pre.seconds), 1e-12);
+  EXPECT_NEAR(calibrated["decode"]["base"].get<double>(), median(dec.seconds), 1e-12);
+  EXPECT_EQ(calibrated["name"], "calibrated");
+  EXPECT_NE(calibrated["command"].get<std::string>().find("pdserve profile calibrate"),
+            std::string::npos);
+  EXPECT_NE(run.out.find(std::to_string(pre.steps) + " steps"), std::string::npos) << run.out;
+
+  auto bad = testing::Pdserve("profile calibrate --profile " + base + " --steps " + base +
+                              " --out " + dir_ / "never.json");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find(base + ":1: "), std::string::npos) << bad.out;
 }
 
 }  // namespace

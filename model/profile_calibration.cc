@@ -1,0 +1,95 @@
+#include "model/profile_calibration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pdserve::model {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void Scale(LinearStepModel& m, double f) {
+  m.base *= f;
+  m.per_token *= f;
+  m.per_context *= f;
+}
+
+void Scale(MeasuredCurve& c, double f) {
+  for (auto& [x, seconds] : c.points) seconds *= f;
+  c.per_context *= f;
+}
+
+// Median relative error of `profile` over `steps`.
+double MedianError(const PerformanceProfile& profile, const std::vector<StepSample>& steps) {
+  std::vector<double> errors;
+  for (const StepSample& s : steps) {
+    errors.push_back(std::fabs(profile.StepSeconds(s.shape) - s.seconds) / s.seconds);
+  }
+  return Median(errors);
+}
+
+// The median of each step's time over `profile`'s prediction; 1 with fewer than `min_steps`.
+double Factor(const PerformanceProfile& profile, const std::vector<StepSample>& steps,
+              int min_steps) {
+  if (static_cast<int>(steps.size()) < min_steps) return 1;
+  std::vector<double> ratios;
+  for (const StepSample& s : steps) {
+    const double predicted = profile.StepSeconds(s.shape);
+    if (predicted > 0) ratios.push_back(s.seconds / predicted);
+  }
+  return ratios.empty() ? 1 : Median(ratios);
+}
+
+}  // namespace
+
+PerformanceProfile ScaleStepTimes(const PerformanceProfile& profile, double prefill,
+                                  double decode) {
+  PerformanceProfile p = profile;
+  Scale(p.prefill, prefill);
+  Scale(p.prefill_curve, prefill);
+  Scale(p.decode, decode);
+  Scale(p.decode_curve, decode);
+  return p;
+}
+
+Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
+                                            const std::vector<StepSample>& steps, int min_steps) {
+  if (min_steps < 1) return InvalidArgument("min_steps must be at least 1");
+  ProfileCalibration c;
+  std::vector<StepSample> prefill, decode;
+  for (const StepSample& s : steps) {
+    const bool prompt = s.shape.prompt_tokens > 0, decoding = s.shape.decode_tokens > 0;
+    if (prompt && decoding) {
+      ++c.mixed_steps;
+      continue;
+    }
+    if (!prompt && !decoding) continue;  // an empty step has no time to predict
+    (prompt ? prefill : decode).push_back(s);
+    if (!base.OutsideRange(s.shape).empty()) ++c.outside_range;
+  }
+  c.prefill_steps = static_cast<int>(prefill.size());
+  c.decode_steps = static_cast<int>(decode.size());
+  if (c.prefill_steps < min_steps && c.decode_steps < min_steps) {
+    return InvalidArgument(fmt::format(
+        "{} prompt-only and {} decode-only steps ({} mixed, left out): a calibration needs at "
+        "least {} of one kind",
+        c.prefill_steps, c.decode_steps, c.mixed_steps, min_steps));
+  }
+  c.prefill_factor = Factor(base, prefill, min_steps);
+  c.decode_factor = Factor(base, decode, min_steps);
+  c.profile = ScaleStepTimes(base, c.prefill_factor, c.decode_factor);
+  c.prefill_error_before = MedianError(base, prefill);
+  c.prefill_error_after = MedianError(c.profile, prefill);
+  c.decode_error_before = MedianError(base, decode);
+  c.decode_error_after = MedianError(c.profile, decode);
+  return c;
+}
+
+}  // namespace pdserve::model

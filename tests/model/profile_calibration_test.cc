@@ -1,0 +1,111 @@
+// CalibrateProfile: each kind's factor is the median of served over predicted step time, the
+// calibrated profile predicts the served steps, a kind with too few steps stays as measured,
+// mixed steps are left out, and steps beyond the measured range are counted.
+#include "model/profile_calibration.h"
+
+#include <gtest/gtest.h>
+
+namespace pdserve::model {
+namespace {
+
+// A sweep's profile: a prefill step 10 ms + 0.1 ms a token (curve), a decode step of one 15 ms,
+// of two 20 ms, of four 22 ms, plus 1 us a context token.
+PerformanceProfile Measured() {
+  PerformanceProfile p;
+  p.name = "measured";
+  p.prefill = {0.010, 1e-4, 0};
+  p.prefill_curve.points = {{16, 0.0116}, {128, 0.0228}, {256, 0.0356}};
+  p.decode = {0.014, 2e-3, 1e-6};
+  p.decode_curve.points = {{1, 0.015}, {2, 0.020}, {4, 0.022}};
+  p.decode_curve.per_context = 1e-6;
+  p.range = {256, 4, 1024};
+  return p;
+}
+
+StepSample Prompt(int tokens, double seconds) {
+  StepSample s;
+  AddPromptChunk(s.shape, 0, tokens);
+  s.seconds = seconds;
+  return s;
+}
+
+StepSample Decode(int batch, int position, double seconds) {
+  StepSample s;
+  for (int i = 0; i < batch; ++i) AddDecodeToken(s.shape, position);
+  s.seconds = seconds;
+  return s;
+}
+
+TEST(ProfileCalibration, EachKindIsScaledByTheMedianOfServedOverPredicted) {
+  const PerformanceProfile base = Measured();
+  std::vector<StepSample> served;
+  // Prompt steps 10% slower than measured, one an outlier (a step after a pause): the median
+  // is not moved by it.
+  for (int n : {20, 64, 128, 190, 200}) {
+    StepSample s = Prompt(n, 0);
+    s.seconds = 1.10 * base.StepSeconds(s.shape);
+    served.push_back(s);
+  }
+  served.push_back(Prompt(128, 3 * 0.0228));
+  // Decode steps 5% faster, at every batch measured.
+  for (int b : {1, 2, 4, 2, 1}) {
+    StepSample s = Decode(b, 200, 0);
+    s.seconds = 0.95 * base.StepSeconds(s.shape);
+    served.push_back(s);
+  }
+  auto c = CalibrateProfile(base, served);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_NEAR(c->prefill_factor, 1.10, 1e-9);
+  EXPECT_NEAR(c->decode_factor, 0.95, 1e-9);
+  EXPECT_EQ(c->prefill_steps, 6);
+  EXPECT_EQ(c->decode_steps, 5);
+  EXPECT_EQ(c->mixed_steps, 0);
+  EXPECT_EQ(c->outside_range, 0);
+  EXPECT_NEAR(c->prefill_error_before, 0.10 / 1.10, 1e-9);
+  EXPECT_NEAR(c->prefill_error_after, 0, 1e-9);
+  EXPECT_NEAR(c->decode_error_after, 0, 1e-9);
+  // The calibrated profile predicts each served step of the common level, curves and linear
+  // models alike, and keeps the measured shape.
+  for (const StepSample& s : {Prompt(100, 0), Decode(3, 500, 0)}) {
+    const double f = s.shape.prompt_tokens > 0 ? 1.10 : 0.95;
+    EXPECT_NEAR(c->profile.StepSeconds(s.shape), f * base.StepSeconds(s.shape), 1e-12);
+  }
+  EXPECT_NEAR(c->profile.prefill.per_token, 1.10 * base.prefill.per_token, 1e-15);
+  EXPECT_NEAR(c->profile.decode.per_context, 0.95 * base.decode.per_context, 1e-15);
+  EXPECT_EQ(c->profile.range.prompt_tokens, base.range.prompt_tokens);
+}
+
+TEST(ProfileCalibration, AKindWithTooFewStepsStaysAsMeasuredAndMixedStepsAreLeftOut) {
+  const PerformanceProfile base = Measured();
+  std::vector<StepSample> served;
+  const double one = base.StepSeconds(Decode(1, 100, 0).shape);
+  for (int i = 0; i < 4; ++i) served.push_back(Decode(1, 100, 2 * one));
+  served.push_back(Prompt(64, 5.0));  // one prompt step: too few to scale prefill by
+  StepSample mixed = Prompt(32, 9.0);
+  AddDecodeToken(mixed.shape, 40);
+  served.push_back(mixed);
+  served.push_back(Decode(16, 2000, 2 * base.StepSeconds(Decode(16, 2000, 0).shape)));
+  auto c = CalibrateProfile(base, served, /*min_steps=*/3);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->prefill_factor, 1);
+  EXPECT_NEAR(c->decode_factor, 2, 1e-9);
+  EXPECT_EQ(c->prefill_steps, 1);
+  EXPECT_EQ(c->decode_steps, 5);
+  EXPECT_EQ(c->mixed_steps, 1);
+  EXPECT_EQ(c->outside_range, 1);  // the batch of 16 at 2,000 tokens of context
+  EXPECT_DOUBLE_EQ(c->profile.StepSeconds(Prompt(64, 0).shape),
+                   base.StepSeconds(Prompt(64, 0).shape));
+}
+
+TEST(ProfileCalibration, TooFewStepsOfEitherKindAreRefused) {
+  const PerformanceProfile base = Measured();
+  auto c = CalibrateProfile(base, {Prompt(64, 0.02), Decode(1, 10, 0.015)}, 3);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("1 prompt-only and 1 decode-only steps"), std::string::npos)
+      << c.status().message();
+  EXPECT_FALSE(CalibrateProfile(base, {}, 0).ok());
+}
+
+}  // namespace
+}  // namespace pdserve::model
