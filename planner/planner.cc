@@ -41,9 +41,13 @@ int Planner::DesiredTotal() const {
 namespace {
 
 // Workers to add to `running` so that a signal at `ratio` times its target comes back to it,
-// if the load spreads evenly over them: at least one.
+// if the load spreads evenly over them: at least one. A ratio with no finite answer (an
+// infinite predicted wait) asks for kMostMissing; the caller caps the step at the pool's maximum
+// and the budget.
 int MissingFor(int running, double ratio) {
+  constexpr double kMostMissing = 1 << 20;
   const double needed = std::ceil(std::max(1, running) * ratio - 1e-9);
+  if (!(needed < kMostMissing)) return static_cast<int>(kMostMissing);  // NaN too
   return std::max(1, static_cast<int>(needed) - running);
 }
 

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace pdserve::planner {
 namespace {
 
@@ -61,6 +63,25 @@ TEST(PlannerTest, AShortPoolGetsOneBurstWorkerPerCooldownUpToItsMaximum) {
   EXPECT_TRUE(p.Decide(t + 60s, {{Pool::kPrefill, ShortPrefill()}}).empty()) << "at its maximum";
   EXPECT_EQ(p.desired(Pool::kPrefill).burst, 2);
   EXPECT_EQ(p.desired(Pool::kPrefill).reserved, 1);
+}
+
+// An infinite predicted wait (a pool whose workers take no prompt now) asks for the pool's
+// maximum, not for a count that does not fit an int.
+TEST(PlannerTest, AnInfiniteSignalAsksForThePoolsMaximum) {
+  Planner p = TwoPools(/*burst_max=*/3);
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals s = ShortPrefill();
+  s.predicted_ttft_s = std::numeric_limits<double>::infinity();
+  auto d = p.Decide(t, {{Pool::kPrefill, s}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 3);
+  EXPECT_EQ(p.desired(Pool::kPrefill).burst, 3);
+  PoolSignals decode = Idle();
+  decode.itl_s = 1e300;
+  d = p.Decide(t, {{Pool::kDecode, decode}});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].delta, 3);
 }
 
 TEST(PlannerTest, NoDecisionForAPoolWhileWorkersItAskedForStart) {
