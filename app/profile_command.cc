@@ -25,7 +25,7 @@ void RunCalibrate(const CalibrateFlags& f) {
   const char* command = "profile calibrate";
   auto base = model::FindProfile(f.profile);
   if (!base.ok()) Fail(command, base.status());
-  std::vector<model::StepSample> steps;
+  std::vector<model::LoggedStep> steps;
   for (const std::string& path : f.steps) {
     auto logged = model::ReadStepLog(path);
     if (!logged.ok()) Fail(command, logged.status());
@@ -39,23 +39,32 @@ void RunCalibrate(const CalibrateFlags& f) {
   c->profile.name = std::filesystem::path(f.out).stem().string();
   c->profile.command = fmt::format(
       "{}; step times scaled to {} prompt and {} decode steps served: prefill x{:.4f}, decode "
-      "x{:.4f} ({})",
+      "x{:.4f}, decode gap {:.2f} ms ({})",
       base->command, c->prefill_steps, c->decode_steps, c->prefill_factor, c->decode_factor,
-      invocation);
+      c->profile.decode_gap_seconds * 1e3, invocation);
   ExitOnError(command, c->profile.Save(f.out));
-  auto kind = [](const char* name, int n, double factor, double before, double after) {
+  auto kind = [](const char* name, int n, double factor, double mean, double before, double after) {
     return n == 0 ? fmt::format("  {:8} no steps: kept as measured\n", name)
-                  : fmt::format("  {:8} {:5} steps: x{:.3f}; median error {:.1f}% -> {:.1f}%\n",
-                                name, n, factor, before * 100, after * 100);
+                  : fmt::format(
+                        "  {:8} {:5} steps: x{:.3f} (mean x{:.3f}); median error {:.1f}% "
+                        "-> {:.1f}%\n",
+                        name, n, factor, mean, before * 100, after * 100);
   };
+  const std::string gap =
+      c->decode_gap_steps > 0 && c->decode_gap_seconds > 0
+          ? fmt::format("  decode gap {:.2f} ms (median of {} between decode steps in a row)\n",
+                        c->decode_gap_seconds * 1e3, c->decode_gap_steps)
+          : fmt::format("  decode gap {:.2f} ms: kept ({} between decode steps in a row)\n",
+                        c->profile.decode_gap_seconds * 1e3, c->decode_gap_steps);
   std::cout << fmt::format(
                    "{} calibrated to {} served step(s) ({} mixed, left out; {} beyond "
                    "its measured range) -> {}\n",
                    base->name, steps.size(), c->mixed_steps, c->outside_range, f.out)
-            << kind("prefill", c->prefill_steps, c->prefill_factor, c->prefill_error_before,
-                    c->prefill_error_after)
-            << kind("decode", c->decode_steps, c->decode_factor, c->decode_error_before,
-                    c->decode_error_after);
+            << kind("prefill", c->prefill_steps, c->prefill_factor, c->prefill_mean_ratio,
+                    c->prefill_error_before, c->prefill_error_after)
+            << kind("decode", c->decode_steps, c->decode_factor, c->decode_mean_ratio,
+                    c->decode_error_before, c->decode_error_after)
+            << gap;
 }
 
 }  // namespace

@@ -265,6 +265,8 @@ Result<PerformanceProfile> PerformanceProfile::FromJson(const json& j, const std
   PDSERVE_RETURN_IF_ERROR(ReadInt(j, "kv_pages", source, &p.kv_pages, 1));
   PDSERVE_RETURN_IF_ERROR(ReadInt(j, "max_batch_tokens", source, &p.max_batch_tokens, 0, false));
   PDSERVE_RETURN_IF_ERROR(ReadNumber(j, "cold_start_seconds", source, &p.cold_start_seconds));
+  PDSERVE_RETURN_IF_ERROR(
+      ReadNumber(j, "decode_gap_seconds", source, &p.decode_gap_seconds, false));
   return p;
 }
 
@@ -295,6 +297,7 @@ json PerformanceProfile::ToJson() const {
             {"kv_pages", kv_pages},
             {"max_batch_tokens", max_batch_tokens},
             {"cold_start_seconds", cold_start_seconds}};
+  if (decode_gap_seconds > 0) j["decode_gap_seconds"] = decode_gap_seconds;
   if (!prefill_curve.empty()) j["prefill_curve"] = CurveJson(prefill_curve);
   if (!decode_curve.empty()) j["decode_curve"] = CurveJson(decode_curve);
   return j;

@@ -97,6 +97,11 @@ struct PerformanceProfile {
   int kv_pages = 0;               // KV pages of the worker measured
   int max_batch_tokens = 0;       // the engine's step budget when measured
   double cold_start_seconds = 0;  // process start to ready to register
+  // A decode worker's time between two decode steps in a row, outside both (sending the tokens,
+  // reading messages), as measured in service (`pdserve profile calibrate`); 0: not measured.
+  // A simulated worker's next decode step ends no sooner than this plus its step time after
+  // the last one ended, so that its token rate matches a real worker's.
+  double decode_gap_seconds = 0;
 
   // The step's predicted wall time.
   double StepSeconds(const StepShape& shape) const;

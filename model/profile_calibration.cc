@@ -35,16 +35,30 @@ double MedianError(const PerformanceProfile& profile, const std::vector<StepSamp
   return Median(errors);
 }
 
-// The median of each step's time over `profile`'s prediction; 1 with fewer than `min_steps`.
-double Factor(const PerformanceProfile& profile, const std::vector<StepSample>& steps,
-              int min_steps) {
-  if (static_cast<int>(steps.size()) < min_steps) return 1;
+// Each step's time over `profile`'s prediction.
+std::vector<double> Ratios(const PerformanceProfile& profile,
+                           const std::vector<StepSample>& steps) {
   std::vector<double> ratios;
   for (const StepSample& s : steps) {
     const double predicted = profile.StepSeconds(s.shape);
     if (predicted > 0) ratios.push_back(s.seconds / predicted);
   }
+  return ratios;
+}
+
+// The median of Ratios; 1 with fewer than `min_steps` steps.
+double Factor(const PerformanceProfile& profile, const std::vector<StepSample>& steps,
+              int min_steps) {
+  if (static_cast<int>(steps.size()) < min_steps) return 1;
+  const std::vector<double> ratios = Ratios(profile, steps);
   return ratios.empty() ? 1 : Median(ratios);
+}
+
+double MeanRatio(const PerformanceProfile& profile, const std::vector<StepSample>& steps) {
+  const std::vector<double> ratios = Ratios(profile, steps);
+  double sum = 0;
+  for (double r : ratios) sum += r;
+  return ratios.empty() ? 0 : sum / static_cast<double>(ratios.size());
 }
 
 }  // namespace
@@ -60,11 +74,13 @@ PerformanceProfile ScaleStepTimes(const PerformanceProfile& profile, double pref
 }
 
 Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
-                                            const std::vector<StepSample>& steps, int min_steps) {
+                                            const std::vector<LoggedStep>& steps, int min_steps) {
   if (min_steps < 1) return InvalidArgument("min_steps must be at least 1");
   ProfileCalibration c;
   std::vector<StepSample> prefill, decode;
-  for (const StepSample& s : steps) {
+  std::vector<double> gaps;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepSample& s = steps[i].step;
     const bool prompt = s.shape.prompt_tokens > 0, decoding = s.shape.decode_tokens > 0;
     if (prompt && decoding) {
       ++c.mixed_steps;
@@ -72,6 +88,11 @@ Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
     }
     if (!prompt && !decoding) continue;  // an empty step has no time to predict
     (prompt ? prefill : decode).push_back(s);
+    // Its sequences went on from the step before (a first line's gap is -1: none before it).
+    if (decoding && steps[i].gap_seconds >= 0 && i > 0 &&
+        steps[i - 1].step.shape.decode_tokens > 0) {
+      gaps.push_back(steps[i].gap_seconds);
+    }
     if (!base.OutsideRange(s.shape).empty()) ++c.outside_range;
   }
   c.prefill_steps = static_cast<int>(prefill.size());
@@ -85,6 +106,13 @@ Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
   c.prefill_factor = Factor(base, prefill, min_steps);
   c.decode_factor = Factor(base, decode, min_steps);
   c.profile = ScaleStepTimes(base, c.prefill_factor, c.decode_factor);
+  c.decode_gap_steps = static_cast<int>(gaps.size());
+  if (c.decode_gap_steps >= min_steps) {
+    c.decode_gap_seconds = Median(gaps);
+    c.profile.decode_gap_seconds = c.decode_gap_seconds;
+  }
+  c.prefill_mean_ratio = MeanRatio(base, prefill);
+  c.decode_mean_ratio = MeanRatio(base, decode);
   c.prefill_error_before = MedianError(base, prefill);
   c.prefill_error_after = MedianError(c.profile, prefill);
   c.decode_error_before = MedianError(base, decode);

@@ -5,7 +5,9 @@
 // batch and context, measured over a controlled sweep) is kept; its level becomes the one the
 // workers showed in service, where the sweep cannot see what serving adds to a step (a prefill
 // worker's KV push inside it, a step after an idle second) or how fast the machine was then.
-// Two numbers from any number of steps: the steps' own times are not replayed.
+// Two numbers from any number of steps: the steps' own times are not replayed. A third, where the
+// log has it: the decode worker's median time between two decode steps in a row
+// (PerformanceProfile::decode_gap_seconds), which a token's time holds beside its step's.
 // `pdserve profile calibrate` runs it; `scripts/sim-validity` simulates on both profiles.
 #pragma once
 
@@ -13,6 +15,7 @@
 
 #include "common/status.h"
 #include "model/performance_profile.h"
+#include "model/step_log.h"
 
 namespace pdserve::model {
 
@@ -24,6 +27,13 @@ struct ProfileCalibration {
   int decode_steps = 0;        // decode-only steps used
   int mixed_steps = 0;         // steps with both kinds of work: left out (they would blur both)
   int outside_range = 0;       // used steps beyond the base's measured range (extrapolated)
+  // The median gap before a decode-only step that followed a step with decode work, over
+  // decode_gap_steps such steps; 0 (and the base's gap kept) with fewer than min_steps.
+  double decode_gap_seconds = 0;
+  int decode_gap_steps = 0;
+  // The mean of served over predicted time, beside the median that scales: where they part,
+  // a few steps ran far slower than the rest (a neighbour took the core).
+  double prefill_mean_ratio = 0, decode_mean_ratio = 0;
   // Median relative error of the profile's prediction over the used steps, before and after.
   double prefill_error_before = 0, prefill_error_after = 0;
   double decode_error_before = 0, decode_error_after = 0;
@@ -31,7 +41,7 @@ struct ProfileCalibration {
 
 // InvalidArgument when neither kind has min_steps steps, or min_steps is below 1.
 Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
-                                            const std::vector<StepSample>& steps,
+                                            const std::vector<LoggedStep>& steps,
                                             int min_steps = 3);
 
 // The profile with every prompt step's time multiplied by `prefill` and every decode step's by

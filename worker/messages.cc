@@ -9,7 +9,8 @@ void ReportStep(GatewayLink& link, WorkerMetrics* metrics, model::StepLog* step_
                 double* busy_seconds) {
   *busy_seconds += stats.seconds;
   if (metrics) metrics->AddStep(stats.seconds, stats.prompt_tokens, stats.decode_tokens);
-  if (step_log && !stats.seq_ids.empty()) step_log->Write({stats.shape, stats.seconds});
+  if (step_log && !stats.seq_ids.empty())
+    step_log->Write({stats.shape, stats.seconds}, stats.start);
   if (!stats.seq_ids.empty()) link.Send(model::StepReportMessage(stats, request_of));
 }
 

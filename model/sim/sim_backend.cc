@@ -99,8 +99,17 @@ class SimBackend final : public Backend {
     const StepShape shape = batch.Shape();
     FlagOutsideRange(shape);
     const double seconds = options_.profile.StepSeconds(shape) * options_.slow_factor;
-    const auto end =
+    auto end =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    // A decode step right after one ends no sooner than a real worker's would: the profile's gap
+    // between them (where this process took less, the rest is waited here).
+    const bool decode_only = shape.prompt_tokens == 0 && shape.decode_tokens > 0;
+    if (decode_only && last_was_decode_ && options_.profile.decode_gap_seconds > 0) {
+      end = std::max(end, last_end_ + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(
+                                              options_.profile.decode_gap_seconds + seconds)));
+    }
+    last_was_decode_ = shape.decode_tokens > 0;
     if (batch.after_layer_kv) {
       // Layer l's KV is ready (l + 1) / L of the way through the step.
       const int layers = shape_.n_layers;
@@ -110,6 +119,7 @@ class SimBackend final : public Backend {
       }
     }
     std::this_thread::sleep_until(end);
+    last_end_ = end;
     next->clear();
     const std::vector<int32_t>* ids = options_.output_ids.get();
     auto token_after = [&](int32_t token, int position) {
@@ -155,6 +165,8 @@ class SimBackend final : public Backend {
   SimulatedKv kv_;
   int flagged_kinds_ = 0;
   int64_t steps_outside_ = 0;
+  Clock::time_point last_end_{};  // when the last step's time was up
+  bool last_was_decode_ = false;  // it had decode work
 };
 
 }  // namespace

@@ -11,6 +11,9 @@
 //   real transport code moves small pages), and simulated_kv() says what the real model's KV
 //   would weigh and how fast the profile's link moves it, so a transport can take that long.
 //   The pool's memory is reserved, not committed: only pages a transfer writes become resident.
+// - A decode-only step right after a step with decode work ends no sooner than the profile's
+//   decode_gap_seconds plus its own time after that step ended: a real worker's time between
+//   steps (sending tokens, reading messages), of which this process spends less.
 // - A step outside the profile's measured range is run at the extrapolated time and logged, once
 //   per kind of excess, so that a figure beyond the profile is never taken silently.
 // - Faults (SimFaults): fail (every step from then on fails), freeze (the step blocks until

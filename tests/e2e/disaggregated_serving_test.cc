@@ -378,7 +378,8 @@ TEST_F(DisaggregatedServingTest, AWorkerGivesUpOnAGatewayThatStaysAway) {
 // Each worker started with --step-log writes every engine step it runs, as it runs it: the
 // prefill worker's are prompt-only and hold every prompt token the gateway counted, the decode
 // worker's are decode-only and hold every token after each request's first. `pdserve profile
-// calibrate` scales a profile to them: with a profile of 1 s steps, to each kind's median.
+// calibrate` scales a profile to them: with a profile of 1 s steps, to each kind's median, and
+// takes the decode worker's median gap between decode steps in a row.
 TEST_F(DisaggregatedServingTest, WorkersLogTheirStepsForAProfileToBeCalibratedTo) {
   const std::string prefill_log = dir_ / "prefill-steps.jsonl";
   const std::string decode_log = dir_ / "decode-steps.jsonl";
@@ -399,9 +400,11 @@ TEST_F(DisaggregatedServingTest, WorkersLogTheirStepsForAProfileToBeCalibratedTo
   struct Sums {
     int steps = 0, prompt = 0, decode = 0;
     std::vector<double> seconds;
+    std::vector<double> decode_gaps;  // before a decode step that followed one
   };
   auto sums = [](const std::string& path) {
     Sums s;
+    bool last_decoded = false;
     std::istringstream lines(testing::ReadFile(path));
     for (std::string line; std::getline(lines, line);) {
       const auto step = nlohmann::json::parse(line);
@@ -410,6 +413,12 @@ TEST_F(DisaggregatedServingTest, WorkersLogTheirStepsForAProfileToBeCalibratedTo
       s.decode += step["decode_tokens"].get<int>();
       s.seconds.push_back(step["seconds"].get<double>());
       EXPECT_GT(s.seconds.back(), 0) << line;
+      // Every line but a writer's first says how long the worker was between steps.
+      EXPECT_EQ(step.contains("gap_seconds"), s.steps > 1) << line;
+      if (s.steps > 1 && step["decode_tokens"].get<int>() > 0 && last_decoded) {
+        s.decode_gaps.push_back(step["gap_seconds"].get<double>());
+      }
+      last_decoded = step["decode_tokens"].get<int>() > 0;
     }
     return s;
   };
@@ -444,6 +453,8 @@ TEST_F(DisaggregatedServingTest, WorkersLogTheirStepsForAProfileToBeCalibratedTo
   };
   EXPECT_NEAR(calibrated["prefill"]["base"].get<double>(), median(pre.seconds), 1e-12);
   EXPECT_NEAR(calibrated["decode"]["base"].get<double>(), median(dec.seconds), 1e-12);
+  ASSERT_GE(dec.decode_gaps.size(), 3u);  // requests of 6 tokens decode 5 steps in a row
+  EXPECT_NEAR(calibrated["decode_gap_seconds"].get<double>(), median(dec.decode_gaps), 1e-9);
   EXPECT_EQ(calibrated["name"], "calibrated");
   EXPECT_NE(calibrated["command"].get<std::string>().find("pdserve profile calibrate"),
             std::string::npos);

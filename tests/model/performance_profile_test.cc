@@ -200,6 +200,11 @@ TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->ToJson(), p.ToJson());
   EXPECT_EQ(back->decode_curve.points, p.decode_curve.points);
+  EXPECT_FALSE(p.ToJson().contains("decode_gap_seconds"));  // none measured
+  p.decode_gap_seconds = 0.0031;
+  back = PerformanceProfile::FromJson(p.ToJson(), "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->decode_gap_seconds, 0.0031);
 
   auto unordered = p.ToJson();
   unordered["decode_curve"]["points"] = {{2, 0.02}, {1, 0.015}};
@@ -217,6 +222,11 @@ TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("f.json: decode: field 'per_token'"), std::string::npos)
       << bad.status().message();
+  j = p.ToJson();
+  j["decode_gap_seconds"] = -0.001;
+  bad = PerformanceProfile::FromJson(j, "f.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'decode_gap_seconds'"), std::string::npos);
   j = p.ToJson();
   j.erase("kv_pages");
   bad = PerformanceProfile::FromJson(j, "f.json");

@@ -1,6 +1,7 @@
 // CalibrateProfile: each kind's factor is the median of served over predicted step time, the
 // calibrated profile predicts the served steps, a kind with too few steps stays as measured,
-// mixed steps are left out, and steps beyond the measured range are counted.
+// mixed steps are left out, steps beyond the measured range are counted, and the decode
+// worker's gap between decode steps in a row is their median, steps after a pause left out.
 #include "model/profile_calibration.h"
 
 #include <gtest/gtest.h>
@@ -36,6 +37,13 @@ StepSample Decode(int batch, int position, double seconds) {
   return s;
 }
 
+// As logged, with no gaps (a log written before them).
+std::vector<LoggedStep> Logged(const std::vector<StepSample>& steps) {
+  std::vector<LoggedStep> logged;
+  for (const StepSample& s : steps) logged.push_back({s, -1});
+  return logged;
+}
+
 TEST(ProfileCalibration, EachKindIsScaledByTheMedianOfServedOverPredicted) {
   const PerformanceProfile base = Measured();
   std::vector<StepSample> served;
@@ -53,7 +61,7 @@ TEST(ProfileCalibration, EachKindIsScaledByTheMedianOfServedOverPredicted) {
     s.seconds = 0.95 * base.StepSeconds(s.shape);
     served.push_back(s);
   }
-  auto c = CalibrateProfile(base, served);
+  auto c = CalibrateProfile(base, Logged(served));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_NEAR(c->prefill_factor, 1.10, 1e-9);
   EXPECT_NEAR(c->decode_factor, 0.95, 1e-9);
@@ -73,6 +81,35 @@ TEST(ProfileCalibration, EachKindIsScaledByTheMedianOfServedOverPredicted) {
   EXPECT_NEAR(c->profile.prefill.per_token, 1.10 * base.prefill.per_token, 1e-15);
   EXPECT_NEAR(c->profile.decode.per_context, 0.95 * base.decode.per_context, 1e-15);
   EXPECT_EQ(c->profile.range.prompt_tokens, base.range.prompt_tokens);
+  // The log had no gaps: none is measured.
+  EXPECT_EQ(c->decode_gap_steps, 0);
+  EXPECT_EQ(c->profile.decode_gap_seconds, 0);
+  // The mean sees the outlier the median ignores.
+  EXPECT_NEAR(c->prefill_mean_ratio, (5 * 1.10 + 3) / 6, 1e-9);
+  EXPECT_NEAR(c->decode_mean_ratio, 0.95, 1e-9);
+}
+
+TEST(ProfileCalibration, TheDecodeGapIsTheMedianBetweenDecodeStepsInARow) {
+  const PerformanceProfile base = Measured();
+  std::vector<LoggedStep> served = {
+      {Prompt(64, 0.02), -1},       // a log's first line: no gap
+      {Decode(1, 64, 0.015), 0.5},  // after a prompt step: the worker may have waited
+      {Decode(1, 65, 0.015), 0.003}, {Decode(2, 66, 0.020), 0.004},
+      {Decode(2, 67, 0.020), 0.002}, {Decode(2, 68, 0.020), 0.9},  // a pause the median leaves out
+      {Prompt(32, 0.015), 0.001},                                  // not a decode step
+  };
+  auto c = CalibrateProfile(base, served, 3);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->decode_gap_steps, 4);
+  EXPECT_NEAR(c->decode_gap_seconds, (0.003 + 0.004) / 2, 1e-12);
+  EXPECT_NEAR(c->profile.decode_gap_seconds, c->decode_gap_seconds, 1e-12);
+  // With fewer gaps than min_steps, the base's gap is kept.
+  PerformanceProfile gapped = base;
+  gapped.decode_gap_seconds = 0.001;
+  auto few = CalibrateProfile(gapped, served, 5);
+  ASSERT_TRUE(few.ok()) << few.status().ToString();
+  EXPECT_EQ(few->decode_gap_seconds, 0);
+  EXPECT_EQ(few->profile.decode_gap_seconds, 0.001);
 }
 
 TEST(ProfileCalibration, AKindWithTooFewStepsStaysAsMeasuredAndMixedStepsAreLeftOut) {
@@ -85,7 +122,7 @@ TEST(ProfileCalibration, AKindWithTooFewStepsStaysAsMeasuredAndMixedStepsAreLeft
   AddDecodeToken(mixed.shape, 40);
   served.push_back(mixed);
   served.push_back(Decode(16, 2000, 2 * base.StepSeconds(Decode(16, 2000, 0).shape)));
-  auto c = CalibrateProfile(base, served, /*min_steps=*/3);
+  auto c = CalibrateProfile(base, Logged(served), /*min_steps=*/3);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->prefill_factor, 1);
   EXPECT_NEAR(c->decode_factor, 2, 1e-9);
@@ -99,7 +136,7 @@ TEST(ProfileCalibration, AKindWithTooFewStepsStaysAsMeasuredAndMixedStepsAreLeft
 
 TEST(ProfileCalibration, TooFewStepsOfEitherKindAreRefused) {
   const PerformanceProfile base = Measured();
-  auto c = CalibrateProfile(base, {Prompt(64, 0.02), Decode(1, 10, 0.015)}, 3);
+  auto c = CalibrateProfile(base, Logged({Prompt(64, 0.02), Decode(1, 10, 0.015)}), 3);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find("1 prompt-only and 1 decode-only steps"), std::string::npos)

@@ -1,5 +1,6 @@
 // SimBackend: each step takes the time its profile predicts for the step's work (never less;
-// not much more on an idle machine), layer hooks come in order through the step, tokens are
+// not much more on an idle machine), a decode step right after another waits out the profile's
+// gap between them, layer hooks come in order through the step, tokens are
 // fixed by the prompt, faults fail or freeze steps, and the real engine drives it through its
 // scheduler and page pool.
 #include "model/sim/sim_backend.h"
@@ -93,6 +94,36 @@ TEST(SimBackend, SlowFactorStretchesEveryStep) {
   for (const auto& [stats, seconds] : RunAll(**engine)) {
     EXPECT_GE(seconds, 3 * TestProfile().StepSeconds(stats.shape));
   }
+}
+
+// A real decode worker spends time between two decode steps (sending tokens): the profile's gap.
+// The simulated step right after another waits it out; one after a prompt step, or after a pause
+// longer than the gap, takes only its own time.
+TEST(SimBackend, ADecodeStepRightAfterAnotherEndsAGapAfterIt) {
+  PerformanceProfile p = TestProfile();
+  p.decode_gap_seconds = 0.05;
+  auto engine = SimEngine(p);
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->Add(testing::Iota(10, 1), Greedy(4)).ok());
+  std::vector<TokenEvent> events;
+  StepStats stats;
+  auto step = [&] {
+    const auto start = Clock::now();
+    EXPECT_TRUE((*engine)->Step(&events, &stats).ok());
+    return std::pair{start, Clock::now()};
+  };
+  step();  // the prompt
+  const auto [start1, end1] = step();
+  ASSERT_EQ(stats.shape.decode_tokens, 1);
+  const double one = p.StepSeconds(stats.shape);
+  EXPECT_LT(Seconds(end1 - start1), one + 0.04) << "a decode step after a prompt step";
+  const auto [start2, end2] = step();
+  EXPECT_GE(Seconds(end2 - end1), p.decode_gap_seconds + one);
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  const auto [start3, end3] = step();
+  EXPECT_GE(Seconds(end3 - start3), one);
+  EXPECT_LT(Seconds(end3 - start3), one + 0.04) << "a decode step after a pause";
+  EXPECT_FALSE((*engine)->HasWork());
 }
 
 TEST(SimBackend, LayerHooksComeInOrderThroughTheStep) {
