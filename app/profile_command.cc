@@ -43,12 +43,14 @@ void RunCalibrate(const CalibrateFlags& f) {
       base->command, c->prefill_steps, c->decode_steps, c->prefill_factor, c->decode_factor,
       c->profile.decode_gap_seconds * 1e3, invocation);
   ExitOnError(command, c->profile.Save(f.out));
-  auto kind = [](const char* name, int n, double factor, double mean, double before, double after) {
+  auto kind = [](const char* name, int n, double factor, double mean, double before, double after,
+                 const std::vector<double>& spread) {
     return n == 0 ? fmt::format("  {:8} no steps: kept as measured\n", name)
                   : fmt::format(
                         "  {:8} {:5} steps: x{:.3f} (mean x{:.3f}); median error {:.1f}% "
-                        "-> {:.1f}%\n",
-                        name, n, factor, mean, before * 100, after * 100);
+                        "-> {:.1f}%; spread p10 x{:.3f} p90 x{:.3f}\n",
+                        name, n, factor, mean, before * 100, after * 100,
+                        model::SpreadFactor(spread, 0.1), model::SpreadFactor(spread, 0.9));
   };
   const std::string gap =
       c->decode_gap_steps > 0 && c->decode_gap_seconds > 0
@@ -61,9 +63,9 @@ void RunCalibrate(const CalibrateFlags& f) {
                    "its measured range) -> {}\n",
                    base->name, steps.size(), c->mixed_steps, c->outside_range, f.out)
             << kind("prefill", c->prefill_steps, c->prefill_factor, c->prefill_mean_ratio,
-                    c->prefill_error_before, c->prefill_error_after)
+                    c->prefill_error_before, c->prefill_error_after, c->profile.prefill_spread)
             << kind("decode", c->decode_steps, c->decode_factor, c->decode_mean_ratio,
-                    c->decode_error_before, c->decode_error_after)
+                    c->decode_error_before, c->decode_error_after, c->profile.decode_spread)
             << gap;
 }
 

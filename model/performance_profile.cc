@@ -103,6 +103,29 @@ Result<LinearStepModel> ReadModel(const json& j, const char* key, const std::str
 }
 
 // An optional curve {points: [[x, seconds], ...], per_context}; absent: empty.
+// An optional array of ascending factors above 0.
+Result<std::vector<double>> ReadSpread(const json& j, const char* key, const std::string& source) {
+  std::vector<double> spread;
+  auto it = j.find(key);
+  if (it == j.end()) return spread;
+  const std::string where = source + ": " + key;
+  if (!it->is_array() || it->size() > 1000) {
+    return InvalidArgument(where + " must be an array of at most 1000 ascending factors above 0");
+  }
+  for (const json& f : *it) {
+    if (!f.is_number() || !std::isfinite(f.get<double>()) || f.get<double>() <= 0 ||
+        f.get<double>() > 1e6) {
+      return InvalidArgument(where + ": a factor must be a number above 0, got " + DescribeJson(f));
+    }
+    if (!spread.empty() && f.get<double>() < spread.back()) {
+      return InvalidArgument(fmt::format("{}: factors must ascend; {} follows {}", where,
+                                         f.get<double>(), spread.back()));
+    }
+    spread.push_back(f.get<double>());
+  }
+  return spread;
+}
+
 Result<MeasuredCurve> ReadCurve(const json& j, const char* key, const std::string& source) {
   MeasuredCurve c;
   auto it = j.find(key);
@@ -186,6 +209,16 @@ double MeasuredCurve::At(int x, double y) const {
   return at_x + per_context * y;
 }
 
+double SpreadFactor(const std::vector<double>& spread, double u) {
+  if (spread.empty()) return 1;
+  const double n = static_cast<double>(spread.size());
+  // Quantile i sits at probability (i + 0.5) / n.
+  const double at = std::clamp(u * n - 0.5, 0.0, n - 1);
+  const auto lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, spread.size() - 1);
+  return spread[lo] + (at - static_cast<double>(lo)) * (spread[hi] - spread[lo]);
+}
+
 double PerformanceProfile::StepSeconds(const StepShape& s) const {
   const double decode_work = decode.per_token * s.decode_tokens +
                              decode.per_context * static_cast<double>(s.decode_context);
@@ -267,6 +300,8 @@ Result<PerformanceProfile> PerformanceProfile::FromJson(const json& j, const std
   PDSERVE_RETURN_IF_ERROR(ReadNumber(j, "cold_start_seconds", source, &p.cold_start_seconds));
   PDSERVE_RETURN_IF_ERROR(
       ReadNumber(j, "decode_gap_seconds", source, &p.decode_gap_seconds, false));
+  PDSERVE_ASSIGN_OR_RETURN(p.prefill_spread, ReadSpread(j, "prefill_spread", source));
+  PDSERVE_ASSIGN_OR_RETURN(p.decode_spread, ReadSpread(j, "decode_spread", source));
   return p;
 }
 
@@ -298,6 +333,8 @@ json PerformanceProfile::ToJson() const {
             {"max_batch_tokens", max_batch_tokens},
             {"cold_start_seconds", cold_start_seconds}};
   if (decode_gap_seconds > 0) j["decode_gap_seconds"] = decode_gap_seconds;
+  if (!prefill_spread.empty()) j["prefill_spread"] = prefill_spread;
+  if (!decode_spread.empty()) j["decode_spread"] = decode_spread;
   if (!prefill_curve.empty()) j["prefill_curve"] = CurveJson(prefill_curve);
   if (!decode_curve.empty()) j["decode_curve"] = CurveJson(decode_curve);
   return j;

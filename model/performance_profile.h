@@ -102,6 +102,12 @@ struct PerformanceProfile {
   // A simulated worker's next decode step ends no sooner than this plus its step time after
   // the last one ended, so that its token rate matches a real worker's.
   double decode_gap_seconds = 0;
+  // How served steps of each kind spread about the profile's time, as measured in service
+  // (`pdserve profile calibrate`): the quantiles of a step's time over its prediction at
+  // probabilities (i + 0.5) / n, ascending. Empty: a step takes its predicted time. A simulated
+  // worker draws each step's factor from them (SpreadFactor), so that its steps' mean and
+  // spread, which a queue's wait and a token's mean time answer to, match a real worker's.
+  std::vector<double> prefill_spread, decode_spread;
 
   // The step's predicted wall time.
   double StepSeconds(const StepShape& shape) const;
@@ -115,6 +121,10 @@ struct PerformanceProfile {
   // A profile in which every step and transfer takes no time (pdserve's own overhead).
   static PerformanceProfile Zero();
 };
+
+// The factor at probability u in [0, 1) of a spread (PerformanceProfile::prefill_spread): linear
+// between its quantiles, held at the outermost beyond them; 1 for an empty spread.
+double SpreadFactor(const std::vector<double>& spread, double u);
 
 // One measured step.
 struct StepSample {

@@ -61,6 +61,25 @@ double MeanRatio(const PerformanceProfile& profile, const std::vector<StepSample
   return ratios.empty() ? 0 : sum / static_cast<double>(ratios.size());
 }
 
+// The quantiles of `ratios` over `factor` at probabilities (i + 0.5) / kSpreadPoints, each
+// between the two sorted ratios around it.
+constexpr int kSpreadPoints = 20;
+
+std::vector<double> Spread(std::vector<double> ratios, double factor) {
+  std::sort(ratios.begin(), ratios.end());
+  std::vector<double> spread;
+  if (ratios.empty() || !(factor > 0)) return spread;
+  const double last = static_cast<double>(ratios.size() - 1);
+  for (int i = 0; i < kSpreadPoints; ++i) {
+    const double at = (i + 0.5) / kSpreadPoints * last;
+    const auto lo = static_cast<size_t>(at);
+    const size_t hi = std::min(lo + 1, ratios.size() - 1);
+    const double q = ratios[lo] + (at - static_cast<double>(lo)) * (ratios[hi] - ratios[lo]);
+    spread.push_back(q / factor);
+  }
+  return spread;
+}
+
 }  // namespace
 
 PerformanceProfile ScaleStepTimes(const PerformanceProfile& profile, double prefill,
@@ -106,6 +125,12 @@ Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
   c.prefill_factor = Factor(base, prefill, min_steps);
   c.decode_factor = Factor(base, decode, min_steps);
   c.profile = ScaleStepTimes(base, c.prefill_factor, c.decode_factor);
+  if (c.prefill_steps >= min_steps) {
+    c.profile.prefill_spread = Spread(Ratios(base, prefill), c.prefill_factor);
+  }
+  if (c.decode_steps >= min_steps) {
+    c.profile.decode_spread = Spread(Ratios(base, decode), c.decode_factor);
+  }
   c.decode_gap_steps = static_cast<int>(gaps.size());
   if (c.decode_gap_steps >= min_steps) {
     c.decode_gap_seconds = Median(gaps);

@@ -5,8 +5,11 @@
 // batch and context, measured over a controlled sweep) is kept; its level becomes the one the
 // workers showed in service, where the sweep cannot see what serving adds to a step (a prefill
 // worker's KV push inside it, a step after an idle second) or how fast the machine was then.
-// Two numbers from any number of steps: the steps' own times are not replayed. A third, where the
-// log has it: the decode worker's median time between two decode steps in a row
+// Two numbers from any number of steps: the steps' own times are not replayed. Beside them, how
+// each kind's steps spread about the scaled prediction (PerformanceProfile::prefill_spread and
+// decode_spread, twenty quantiles of served over predicted time over the factor), so that a
+// simulated worker's steps have the served mean and tail, not only the median; and, where the
+// log has it, the decode worker's median time between two decode steps in a row
 // (PerformanceProfile::decode_gap_seconds), which a token's time holds beside its step's.
 // `pdserve profile calibrate` runs it; `scripts/sim-validity` simulates on both profiles.
 #pragma once
@@ -20,13 +23,15 @@
 namespace pdserve::model {
 
 struct ProfileCalibration {
-  PerformanceProfile profile;  // the base, its step times scaled by the factors below
-  double prefill_factor = 1;   // 1 when fewer than min_steps prompt-only steps were served
-  double decode_factor = 1;    // 1 when fewer than min_steps decode-only steps were served
-  int prefill_steps = 0;       // prompt-only steps used
-  int decode_steps = 0;        // decode-only steps used
-  int mixed_steps = 0;         // steps with both kinds of work: left out (they would blur both)
-  int outside_range = 0;       // used steps beyond the base's measured range (extrapolated)
+  // The base, its step times scaled by the factors below, with each kind's spread where that
+  // kind had min_steps steps (else the base's).
+  PerformanceProfile profile;
+  double prefill_factor = 1;  // 1 when fewer than min_steps prompt-only steps were served
+  double decode_factor = 1;   // 1 when fewer than min_steps decode-only steps were served
+  int prefill_steps = 0;      // prompt-only steps used
+  int decode_steps = 0;       // decode-only steps used
+  int mixed_steps = 0;        // steps with both kinds of work: left out (they would blur both)
+  int outside_range = 0;      // used steps beyond the base's measured range (extrapolated)
   // The median gap before a decode-only step that followed a step with decode work, over
   // decode_gap_steps such steps; 0 (and the base's gap kept) with fewer than min_steps.
   double decode_gap_seconds = 0;

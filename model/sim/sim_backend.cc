@@ -7,7 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -98,7 +100,11 @@ class SimBackend final : public Backend {
     }
     const StepShape shape = batch.Shape();
     FlagOutsideRange(shape);
-    const double seconds = options_.profile.StepSeconds(shape) * options_.slow_factor;
+    // A step's factor is drawn from its kind's spread, where the profile has one.
+    const auto& spread =
+        shape.prompt_tokens > 0 ? options_.profile.prefill_spread : options_.profile.decode_spread;
+    const double drawn = spread.empty() ? 1.0 : SpreadFactor(spread, uniform_(draws_));
+    const double seconds = options_.profile.StepSeconds(shape) * drawn * options_.slow_factor;
     auto end =
         start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     // A decode step right after one ends no sooner than a real worker's would: the profile's gap
@@ -165,6 +171,11 @@ class SimBackend final : public Backend {
   SimulatedKv kv_;
   int flagged_kinds_ = 0;
   int64_t steps_outside_ = 0;
+  // The draws of step factors: the n-th backend of a process has the n-th seed, so a run's
+  // draws repeat in the next and no two workers of a `pdserve sim` share theirs.
+  std::mt19937_64 draws_{Mix(next_seed_.fetch_add(1))};
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  static inline std::atomic<uint64_t> next_seed_{1};
   Clock::time_point last_end_{};  // when the last step's time was up
   bool last_was_decode_ = false;  // it had decode work
 };

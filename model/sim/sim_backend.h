@@ -11,6 +11,8 @@
 //   real transport code moves small pages), and simulated_kv() says what the real model's KV
 //   would weigh and how fast the profile's link moves it, so a transport can take that long.
 //   The pool's memory is reserved, not committed: only pages a transfer writes become resident.
+// - Where the profile has a spread (PerformanceProfile::prefill_spread, decode_spread), each
+//   step's time is multiplied by a factor drawn from it, from a fixed sequence per backend.
 // - A decode-only step right after a step with decode work ends no sooner than the profile's
 //   decode_gap_seconds plus its own time after that step ended: a real worker's time between
 //   steps (sending tokens, reading messages), of which this process spends less.

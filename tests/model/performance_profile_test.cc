@@ -205,6 +205,13 @@ TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
   back = PerformanceProfile::FromJson(p.ToJson(), "t");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->decode_gap_seconds, 0.0031);
+  EXPECT_FALSE(p.ToJson().contains("prefill_spread"));  // none measured
+  p.prefill_spread = {0.9, 1.0, 1.3};
+  p.decode_spread = {0.95, 1.05};
+  back = PerformanceProfile::FromJson(p.ToJson(), "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->prefill_spread, p.prefill_spread);
+  EXPECT_EQ(back->decode_spread, p.decode_spread);
 
   auto unordered = p.ToJson();
   unordered["decode_curve"]["points"] = {{2, 0.02}, {1, 0.015}};
@@ -227,12 +234,35 @@ TEST(PerformanceProfile, JsonRoundTripsAndBadFieldsAreNamed) {
   bad = PerformanceProfile::FromJson(j, "f.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'decode_gap_seconds'"), std::string::npos);
+  for (const nlohmann::json& spread : {nlohmann::json{1.1, 0.9}, nlohmann::json{0.0, 1.0},
+                                       nlohmann::json{"1"}, nlohmann::json(1.0)}) {
+    j = p.ToJson();
+    j["decode_spread"] = spread;
+    bad = PerformanceProfile::FromJson(j, "f.json");
+    ASSERT_FALSE(bad.ok()) << spread.dump();
+    EXPECT_NE(bad.status().message().find("f.json: decode_spread"), std::string::npos)
+        << bad.status().message();
+  }
   j = p.ToJson();
   j.erase("kv_pages");
   bad = PerformanceProfile::FromJson(j, "f.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'kv_pages'"), std::string::npos);
   EXPECT_FALSE(PerformanceProfile::FromJson(nlohmann::json::array(), "f.json").ok());
+}
+
+// Quantile i of n sits at probability (i + 0.5) / n; between two, the factor is linear; beyond
+// the outermost, it is held.
+TEST(PerformanceProfile, SpreadFactorInterpolatesItsQuantiles) {
+  EXPECT_EQ(SpreadFactor({}, 0.3), 1.0);
+  EXPECT_EQ(SpreadFactor({1.2}, 0.9), 1.2);
+  const std::vector<double> spread = {0.8, 1.0, 1.6, 2.0};  // at 0.125, 0.375, 0.625, 0.875
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.0), 0.8);
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.125), 0.8);
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.25), 0.9);
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.5), 1.3);
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.875), 2.0);
+  EXPECT_DOUBLE_EQ(SpreadFactor(spread, 0.999), 2.0);
 }
 
 TEST(PerformanceProfile, FindsZeroFilesAndNamesAndSaysWhereItLooked) {

@@ -1,10 +1,13 @@
 // CalibrateProfile: each kind's factor is the median of served over predicted step time, the
 // calibrated profile predicts the served steps, a kind with too few steps stays as measured,
 // mixed steps are left out, steps beyond the measured range are counted, and the decode
-// worker's gap between decode steps in a row is their median, steps after a pause left out.
+// worker's gap between decode steps in a row is their median, steps after a pause left out;
+// each kind's spread holds its served steps' median and mean.
 #include "model/profile_calibration.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace pdserve::model {
 namespace {
@@ -110,6 +113,44 @@ TEST(ProfileCalibration, TheDecodeGapIsTheMedianBetweenDecodeStepsInARow) {
   ASSERT_TRUE(few.ok()) << few.status().ToString();
   EXPECT_EQ(few->decode_gap_seconds, 0);
   EXPECT_EQ(few->profile.decode_gap_seconds, 0.001);
+}
+
+// The spread: a served step's time over the calibrated prediction, as twenty quantiles whose
+// draws have the served steps' median and mean, so a simulated worker's queue and a token's mean
+// time see the served tail.
+TEST(ProfileCalibration, TheSpreadHoldsTheServedStepsMedianAndMean) {
+  const PerformanceProfile base = Measured();
+  std::vector<StepSample> served;
+  // Decode steps at 1.0 to 1.4 of the prediction, one in ten 2x (a neighbour took the core).
+  for (int i = 0; i < 200; ++i) {
+    StepSample s = Decode(2, 100, 0);
+    const double ratio = i % 10 == 9 ? 2.0 : 1.0 + 0.4 * (i % 9) / 8;
+    s.seconds = ratio * base.StepSeconds(s.shape);
+    served.push_back(s);
+  }
+  auto c = CalibrateProfile(base, Logged(served), 20);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<double>& spread = c->profile.decode_spread;
+  ASSERT_EQ(spread.size(), 20u);
+  EXPECT_TRUE(std::is_sorted(spread.begin(), spread.end()));
+  EXPECT_TRUE(c->profile.prefill_spread.empty()) << "no prompt steps: none";
+  // Drawn over a fine grid of probabilities: the median near 1 (the factor holds the median),
+  // the mean the served mean's over the factor, the top tenth the slow steps.
+  std::vector<double> draws;
+  for (int i = 0; i < 10000; ++i) draws.push_back(SpreadFactor(spread, (i + 0.5) / 10000));
+  double sum = 0;
+  for (double d : draws) sum += d;
+  EXPECT_NEAR(draws[5000], 1.0, 0.02);
+  EXPECT_NEAR(sum / draws.size() * c->decode_factor, c->decode_mean_ratio, 0.02);
+  EXPECT_GT(c->decode_mean_ratio, c->decode_factor + 0.05);
+  EXPECT_NEAR(draws[9900] * c->decode_factor, 2.0, 1e-9);
+  EXPECT_NEAR(draws[50] * c->decode_factor, 1.0, 1e-9);
+  // It survives the file (with the pages a file must name).
+  PerformanceProfile saved = c->profile;
+  saved.kv_pages = 64;
+  auto back = PerformanceProfile::FromJson(saved.ToJson(), "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->decode_spread, spread);
 }
 
 TEST(ProfileCalibration, AKindWithTooFewStepsStaysAsMeasuredAndMixedStepsAreLeftOut) {

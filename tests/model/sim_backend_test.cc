@@ -1,12 +1,13 @@
 // SimBackend: each step takes the time its profile predicts for the step's work (never less;
-// not much more on an idle machine), a decode step right after another waits out the profile's
-// gap between them, layer hooks come in order through the step, tokens are
-// fixed by the prompt, faults fail or freeze steps, and the real engine drives it through its
-// scheduler and page pool.
+// not much more on an idle machine), or that times a factor drawn from the profile's spread, a
+// decode step right after another waits out the profile's gap between them, layer hooks come in
+// order through the step, tokens are fixed by the prompt, faults fail or freeze steps, and the
+// real engine drives it through its scheduler and page pool.
 #include "model/sim/sim_backend.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "model/engine.h"
@@ -124,6 +125,31 @@ TEST(SimBackend, ADecodeStepRightAfterAnotherEndsAGapAfterIt) {
   EXPECT_GE(Seconds(end3 - start3), one);
   EXPECT_LT(Seconds(end3 - start3), one + 0.04) << "a decode step after a pause";
   EXPECT_FALSE((*engine)->HasWork());
+}
+
+// With a spread, each step's time is the profile's times a factor drawn from it: never below its
+// least factor, never above its greatest (plus bookkeeping), and not all alike.
+TEST(SimBackend, AStepsTimeIsDrawnFromTheProfilesSpread) {
+  PerformanceProfile p = TestProfile();
+  p.decode_spread = {0.5, 1.0, 2.0};
+  auto engine = SimEngine(p);
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE((*engine)->Add(testing::Iota(10, 1), Greedy(25)).ok());
+  std::vector<double> factors;
+  for (const auto& [stats, seconds] : RunAll(**engine)) {
+    if (stats.shape.prompt_tokens > 0) {
+      EXPECT_GE(seconds, p.StepSeconds(stats.shape)) << "no prefill spread: as predicted";
+      continue;
+    }
+    const double want = p.StepSeconds(stats.shape);
+    EXPECT_GE(seconds, 0.5 * want);
+    EXPECT_LT(seconds, 2.0 * want + 0.025);
+    factors.push_back(seconds / want);
+  }
+  ASSERT_EQ(factors.size(), 24u);
+  const auto [least, most] = std::minmax_element(factors.begin(), factors.end());
+  EXPECT_LT(*least, 0.9);
+  EXPECT_GT(*most, 1.2);
 }
 
 TEST(SimBackend, LayerHooksComeInOrderThroughTheStep) {
