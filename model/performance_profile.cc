@@ -102,8 +102,7 @@ Result<LinearStepModel> ReadModel(const json& j, const char* key, const std::str
   return m;
 }
 
-// An optional curve {points: [[x, seconds], ...], per_context}; absent: empty.
-// An optional array of ascending factors above 0.
+// An optional array of ascending factors above 0; absent: empty.
 Result<std::vector<double>> ReadSpread(const json& j, const char* key, const std::string& source) {
   std::vector<double> spread;
   auto it = j.find(key);
@@ -126,6 +125,7 @@ Result<std::vector<double>> ReadSpread(const json& j, const char* key, const std
   return spread;
 }
 
+// An optional curve {points: [[x, seconds], ...], per_context}; absent: empty.
 Result<MeasuredCurve> ReadCurve(const json& j, const char* key, const std::string& source) {
   MeasuredCurve c;
   auto it = j.find(key);

@@ -8,11 +8,19 @@
 namespace pdserve::model {
 namespace {
 
+// The value at fraction p of sorted `v`, linear between its neighbours (numpy's default); 0 for
+// none.
+double Quantile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const double at = p * static_cast<double>(sorted.size() - 1);
+  const auto lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
 double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return Quantile(v, 0.5);
 }
 
 void Scale(LinearStepModel& m, double f) {
@@ -35,47 +43,31 @@ double MedianError(const PerformanceProfile& profile, const std::vector<StepSamp
   return Median(errors);
 }
 
-// Each step's time over `profile`'s prediction.
-std::vector<double> Ratios(const PerformanceProfile& profile,
-                           const std::vector<StepSample>& steps) {
+// Each step's time over `profile`'s prediction, ascending.
+std::vector<double> SortedRatios(const PerformanceProfile& profile,
+                                 const std::vector<StepSample>& steps) {
   std::vector<double> ratios;
   for (const StepSample& s : steps) {
     const double predicted = profile.StepSeconds(s.shape);
     if (predicted > 0) ratios.push_back(s.seconds / predicted);
   }
+  std::sort(ratios.begin(), ratios.end());
   return ratios;
 }
 
-// The median of Ratios; 1 with fewer than `min_steps` steps.
-double Factor(const PerformanceProfile& profile, const std::vector<StepSample>& steps,
-              int min_steps) {
-  if (static_cast<int>(steps.size()) < min_steps) return 1;
-  const std::vector<double> ratios = Ratios(profile, steps);
-  return ratios.empty() ? 1 : Median(ratios);
-}
-
-double MeanRatio(const PerformanceProfile& profile, const std::vector<StepSample>& steps) {
-  const std::vector<double> ratios = Ratios(profile, steps);
+double Mean(const std::vector<double>& v) {
   double sum = 0;
-  for (double r : ratios) sum += r;
-  return ratios.empty() ? 0 : sum / static_cast<double>(ratios.size());
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
 }
 
-// The quantiles of `ratios` over `factor` at probabilities (i + 0.5) / kSpreadPoints, each
-// between the two sorted ratios around it.
+// The quantiles of `sorted` ratios over `factor` at probabilities (i + 0.5) / kSpreadPoints.
 constexpr int kSpreadPoints = 20;
 
-std::vector<double> Spread(std::vector<double> ratios, double factor) {
-  std::sort(ratios.begin(), ratios.end());
+std::vector<double> Spread(const std::vector<double>& sorted, double factor) {
   std::vector<double> spread;
-  if (ratios.empty() || !(factor > 0)) return spread;
-  const double last = static_cast<double>(ratios.size() - 1);
   for (int i = 0; i < kSpreadPoints; ++i) {
-    const double at = (i + 0.5) / kSpreadPoints * last;
-    const auto lo = static_cast<size_t>(at);
-    const size_t hi = std::min(lo + 1, ratios.size() - 1);
-    const double q = ratios[lo] + (at - static_cast<double>(lo)) * (ratios[hi] - ratios[lo]);
-    spread.push_back(q / factor);
+    spread.push_back(Quantile(sorted, (i + 0.5) / kSpreadPoints) / factor);
   }
   return spread;
 }
@@ -122,22 +114,24 @@ Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
         "least {} of one kind",
         c.prefill_steps, c.decode_steps, c.mixed_steps, min_steps));
   }
-  c.prefill_factor = Factor(base, prefill, min_steps);
-  c.decode_factor = Factor(base, decode, min_steps);
+  // Each kind with min_steps steps gets its median factor and its spread; another stays as
+  // measured.
+  const std::vector<double> prefill_ratios = SortedRatios(base, prefill);
+  const std::vector<double> decode_ratios = SortedRatios(base, decode);
+  const bool fit_prefill = c.prefill_steps >= min_steps && !prefill_ratios.empty();
+  const bool fit_decode = c.decode_steps >= min_steps && !decode_ratios.empty();
+  if (fit_prefill) c.prefill_factor = Quantile(prefill_ratios, 0.5);
+  if (fit_decode) c.decode_factor = Quantile(decode_ratios, 0.5);
   c.profile = ScaleStepTimes(base, c.prefill_factor, c.decode_factor);
-  if (c.prefill_steps >= min_steps) {
-    c.profile.prefill_spread = Spread(Ratios(base, prefill), c.prefill_factor);
-  }
-  if (c.decode_steps >= min_steps) {
-    c.profile.decode_spread = Spread(Ratios(base, decode), c.decode_factor);
-  }
+  if (fit_prefill) c.profile.prefill_spread = Spread(prefill_ratios, c.prefill_factor);
+  if (fit_decode) c.profile.decode_spread = Spread(decode_ratios, c.decode_factor);
   c.decode_gap_steps = static_cast<int>(gaps.size());
   if (c.decode_gap_steps >= min_steps) {
     c.decode_gap_seconds = Median(gaps);
     c.profile.decode_gap_seconds = c.decode_gap_seconds;
   }
-  c.prefill_mean_ratio = MeanRatio(base, prefill);
-  c.decode_mean_ratio = MeanRatio(base, decode);
+  c.prefill_mean_ratio = Mean(prefill_ratios);
+  c.decode_mean_ratio = Mean(decode_ratios);
   c.prefill_error_before = MedianError(base, prefill);
   c.prefill_error_after = MedianError(c.profile, prefill);
   c.decode_error_before = MedianError(base, decode);

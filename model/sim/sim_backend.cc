@@ -104,16 +104,17 @@ class SimBackend final : public Backend {
     const auto& spread =
         shape.prompt_tokens > 0 ? options_.profile.prefill_spread : options_.profile.decode_spread;
     const double drawn = spread.empty() ? 1.0 : SpreadFactor(spread, uniform_(draws_));
-    const double seconds = options_.profile.StepSeconds(shape) * drawn * options_.slow_factor;
-    auto end =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const auto took = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+        options_.profile.StepSeconds(shape) * drawn * options_.slow_factor));
+    auto end = start + took;
     // A decode step right after one ends no sooner than a real worker's would: the profile's gap
     // between them (where this process took less, the rest is waited here).
     const bool decode_only = shape.prompt_tokens == 0 && shape.decode_tokens > 0;
     if (decode_only && last_was_decode_ && options_.profile.decode_gap_seconds > 0) {
-      end = std::max(end, last_end_ + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(
-                                              options_.profile.decode_gap_seconds + seconds)));
+      end = std::max(end,
+                     last_end_ + took +
+                         std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(options_.profile.decode_gap_seconds)));
     }
     last_was_decode_ = shape.decode_tokens > 0;
     if (batch.after_layer_kv) {
