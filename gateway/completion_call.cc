@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <boost/asio/post.hpp>
 #include <cstdio>
 
 #include "common/json_text.h"
@@ -12,6 +13,7 @@ namespace pdserve::gateway {
 
 namespace {
 constexpr int kMaxAttempts = 3;
+constexpr int kMaxExternalAttempts = 3;  // failures before the request gives up
 // How long a completed response waits for its attempt's cost (the workers' last step reports).
 constexpr auto kCostWait = std::chrono::seconds(5);
 // Attempt ids, which workers key their state by, start from this process's start time in
@@ -27,31 +29,31 @@ std::atomic<uint64_t> g_next_request{
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
-CompletionCall::CompletionCall(boost::asio::any_io_executor strand,
-                               std::shared_ptr<WorkerRegistry> registry,
+CompletionCall::CompletionCall(boost::asio::any_io_executor strand, CallWorkers workers,
                                std::shared_ptr<const model::Tokenizer> tokenizer,
                                GenerationRequest request, std::vector<int32_t> prompt,
                                int max_tokens, std::string request_id, std::string model_id,
                                CallOutput output, std::shared_ptr<GatewayMetrics> metrics,
                                CallAdmission admission, CallAccounting accounting)
     : strand_(std::move(strand)),
-      registry_(std::move(registry)),
+      workers_(std::move(workers)),
       tokenizer_(tokenizer),
       request_(std::move(request)),
-      prompt_(std::move(prompt)),
       max_tokens_(max_tokens),
-      builder_(request_.endpoint, std::move(request_id), std::move(model_id),
-               std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count()),
+      response_(request_, tokenizer, std::move(request_id), std::move(model_id), UnixNow(),
+                std::move(prompt)),
       output_(std::move(output)),
-      metrics_(std::move(metrics)),
-      detok_(tokenizer),
-      stops_(request_.stop),
+      metrics_(metrics),
       admission_(std::move(admission)),
-      accounting_(std::move(accounting)) {
+      accounting_(std::move(accounting), std::move(metrics)) {
   const auto now = std::chrono::steady_clock::now();
   arrival_ =
       admission_.received == std::chrono::steady_clock::time_point{} ? now : admission_.received;
@@ -82,12 +84,18 @@ void CompletionCall::NewAttempt() {
   attempts_by_id_[attempt_id_].number = attempts_;
 }
 
+bool CompletionCall::is_current_external() const {
+  auto it = attempts_by_id_.find(attempt_id_);
+  return it != attempts_by_id_.end() && it->second.upstream >= 0;
+}
+
 bool CompletionCall::Admit() {
   NewAttempt();
   if (attempts_ == 1) first_attempt_id_ = attempt_id_;
   // A request no registered worker could ever hold would wait out its deadline for nothing.
-  const int64_t kv_tokens = static_cast<int64_t>(prompt_.size()) + max_tokens_;
-  if (const int64_t largest = registry_->LargestKvTokens(); largest > 0 && kv_tokens > largest) {
+  const int64_t kv_tokens = static_cast<int64_t>(response_.prompt().size()) + max_tokens_;
+  if (const int64_t largest = workers_.capacity->LargestKvTokens();
+      largest > 0 && kv_tokens > largest) {
     ApiError e = ApiError::BadRequest(
         "This request needs KV for " + std::to_string(kv_tokens) +
             " tokens (prompt plus max_tokens); the largest decode worker holds " +
@@ -99,8 +107,9 @@ bool CompletionCall::Admit() {
     return false;
   }
   if (attempts_ == 1 && overflow_.rule == router::OverflowRule::kCheapest) {
-    if (const int upstream = CheaperUpstream(); upstream >= 0) {
-      StartExternal(upstream, "cheapest");
+    const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kArrival));
+    if (choice.where == RouteChoice::Where::kExternal) {
+      StartExternal(choice.upstream, choice.reason);
       return true;
     }
   }
@@ -110,14 +119,15 @@ bool CompletionCall::Admit() {
 bool CompletionCall::Submit() {
   // A stream under way resumes from where its client is: the tokens it has are prompt now, the
   // sampler's stream starts past them, and it goes before anything new.
-  const bool resuming = completion_tokens_ > 0;
-  auto prompt = std::make_shared<std::vector<int32_t>>(prompt_);
-  prompt->insert(prompt->end(), token_ids_.begin(), token_ids_.end());
+  const int sent = response_.completion_tokens();
+  const bool resuming = sent > 0;
+  auto prompt = std::make_shared<std::vector<int32_t>>(response_.prompt());
+  prompt->insert(prompt->end(), response_.token_ids().begin(), response_.token_ids().end());
   proto::Sampling sampling = sampling_;
-  sampling.set_max_tokens(max_tokens_ - completion_tokens_);
-  sampling.set_samples_drawn(completion_tokens_);
+  sampling.set_max_tokens(max_tokens_ - sent);
+  sampling.set_samples_drawn(sent);
   router::AdmissionRequest r;
-  r.tenant = accounting_.tenant;
+  r.tenant = accounting_.accounting().tenant;
   r.weight = admission_.weight;
   r.priority = resuming ? router::Priority::kResumed : admission_.priority;
   r.prompt_tokens = static_cast<int64_t>(prompt->size());
@@ -138,7 +148,7 @@ bool CompletionCall::Submit() {
   std::weak_ptr<CompletionCall> weak = shared_from_this();
   r.try_start = [weak, id = attempt_id_, exclude = failed_workers_, prompt, sampling] {
     auto self = weak.lock();
-    return self && self->TryStart(id, *prompt, sampling, exclude);
+    return self && self->TryStart(id, prompt, sampling, exclude);
   };
   r.on_timeout = [weak, id = attempt_id_] {
     if (auto self = weak.lock()) {
@@ -163,16 +173,18 @@ bool CompletionCall::Submit() {
   return false;
 }
 
-bool CompletionCall::TryStart(uint64_t id, const std::vector<int32_t>& prompt,
+bool CompletionCall::TryStart(uint64_t id, std::shared_ptr<const std::vector<int32_t>> prompt,
                               const proto::Sampling& sampling, const std::set<uint64_t>& exclude) {
   auto self = shared_from_this();
   const auto begin = std::chrono::steady_clock::now();
-  auto attempt = registry_->Dispatch(id, prompt, sampling, self, exclude, admission_.zones);
-  // Workers that failed this request are avoided while others can take it, not waited for.
-  if (!attempt.ok() && !exclude.empty()) {
-    attempt = registry_->Dispatch(id, prompt, sampling, self, {}, admission_.zones);
-  }
-  if (!attempt.ok()) return false;
+  AttemptSpec spec;
+  spec.id = id;
+  spec.strand = strand_;
+  spec.prompt = std::move(prompt);
+  spec.sampling = sampling;
+  spec.exclude_workers = exclude;
+  spec.zones = admission_.zones;
+  if (!workers_.attempts->Start(spec, self)) return false;
   // The gateway's own time: reading to queueing, and dispatching; not the wait in the queue.
   double own = -1;
   if (id == first_attempt_id_) {
@@ -192,14 +204,14 @@ void CompletionCall::HandleStarted(uint64_t id, double own_seconds) {
   ticket_ = 0;
   if (done_) return;  // cancelled meanwhile, which cancelled the attempt too
   // The request's queue time ends when the attempt that gives its first token leaves the queue.
-  if (completion_tokens_ == 0) dispatched_ = std::chrono::steady_clock::now();
+  if (response_.completion_tokens() == 0) dispatched_ = std::chrono::steady_clock::now();
   if (started_) return;
   started_ = true;
   metrics_->running().Increment();
   // Only what workers start counts (the planner's starts); an upstream's attempt did not queue.
   if (attempts_by_id_[id].upstream < 0) {
     metrics_->RecordQueueTime(Seconds(dispatched_ - arrival_),
-                              static_cast<int64_t>(prompt_.size()));
+                              static_cast<int64_t>(response_.prompt().size()));
   }
   if (output_.started) output_.started();
 }
@@ -229,8 +241,9 @@ void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
       MaybeWriteRow(id);
     }
   }
-  if (!started_ && admission_.quota && !accounting_.tenant.empty()) {
-    admission_.quota->Refund(accounting_.tenant, admission_.quota_tokens);
+  const std::string& tenant = accounting_.accounting().tenant;
+  if (!started_ && admission_.quota && !tenant.empty()) {
+    admission_.quota->Refund(tenant, admission_.quota_tokens);
   }
 }
 
@@ -244,9 +257,22 @@ void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
   HttpHeaders headers;  // retry_after_s 0: trying again will not help
   if (retry_after_s > 0) headers.emplace_back("retry-after", std::to_string(retry_after_s));
   if (request_.stream && started_) {
-    output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
+    output_.finish(e.http_status, ResponseStream::StreamError(e), {}, true);
   } else {
     output_.finish(e.http_status, DumpJson(e.ToJson()), std::move(headers), true);
+  }
+}
+
+void CompletionCall::Fail(const ApiError& e) {
+  done_ = true;
+  metrics_->running().Decrement();
+  metrics_->RecordFailed();
+  finish_reason_ = "error";
+  EndAttempt(kStatusError);
+  if (request_.stream) {
+    output_.finish(e.http_status, ResponseStream::StreamError(e), {}, true);
+  } else {
+    output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
   }
 }
 
@@ -256,7 +282,8 @@ void CompletionCall::Cancel() {
   if (started_) {
     metrics_->running().Decrement();
     metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
-                             static_cast<int>(prompt_.size()), completion_tokens_);
+                             static_cast<int>(response_.prompt().size()),
+                             response_.completion_tokens());
   }
   if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
     ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
@@ -264,14 +291,12 @@ void CompletionCall::Cancel() {
     return;
   }
   finish_reason_ = "abort";
-  if (Attempt& a = attempts_by_id_[attempt_id_]; a.upstream >= 0) {
-    if (external_) external_->Cancel();
-    external_.reset();
-    SetExternalUsage(a, ExternalEnd{});
-    return EndAttempt(kStatusCancelled);
-  }
   EndAttempt(kStatusCancelled);
-  registry_->Cancel(attempt_id_);
+  if (is_current_external()) {
+    overflow_.attempts->Cancel(attempt_id_);
+  } else {
+    workers_.attempts->Cancel(attempt_id_);
+  }
 }
 
 void CompletionCall::EndAttempt(const std::string& status) {
@@ -282,97 +307,10 @@ void CompletionCall::EndAttempt(const std::string& status) {
   MaybeWriteRow(attempt_id_);
 }
 
-void CompletionCall::OnTokens(const proto::TokenBatch& batch) {
-  boost::asio::post(strand_,
-                    [self = shared_from_this(), batch, read_at = std::chrono::steady_clock::now()] {
-                      self->HandleTokens(batch, read_at);
-                    });
-}
-
-void CompletionCall::OnFailure(const AttemptFailure& failure) {
-  boost::asio::post(strand_,
-                    [self = shared_from_this(), failure] { self->HandleFailure(failure); });
-}
-
-void CompletionCall::OnAttemptClosed(const AttemptUsage& usage) {
-  boost::asio::post(strand_, [self = shared_from_this(), usage] { self->HandleClosed(usage); });
-}
-
-void CompletionCall::HandleClosed(const AttemptUsage& usage) {
-  auto it = attempts_by_id_.find(usage.attempt_id);
-  if (it == attempts_by_id_.end()) return;
-  it->second.usage = usage;
-  if (usage.attempt_id == attempt_id_ && waiting_for_cost_) return SendCompletion();
-  MaybeWriteRow(usage.attempt_id);
-}
-
-AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
-  const bool final_attempt = attempt_id == attempt_id_;
-  AttemptRow row;
-  row.request_id = builder_.id();
-  row.attempt = a.number;
-  row.tenant = accounting_.tenant;
-  row.model = request_.model;
-  row.endpoint = request_.endpoint == Endpoint::kChatCompletions ? "chat" : "completions";
-  row.status = a.status;
-  row.finish_reason = final_attempt ? finish_reason_ : "";
-  row.arrival_unix = UnixSeconds(arrival_wall_);
-  row.end_unix = UnixSeconds(a.end);
-  row.prompt_tokens = static_cast<int64_t>(prompt_.size());
-  if (final_attempt) {
-    if (completion_tokens_ > 0) row.first_token_unix = UnixSeconds(first_token_wall_);
-    row.completion_tokens = completion_tokens_;
-    row.queue_seconds = Seconds(dispatched_ - arrival_) + worker_queue_seconds_;
-    row.prefill_seconds = prefill_seconds_;
-    row.transfer_seconds = transfer_seconds_;
-    if (completion_tokens_ > 0) row.decode_seconds = Seconds(end_ - first_token_);
-  }
-  row.tags = accounting_.tags;
-  row.user = request_.user;
-  if (accounting_.store_text && final_attempt) {
-    if (request_.endpoint == Endpoint::kChatCompletions) {
-      nlohmann::json messages = nlohmann::json::array();
-      for (const auto& m : request_.messages) {
-        messages.push_back({{"role", m.role}, {"content", m.content}});
-      }
-      row.prompt_text = DumpJson(messages);
-    } else {
-      row.prompt_text = request_.prompt;
-    }
-    row.completion_text = text_;
-  }
-  return row;
-}
-
-void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
-  Attempt& a = attempts_by_id_[attempt_id];
-  if (a.upstream >= 0) return WriteExternalRow(attempt_id);
-  if (a.written || a.status.empty() || !a.usage) return;
-  a.written = true;
-  AttemptRow row = BaseRow(attempt_id, a);
-  PriceRow(*a.usage, accounting_.egress_usd_per_gb, &row);
-  a.cost_usd = row.cost_usd;
-  const double prefill_usd = ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker);
-  const double decode_usd = ComputeCostUsd(row.decode_step_seconds, row.decode_worker);
-  metrics_->RecordCost(accounting_.tenant, row.prefill_worker.capacity_class, prefill_usd);
-  metrics_->RecordCost(accounting_.tenant, row.decode_worker.capacity_class, decode_usd);
-  if (accounting_.rates && a.status == kStatusOk) {
-    const bool prefilled = row.prefill_worker.id != 0, decoded = row.decode_worker.id != 0;
-    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, prefill_usd,
-                              decoded ? row.completion_tokens : 0, decode_usd);
-  }
-  if (accounting_.ledger) {
-    if (Status s = accounting_.ledger->Append(row); !s.ok()) {
-      spdlog::error("ledger: could not record {} attempt {}: {}", row.request_id, row.attempt,
-                    s.ToString());
-    }
-  }
-}
-
 void CompletionCall::StreamPiece(const std::string& piece,
                                  std::chrono::steady_clock::time_point read_at) {
   if (!request_.stream || piece.empty()) return;
-  output_.write_stream(SseEvent(WithNewTokenIds(builder_.Delta(piece))));
+  output_.write_stream(response_.DeltaEvent(piece));
   if (streamed_text_) return;
   streamed_text_ = true;
   if (attempt_id_ != first_attempt_id_) return;
@@ -380,116 +318,120 @@ void CompletionCall::StreamPiece(const std::string& piece,
                            own_request_seconds_);
 }
 
-void CompletionCall::HandleTokens(const proto::TokenBatch& batch,
-                                  std::chrono::steady_clock::time_point read_at) {
-  HandleStarted(attempt_id_);  // the registry sends only the current attempt's tokens
+void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
+                                   std::chrono::steady_clock::time_point read_at) {
+  if (id != attempt_id_) return;  // a retried attempt's late tokens
+  HandleStarted(id);
   if (done_) return;
-  if (completion_tokens_ == 0 && batch.tokens_size() > 0) {
-    first_token_wall_ = std::chrono::system_clock::now();
-    worker_queue_seconds_ = batch.queue_seconds();
-    prefill_seconds_ = batch.prefill_seconds();
-    transfer_seconds_ = batch.transfer_seconds();
-  }
-  std::string piece;
   const int n = batch.tokens_size();
   const auto now = std::chrono::steady_clock::now();
   if (n > 0) {
-    if (completion_tokens_ == 0) {
+    if (response_.completion_tokens() == 0) {
+      first_token_wall_ = std::chrono::system_clock::now();
+      worker_queue_seconds_ = batch.queue_seconds();
+      prefill_seconds_ = batch.prefill_seconds();
+      transfer_seconds_ = batch.transfer_seconds();
+      first_token_ = now;
       metrics_->RecordFirstToken(Seconds(now - arrival_));
     } else {
       metrics_->RecordInterToken(Seconds(now - last_token_) / n);
     }
     last_token_ = now;
   }
-  for (int i = 0; i < n; ++i) {
-    if (completion_tokens_ == 0 && first_token_ == std::chrono::steady_clock::time_point{}) {
-      first_token_ = std::chrono::steady_clock::now();
-    }
-    ++completion_tokens_;
-    token_ids_.push_back(batch.tokens(i));
-    if (i == n - 1 && batch.last_is_stop_token()) break;  // an end-of-sequence token has no text
-    piece += stops_.Push(detok_.Add(batch.tokens(i)));
-    if (stops_.stopped()) break;
-  }
-  if (stops_.stopped()) {
-    registry_->Cancel(attempt_id_);
-    text_ += piece;
-    StreamPiece(piece, read_at);
+  const std::string piece = response_.AddTokens(batch);
+  StreamPiece(piece, read_at);
+  if (response_.stopped()) {
+    workers_.attempts->Cancel(attempt_id_);
     return Complete("stop");
   }
   if (!batch.finish_reason().empty()) {
-    piece += stops_.Push(detok_.Flush());
-    piece += stops_.Flush();
-  }
-  text_ += piece;
-  StreamPiece(piece, read_at);
-  if (!batch.finish_reason().empty())
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
+  }
 }
 
-void CompletionCall::HandleFailure(const AttemptFailure& failure) {
-  HandleStarted(attempt_id_);  // and only the current attempt's failure
+void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
+  if (id != attempt_id_ || done_) return;
+  HandleStarted(id);
+  if (done_ || text.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (!external_text_) {
+    external_text_ = true;
+    first_token_wall_ = std::chrono::system_clock::now();
+    first_token_ = now;
+    metrics_->RecordFirstToken(Seconds(now - arrival_));
+  }
+  last_token_ = now;
+  response_.AddText(text);
+  if (request_.stream) output_.write_stream(response_.DeltaEvent(text));
+}
+
+void CompletionCall::AttemptFinished(uint64_t id, const std::string& finish_reason,
+                                     int64_t prompt_tokens, int64_t completion_tokens) {
+  if (id != attempt_id_ || done_) return;
+  HandleStarted(id);
   if (done_) return;
+  response_.set_completion_tokens(static_cast<int>(completion_tokens));
+  usage_prompt_tokens_ = prompt_tokens;
+  Complete(finish_reason);
+}
+
+void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
+  if (id != attempt_id_) return;
+  HandleStarted(id);
+  if (done_) return;
+  if (is_current_external()) {
+    ++failures_;
+    failed_upstreams_.insert(attempts_by_id_[id].upstream);
+    // Nothing reached the client yet: another upstream, else self-hosted workers, may serve it.
+    if (!external_text_ && fault.retryable && failures_ < kMaxExternalAttempts) {
+      EndAttempt(kStatusRetried);
+      const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kExternalFailed));
+      if (choice.where == RouteChoice::Where::kExternal) {
+        NewAttempt();
+        return StartExternal(choice.upstream, choice.reason);
+      }
+      Admit();  // a retry: it waits for workers, not refused for its objective
+      return;
+    }
+    return Fail(fault.client_error.value_or(ApiError::Internal(fault.message)));
+  }
   // Every token was sent, its end lost with its worker: nothing is left to resume.
-  if (completion_tokens_ >= max_tokens_) return Complete("length");
+  const int sent = response_.completion_tokens();
+  if (sent >= max_tokens_) return Complete("length");
   // A decode worker without room sends the request back to wait, and one that ran out of pages
   // sends back what it preempted; other failures are retried elsewhere a bounded number of
   // times. A stream under way resumes on the new attempt where its client is.
-  const bool for_room = failure.no_room || failure.preempted;
+  const bool for_room = fault.no_room || fault.preempted;
   if (!for_room) ++failures_;
-  if (failure.retryable && failures_ < kMaxAttempts) {
-    if (!for_room) failed_workers_.insert(failure.failed_worker);
+  if (fault.retryable && failures_ < kMaxAttempts) {
+    if (!for_room) failed_workers_.insert(fault.failed_worker);
     // An attempt refused for room never ran: its request waits again, resumed or not.
-    const bool resuming = completion_tokens_ > 0 && !failure.no_room;
-    if (resuming) metrics_->RecordResumed(failure.preempted ? "preempted" : "worker_failed");
+    const bool resuming = sent > 0 && !fault.no_room;
+    if (resuming) metrics_->RecordResumed(fault.preempted ? "preempted" : "worker_failed");
     EndAttempt(resuming ? kStatusResumed : kStatusRetried);
     Admit();
     return;
   }
-  const std::string& message = failure.message;
-  done_ = true;
-  metrics_->running().Decrement();
-  metrics_->RecordFailed();
-  finish_reason_ = "error";
-  EndAttempt(kStatusError);
-  ApiError e = ApiError::Internal("request failed: " + message);
+  ApiError e = ApiError::Internal("request failed: " + fault.message);
   e.http_status = 502;
   e.code = "worker_failed";
-  if (request_.stream) {
-    output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
-  } else {
-    output_.finish(e.http_status, DumpJson(e.ToJson()), {}, true);
-  }
+  Fail(e);
 }
 
-nlohmann::json CompletionCall::WithNewTokenIds(nlohmann::json chunk) {
-  if (!request_.return_token_ids) return chunk;
-  const std::vector<int32_t> fresh(token_ids_.begin() + static_cast<std::ptrdiff_t>(streamed_ids_),
-                                   token_ids_.end());
-  streamed_ids_ = token_ids_.size();
-  ResponseBuilder::AddTokenIds(chunk, fresh, streamed_prompt_ids_ ? nullptr : &prompt_);
-  streamed_prompt_ids_ = true;
-  return chunk;
-}
-
-std::string CompletionCall::ServerTiming() const {
-  const auto now = end_;
-  const double decode =
-      first_token_ == std::chrono::steady_clock::time_point{} ? 0 : Seconds(now - first_token_);
-  char buf[256];
-  std::snprintf(
-      buf, sizeof buf,
-      "queue;dur=%.3f, prefill;dur=%.3f, kv_transfer;dur=%.3f, decode;dur=%.3f, total;dur=%.3f",
-      (Seconds(dispatched_ - arrival_) + worker_queue_seconds_) * 1e3, prefill_seconds_ * 1e3,
-      transfer_seconds_ * 1e3, decode * 1e3, Seconds(now - arrival_) * 1e3);
-  return buf;
+void CompletionCall::AttemptClosed(const AttemptUse& use) {
+  auto it = attempts_by_id_.find(use.workers.attempt_id);
+  if (it == attempts_by_id_.end()) return;
+  it->second.use = use;
+  if (use.workers.attempt_id == attempt_id_ && waiting_for_cost_) return SendCompletion();
+  MaybeWriteRow(use.workers.attempt_id);
 }
 
 void CompletionCall::Complete(const std::string& finish_reason) {
   done_ = true;
   metrics_->running().Decrement();
   metrics_->RecordFinished(finish_reason, Seconds(std::chrono::steady_clock::now() - arrival_),
-                           static_cast<int>(prompt_.size()), completion_tokens_);
+                           static_cast<int>(response_.prompt().size()),
+                           response_.completion_tokens());
   finish_reason_ = finish_reason;
   EndAttempt(kStatusOk);
   if (attempts_by_id_[attempt_id_].written) return SendCompletion();
@@ -513,28 +455,80 @@ void CompletionCall::SendCompletion() {
   const std::optional<double> cost =
       attempt.written ? std::optional<double>(attempt.cost_usd) : std::nullopt;
   if (!cost) {
-    spdlog::warn("{}: the workers did not report the attempt's cost within {} s", builder_.id(),
+    spdlog::warn("{}: the workers did not report the attempt's cost within {} s", response_.id(),
                  kCostWait.count());
   }
-  const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(prompt_.size())),
-                    completion_tokens_};
-  const nlohmann::json extra = cost ? nlohmann::json{{"cost_usd", *cost}} : nlohmann::json(nullptr);
-  char cost_text[64] = "";
-  if (cost) std::snprintf(cost_text, sizeof cost_text, "%.12g", *cost);
+  const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(response_.prompt().size())),
+                    response_.completion_tokens()};
   if (request_.stream) {
-    std::string tail = SseEvent(WithNewTokenIds(builder_.Finish(finish_reason_)));
-    if (request_.include_usage) tail += SseEvent(builder_.UsageChunk(usage, extra));
-    tail += SseComment("server-timing: " + ServerTiming());
-    if (cost) tail += SseComment(std::string("x-pdserve-cost-usd: ") + cost_text);
-    tail += SseDone();
-    output_.finish(200, std::move(tail), {}, false);
+    output_.finish(200, response_.StreamTail(finish_reason_, usage, cost, ServerTiming()), {},
+                   false);
   } else {
     HttpHeaders headers{{"server-timing", ServerTiming()}};
-    if (cost) headers.emplace_back("x-pdserve-cost-usd", cost_text);
-    nlohmann::json body = builder_.Full(text_, finish_reason_, usage, extra);
-    if (request_.return_token_ids) ResponseBuilder::AddTokenIds(body, token_ids_, &prompt_);
-    output_.finish(200, DumpJson(body), std::move(headers), false);
+    if (cost) headers.emplace_back("x-pdserve-cost-usd", ResponseStream::CostText(*cost));
+    output_.finish(200, response_.FullBody(finish_reason_, usage, cost), std::move(headers), false);
   }
+}
+
+void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
+  Attempt& a = attempts_by_id_[attempt_id];
+  if (a.written || a.status.empty() || !a.use) return;
+  a.written = true;
+  const router::UpstreamConfig* upstream =
+      a.upstream >= 0 ? &overflow_.upstreams->configs()[a.upstream] : nullptr;
+  a.cost_usd = accounting_.Record(BaseRow(attempt_id, a), *a.use, upstream);
+}
+
+AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
+  const bool final_attempt = attempt_id == attempt_id_;
+  const CallAccounting& accounting = accounting_.accounting();
+  const int completion_tokens = response_.completion_tokens();
+  AttemptRow row;
+  row.request_id = response_.id();
+  row.attempt = a.number;
+  row.tenant = accounting.tenant;
+  row.model = request_.model;
+  row.endpoint = request_.endpoint == Endpoint::kChatCompletions ? "chat" : "completions";
+  row.status = a.status;
+  row.finish_reason = final_attempt ? finish_reason_ : "";
+  row.arrival_unix = UnixSeconds(arrival_wall_);
+  row.end_unix = UnixSeconds(a.end);
+  row.prompt_tokens = static_cast<int64_t>(response_.prompt().size());
+  if (final_attempt) {
+    if (completion_tokens > 0) row.first_token_unix = UnixSeconds(first_token_wall_);
+    row.completion_tokens = completion_tokens;
+    row.queue_seconds = Seconds(dispatched_ - arrival_) + worker_queue_seconds_;
+    row.prefill_seconds = prefill_seconds_;
+    row.transfer_seconds = transfer_seconds_;
+    if (completion_tokens > 0) row.decode_seconds = Seconds(end_ - first_token_);
+  }
+  row.tags = accounting.tags;
+  row.user = request_.user;
+  if (accounting.store_text && final_attempt) {
+    if (request_.endpoint == Endpoint::kChatCompletions) {
+      nlohmann::json messages = nlohmann::json::array();
+      for (const auto& m : request_.messages) {
+        messages.push_back({{"role", m.role}, {"content", m.content}});
+      }
+      row.prompt_text = DumpJson(messages);
+    } else {
+      row.prompt_text = request_.prompt;
+    }
+    row.completion_text = response_.text();
+  }
+  return row;
+}
+
+std::string CompletionCall::ServerTiming() const {
+  const double decode =
+      first_token_ == std::chrono::steady_clock::time_point{} ? 0 : Seconds(end_ - first_token_);
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "queue;dur=%.3f, prefill;dur=%.3f, kv_transfer;dur=%.3f, decode;dur=%.3f, total;dur=%.3f",
+      (Seconds(dispatched_ - arrival_) + worker_queue_seconds_) * 1e3, prefill_seconds_ * 1e3,
+      transfer_seconds_ * 1e3, decode * 1e3, Seconds(end_ - arrival_) * 1e3);
+  return buf;
 }
 
 }  // namespace pdserve::gateway

@@ -77,6 +77,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                    shared->keys->limits().size(), d.requests_per_minute, d.tokens_per_minute);
     }
   }
+  shared->prompts = std::make_shared<PromptBuilder>(shared->tokenizer, shared->max_context,
+                                                    shared->quota, shared->metrics);
   RegistryOptions registry_options;
   registry_options.cluster_token = o.cluster_token;
   // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
@@ -113,6 +115,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   };
   server->registry_ = std::make_shared<WorkerRegistry>(server->io_, registry_options);
   shared->registry = server->registry_;
+  shared->workers = std::make_shared<WorkerAttempts>(server->registry_);
   shared->admission = std::make_shared<router::AdmissionQueue>(
       [registry = std::weak_ptr<WorkerRegistry>(server->registry_)] {
         auto r = registry.lock();

@@ -19,7 +19,9 @@
 #include "gateway/gateway_metrics.h"
 #include "gateway/openai_request.h"
 #include "gateway/planner_advisor.h"
+#include "gateway/prompt_builder.h"
 #include "gateway/tenant_quota.h"
+#include "gateway/worker_attempts.h"
 #include "ledger/ledger.h"
 #include "router/admission_queue.h"
 #include "router/external_upstream.h"
@@ -82,10 +84,12 @@ class GatewayServer {
   struct Shared {
     std::shared_ptr<const model::Tokenizer> tokenizer;
     std::shared_ptr<WorkerRegistry> registry;
-    std::shared_ptr<const ApiKeys> keys;  // null: no authentication
-    std::shared_ptr<TenantQuota> quota;   // null: no tenant has a rate limit
+    std::shared_ptr<WorkerAttempts> workers;  // attempts on the registry's workers
+    std::shared_ptr<const ApiKeys> keys;      // null: no authentication
+    std::shared_ptr<TenantQuota> quota;       // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
-    std::shared_ptr<Ledger> ledger;  // null: no ledger
+    std::shared_ptr<const PromptBuilder> prompts;  // template, tokens, context, quota
+    std::shared_ptr<Ledger> ledger;                // null: no ledger
     std::shared_ptr<router::AdmissionQueue> admission;
     std::chrono::milliseconds queue_timeout{30000}, ttft_slo{0};
     bool ledger_store_text = false;

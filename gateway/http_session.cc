@@ -1,5 +1,7 @@
 #include "gateway/http_session.h"
+
 #include "common/json_text.h"
+#include "gateway/external_attempts.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -163,48 +165,9 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   GenerationRequest req = std::move(std::get<GenerationRequest>(parsed));
   if (req.model != shared_->model_id) return RespondError(ApiError::ModelNotFound(req.model));
 
-  Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
-  const char* prompt_param = endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
-  if (endpoint == Endpoint::kChatCompletions) {
-    std::vector<model::ChatMessage> messages;
-    for (auto& m : req.messages)
-      messages.push_back({m.role == "developer" ? "system" : m.role, m.content});
-    auto text = shared_->tokenizer->chat_template().Apply(messages, /*add_generation_prompt=*/true);
-    if (!text.ok()) return RespondError(ApiError::BadRequest(text.status().message(), "messages"));
-    prompt = shared_->tokenizer->Encode(*text, /*add_special=*/false);
-  } else if (req.prompt_token_ids) {
-    for (int32_t id : *req.prompt_token_ids) {
-      if (id >= shared_->tokenizer->vocab_size()) {
-        return RespondError(ApiError::BadRequest(
-            "token id " + std::to_string(id) + " is outside the vocabulary", "prompt"));
-      }
-    }
-    prompt = *req.prompt_token_ids;
-  } else {
-    prompt = shared_->tokenizer->Encode(req.prompt, /*add_special=*/true);
-  }
-  if (!prompt.ok())
-    return RespondError(ApiError::BadRequest(prompt.status().message(), prompt_param));
-  const int prompt_len = static_cast<int>(prompt->size());
-  if (prompt_len == 0)
-    return RespondError(ApiError::BadRequest("The prompt is empty", prompt_param));
-  if (prompt_len >= shared_->max_context) {
-    ApiError e = ApiError::TooLarge("This model's maximum context length is " +
-                                        std::to_string(shared_->max_context) +
-                                        " tokens; the prompt has " + std::to_string(prompt_len),
-                                    prompt_param);
-    e.code = "context_length_exceeded";
-    return RespondError(e);
-  }
-  const int room = shared_->max_context - prompt_len;
-  if (req.max_tokens && *req.max_tokens > room) {
-    return RespondError(ApiError::BadRequest(
-        "This model's maximum context length is " + std::to_string(shared_->max_context) +
-            " tokens; the prompt has " + std::to_string(prompt_len) + " and max_tokens asks for " +
-            std::to_string(*req.max_tokens),
-        "max_tokens"));
-  }
-  const int max_tokens = req.max_tokens.value_or(room);
+  auto built_or = shared_->prompts->Build(req);
+  if (auto* refusal = std::get_if<PromptRefusal>(&built_or)) return RespondError(refusal->error);
+  BuiltPrompt built = std::move(std::get<BuiltPrompt>(built_or));
   auto tags = ParseTags(std::string(request["x-pdserve-tags"]));
   if (!tags.ok()) {
     return RespondError(ApiError::BadRequest("x-pdserve-tags: " + tags.status().message()));
@@ -215,17 +178,12 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   if (Status s = ReadAdmission(request, &admission); !s.ok()) {
     return RespondError(ApiError::BadRequest(s.message()));
   }
-  if (shared_->quota && !tenant_.empty()) {
-    const int64_t tokens = int64_t{prompt_len} + max_tokens;
-    const QuotaDecision quota = shared_->quota->Admit(tenant_, tokens);
-    if (!quota.admitted) {
-      shared_->metrics->RecordRejected("rate_limit");
-      ApiError e = ApiError::RateLimited(quota.message);
-      e.type = quota.limit;  // as OpenAI: "requests" or "tokens"
-      return RespondError(e, quota.retry_after_s);
-    }
+  if (auto refusal = shared_->prompts->Charge(tenant_, built)) {
+    return RespondError(refusal->error, refusal->retry_after_s);
+  }
+  if (built.quota_tokens > 0) {
     admission.quota = shared_->quota;
-    admission.quota_tokens = tokens;
+    admission.quota_tokens = built.quota_tokens;
   }
 
   // The call keeps this session alive until it finishes; every end of the call resets call_,
@@ -260,12 +218,21 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   accounting.tags = std::move(tags).value();
   accounting.rates = shared_->rates;
   const router::OverflowRule overflow = admission.overflow;
+  const std::string request_id = NewRequestId();
+  std::string why_not_external = WhyNotExternal(req);
+  ExternalRequest external{request.body(), req.model, endpoint, stream, request_id};
   call_ = std::make_shared<CompletionCall>(
-      stream_.get_executor(), shared_->registry, shared_->tokenizer, std::move(req),
-      std::move(prompt).value(), max_tokens, NewRequestId(), shared_->model_id, std::move(output),
-      shared_->metrics, std::move(admission), std::move(accounting));
+      stream_.get_executor(), CallWorkers{shared_->workers, shared_->workers}, shared_->tokenizer,
+      std::move(req), std::move(built.prompt), built.max_tokens, request_id, shared_->model_id,
+      std::move(output), shared_->metrics, std::move(admission), std::move(accounting));
   if (shared_->upstreams && overflow != router::OverflowRule::kNever) {
-    CallOverflow o{overflow, shared_->upstreams, shared_->upstream_tls, request.body(), nullptr};
+    CallOverflow o;
+    o.rule = overflow;
+    o.upstreams = shared_->upstreams;
+    o.attempts = std::make_shared<ExternalAttempts>(shared_->upstreams, shared_->upstream_tls,
+                                                    shared_->tokenizer, shared_->metrics,
+                                                    std::move(external));
+    o.why_not_external = std::move(why_not_external);
     if (shared_->burst_asks) {
       o.next_burst = [asks = shared_->burst_asks] {
         return asks->NextArrival(planner::Pool::kPrefill);

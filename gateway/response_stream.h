@@ -1,0 +1,77 @@
+// ResponseStream: the response side of one completion request, apart from how it is served.
+// Turns what its attempts produce into what the client reads: worker token ids into text
+// (incremental detokenising, so no chunk carries half a character; stop strings, which end the
+// text before them), an API's text as it came, and both into OpenAI bodies and stream chunks
+// framed as SSE (gateway/openai_response.h), with vLLM's token ids when the request asked for
+// them. It counts the completion's tokens and keeps their ids, which a resumed attempt
+// prefills again. One per request; owned by its call's strand (not locked).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/openai_request.h"
+#include "gateway/openai_response.h"
+#include "proto/control.pb.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pdserve::gateway {
+
+class ResponseStream {
+ public:
+  // `prompt`: the request's prompt ids (vLLM's prompt_token_ids); `created`: Unix seconds.
+  ResponseStream(const GenerationRequest& request,
+                 std::shared_ptr<const model::Tokenizer> tokenizer, std::string request_id,
+                 std::string model_id, int64_t created, std::vector<int32_t> prompt);
+
+  const std::string& id() const { return builder_.id(); }
+  // Adds a worker's batch: counts its tokens and returns the text they complete (a batch with a
+  // finish reason flushes what is held back). Once a stop string is seen, stopped() is true and
+  // the text ends before it.
+  std::string AddTokens(const proto::TokenBatch& batch);
+  bool stopped() const { return stops_.stopped(); }
+  // Adds an API's text as it came.
+  void AddText(const std::string& text) { text_ += text; }
+  // An API's usage replaces the count (its tokens are not ours to count).
+  void set_completion_tokens(int tokens) { completion_tokens_ = tokens; }
+
+  int completion_tokens() const { return completion_tokens_; }
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const std::string& text() const { return text_; }
+
+  // The SSE event carrying `piece` (with the token ids not yet streamed, when asked for).
+  std::string DeltaEvent(const std::string& piece);
+  // A stream's last bytes: the finishing chunk, the usage chunk (include_usage), the timing and
+  // cost comments, [DONE]. `cost_usd` unset: the cost was not known in time.
+  std::string StreamTail(const std::string& finish_reason, const Usage& usage,
+                         std::optional<double> cost_usd, const std::string& server_timing);
+  // The non-streaming body.
+  std::string FullBody(const std::string& finish_reason, const Usage& usage,
+                       std::optional<double> cost_usd) const;
+  // An error after the stream began: the error event and [DONE].
+  static std::string StreamError(const ApiError& error);
+  // The cost as the x-pdserve-cost-usd header and comment carry it.
+  static std::string CostText(double cost_usd);
+
+ private:
+  nlohmann::json WithNewTokenIds(nlohmann::json chunk);
+
+  const bool stream_, include_usage_, return_token_ids_;
+  ResponseBuilder builder_;
+  std::vector<int32_t> prompt_;
+  model::IncrementalDetokenizer detok_;
+  model::StopStringMatcher stops_;
+  std::string text_;
+  int completion_tokens_ = 0;
+  std::vector<int32_t> token_ids_;  // every completion token's id
+  size_t streamed_ids_ = 0;         // with return_token_ids: how many stream chunks carried
+  bool streamed_prompt_ids_ = false;
+};
+
+}  // namespace pdserve::gateway

@@ -1,0 +1,280 @@
+// Tests for gateway/completion_call_overflow.cc and the call's pricing: a request overflows to
+// an external upstream for each reason the overflow policy gives (cheapest, predicted_wait,
+// queue_wait, retry), waits for a burst worker due in time, is refused with no_allowed_route;
+// a client leaving an external attempt cancels it; and an attempt is priced once: its ledger
+// row, its header and its usage.cost_usd carry one figure. Fakes for both upstreams; no sockets.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "gateway/completion_call.h"
+#include "tests/fakes/fake_attempt_upstream.h"
+#include "tests/gateway/gateway_test_support.h"
+
+namespace pdserve::gateway {
+namespace {
+
+using testing::Ids;
+using testing::TestTokenizer;
+
+std::filesystem::path TestDir() {
+  return std::filesystem::path(PDSERVE_TEST_TMP) / "completion_call_overflow_test" /
+         std::to_string(::getpid());
+}
+
+router::UpstreamConfig Upstream(const std::string& name, double input, double output) {
+  router::UpstreamConfig c;
+  c.name = name;
+  c.url = "http://127.0.0.1:1/v1";
+  c.input_cost_per_token = input;
+  c.output_cost_per_token = output;
+  return c;
+}
+
+class OverflowTest : public ::testing::Test {
+ protected:
+  OverflowTest() {
+    queue = std::make_shared<router::AdmissionQueue>([this] { return workers->prefill; },
+                                                     [this] { return now; });
+    upstreams = std::make_shared<router::ExternalUpstreams>(std::vector<router::UpstreamConfig>{
+        Upstream("cheap", 1e-6, 2e-6), Upstream("dear", 1e-5, 2e-5)});
+  }
+
+  std::shared_ptr<CompletionCall> Make(router::OverflowRule rule, std::chrono::milliseconds slo,
+                                       CallAccounting accounting = {}, bool stream = false) {
+    GenerationRequest r;
+    r.model = "m";
+    r.prompt = "hello world";
+    r.stream = stream;
+    r.ignore_eos = true;
+    CallAdmission a;
+    a.queue = queue;
+    a.deadline = now + std::chrono::seconds(30);
+    a.ttft_slo = slo;
+    a.overflow = rule;
+    CallOutput output;
+    output.write_stream = [this](std::string data) { streamed += data; };
+    output.finish = [this](int s, std::string b, HttpHeaders h, bool) {
+      ++finished;
+      status = s;
+      body = std::move(b);
+      headers = std::move(h);
+    };
+    auto call = std::make_shared<CompletionCall>(io.get_executor(), CallWorkers{workers, workers},
+                                                 TestTokenizer(), std::move(r), Ids("hello world"),
+                                                 8, "req-1", "m", std::move(output), metrics,
+                                                 std::move(a), std::move(accounting));
+    CallOverflow o;
+    o.rule = rule;
+    o.upstreams = upstreams;
+    o.attempts = external;
+    o.next_burst = [this] { return next_burst; };
+    call->AllowOverflow(std::move(o));
+    return call;
+  }
+
+  // Admission predicts a wait of about 100 s for any prompt.
+  void Backlogged() {
+    workers->prefill.tokens_per_second = 10;
+    workers->prefill.queued_prompt_tokens = 1000;
+    workers->prefill.workers = 1;
+  }
+
+  void Run() { testing::RunReady(io); }
+
+  std::string Header(const std::string& name) const { return testing::HeaderValue(headers, name); }
+
+  // The external attempt answers " a b" and its usage.
+  void ExternalAnswers(int64_t prompt_tokens, int64_t completion_tokens) {
+    const auto& s = external->last();
+    s.listener->AttemptText(s.spec.id, " a b");
+    s.listener->AttemptFinished(s.spec.id, "stop", prompt_tokens, completion_tokens);
+    AttemptUse use;
+    use.workers.attempt_id = s.spec.id;
+    use.upstream = s.spec.upstream;
+    use.api_prompt_tokens = prompt_tokens;
+    use.api_completion_tokens = completion_tokens;
+    s.listener->AttemptClosed(use);
+  }
+
+  boost::asio::io_context io;
+  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+  std::shared_ptr<FakeAttemptUpstream> workers = std::make_shared<FakeAttemptUpstream>();
+  std::shared_ptr<FakeAttemptUpstream> external = std::make_shared<FakeAttemptUpstream>();
+  std::shared_ptr<GatewayMetrics> metrics = std::make_shared<GatewayMetrics>();
+  std::shared_ptr<router::AdmissionQueue> queue;
+  std::shared_ptr<router::ExternalUpstreams> upstreams;
+  std::optional<std::chrono::system_clock::time_point> next_burst;
+  int finished = 0, status = 0;
+  std::string streamed, body;
+  HttpHeaders headers;
+};
+
+TEST_F(OverflowTest, APredictedMissGoesToTheCheapestUpstream) {
+  Backlogged();
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_TRUE(workers->started.empty());
+  ASSERT_EQ(external->started.size(), 1u);
+  EXPECT_EQ(external->last().spec.upstream, 0);
+  ExternalAnswers(2, 3);
+  Run();
+  ASSERT_EQ(finished, 1);
+  EXPECT_EQ(status, 200);
+  const auto json = nlohmann::json::parse(body);
+  EXPECT_EQ(json["choices"][0]["text"], " a b");
+  EXPECT_EQ(json["usage"]["completion_tokens"], 3);
+  EXPECT_DOUBLE_EQ(json["usage"]["cost_usd"].get<double>(), 2 * 1e-6 + 3 * 2e-6);
+}
+
+TEST_F(OverflowTest, WithoutOverflowRightsAPredictedMissIs429) {
+  Backlogged();
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(1000));
+  EXPECT_FALSE(call->Start());
+  EXPECT_EQ(status, 429);
+  EXPECT_NE(body.find("predicted_wait_exceeds_slo"), std::string::npos);
+  EXPECT_TRUE(external->started.empty());
+}
+
+TEST_F(OverflowTest, NoHealthyUpstreamIsNoAllowedRoute) {
+  Backlogged();
+  for (int i = 0; i < 3; ++i) {
+    upstreams->Record(0, false);
+    upstreams->Record(1, false);
+  }
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000));
+  EXPECT_FALSE(call->Start());
+  EXPECT_EQ(status, 503);
+  EXPECT_NE(body.find("no_allowed_route"), std::string::npos);
+  EXPECT_NE(body.find("no external upstream can take it"), std::string::npos);
+  EXPECT_FALSE(Header("retry-after").empty());
+}
+
+TEST_F(OverflowTest, ABurstWorkerDueInTimeIsWaitedFor) {
+  Backlogged();
+  workers->room = false;
+  next_burst = std::chrono::system_clock::now();
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_TRUE(external->started.empty());
+  EXPECT_EQ(queue->waiting(), 1u);
+  workers->room = true;
+  EXPECT_EQ(queue->Pump(), 1);
+  Run();
+  EXPECT_EQ(workers->started.size(), 1u);
+}
+
+TEST_F(OverflowTest, ACheapestTenantGoesWhereItIsCheaperAtArrival) {
+  CallAccounting accounting;
+  accounting.rates = std::make_shared<router::SelfHostedRates>();
+  accounting.rates->Record(100, 1.0, 100, 1.0);  // a dollar a token: dearer than any upstream
+  auto call = Make(router::OverflowRule::kCheapest, std::chrono::milliseconds(0), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_TRUE(workers->started.empty());
+  ASSERT_EQ(external->started.size(), 1u);
+  EXPECT_EQ(external->last().spec.upstream, 0);
+}
+
+TEST_F(OverflowTest, ACheapestTenantStaysWhereWorkersAreCheaper) {
+  CallAccounting accounting;
+  accounting.rates = std::make_shared<router::SelfHostedRates>();
+  accounting.rates->Record(1000000, 1e-9, 1000000, 1e-9);
+  auto call = Make(router::OverflowRule::kCheapest, std::chrono::milliseconds(0), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_TRUE(external->started.empty());
+  EXPECT_EQ(workers->started.size(), 1u);
+}
+
+TEST_F(OverflowTest, ARequestStillWaitingAtItsOverflowTimeLeavesForAnUpstream) {
+  workers->room = false;  // no prediction (no measured rate): admitted, then it waits
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(2000));
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_EQ(queue->waiting(), 1u);
+  now += std::chrono::milliseconds(2100);
+  EXPECT_EQ(queue->Expire(), 1);
+  Run();
+  ASSERT_EQ(external->started.size(), 1u);
+  EXPECT_TRUE(workers->started.empty());
+}
+
+TEST_F(OverflowTest, AFailedUpstreamIsRetriedOnAnotherThenOnWorkers) {
+  Backlogged();
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(call->Start());
+  Run();
+  AttemptFault fault;
+  fault.message = "upstream said 500";
+  fault.retryable = true;
+  external->Fail(fault);
+  external->Close();
+  Run();
+  ASSERT_EQ(external->started.size(), 2u);
+  EXPECT_EQ(external->last().spec.upstream, 1);
+  external->Fail(fault);
+  external->Close();
+  Run();
+  // Both upstreams failed: the request waits for self-hosted workers, no longer refused.
+  EXPECT_EQ(external->started.size(), 2u);
+  EXPECT_EQ(workers->started.size(), 1u);
+  workers->SendTokens(Ids(" x"), "stop");
+  workers->Close();
+  Run();
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(OverflowTest, TheClientLeavingCancelsTheExternalAttempt) {
+  Backlogged();
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000), {},
+                   /*stream=*/true);
+  ASSERT_TRUE(call->Start());
+  Run();
+  ASSERT_EQ(external->started.size(), 1u);
+  call->Cancel();
+  EXPECT_EQ(external->cancelled, std::vector<uint64_t>{external->last_id()});
+  EXPECT_TRUE(workers->cancelled.empty());
+}
+
+TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
+  std::filesystem::create_directories(TestDir());
+  const std::string path = (TestDir() / "ledger.sqlite").string();
+  std::filesystem::remove(path);
+  CallAccounting accounting;
+  accounting.ledger = std::shared_ptr<Ledger>(Ledger::Open({path}).value());
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  ASSERT_EQ(workers->started.size(), 1u);
+  workers->SendTokens(Ids(" p q"), "length");
+  AttemptUse use;
+  use.workers.prefill_worker = 1;
+  use.workers.decode_worker = 2;
+  use.workers.prefill_info.set_capacity_class("reserved");
+  use.workers.prefill_info.set_price_per_gpu_hour(3.7);
+  use.workers.prefill_info.set_gpu_count(1);
+  use.workers.decode_info.set_capacity_class("burst");
+  use.workers.decode_info.set_price_per_gpu_hour(5.3);
+  use.workers.decode_info.set_gpu_count(2);
+  use.workers.prefill_step_seconds = 0.25;
+  use.workers.decode_step_seconds = 0.5;
+  workers->Close(use);
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  const double row_cost = rows[0].cost_usd;
+  EXPECT_GT(row_cost, 0);
+  EXPECT_DOUBLE_EQ(row_cost, (0.25 * 3.7 * 1 + 0.5 * 5.3 * 2) / 3600);
+  EXPECT_EQ(Header("x-pdserve-cost-usd"), ResponseStream::CostText(row_cost));
+  EXPECT_EQ(nlohmann::json::parse(body)["usage"]["cost_usd"].get<double>(), row_cost);
+}
+
+}  // namespace
+}  // namespace pdserve::gateway
