@@ -255,7 +255,7 @@ TEST_F(SimTest, ADecodeWorkerWaitingForItsKvDoesNotSpin) {
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const double used = CpuSeconds(sim->pid()) - before;
   // Waiting costs next to nothing; a loop turning on the reservation takes a whole core where one
-  // is free (figures: docs/benchmarks.md, "Simulated workers", Scale).
+  // is free (figures: docs/benchmarks.md, "Simulated workers: scale").
   EXPECT_LT(used, 0.15) << "the simulated workers used " << used << " s of CPU in 2 s of waiting";
   EXPECT_EQ(answer.get().status, 200) << Logs();
 }
