@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TcpBitExact,
                                            // The listener in pool mode; these runs of pages are
                                            // short (both pools are shuffled), so each chunk's CRC
                                            // is taken in Finish on the I/O thread. The pool's own
-                                           // spans: FlippedBitIsCaughtWhenTheWorkerPoolChecks...
+                                           // spans: tcp_transport_checksum_test.cc.
                                            Shape{2, 10000, 1, 12000, 8 << 20, model::DType::kF32,
                                                  true, /*offload_checksums=*/true},
                                            Shape{4, 30, 64, 2048, 8 << 20, model::DType::kF32, true,
