@@ -1,8 +1,8 @@
-// Planner: the capacity layer's decisions (docs/architecture.md, "Processes"; the design in
-// ../shared/ARCHITECTURE.md, "Planner"). Pure: every interval its owner passes what it observes
-// of each pool (prefill, decode) and gets back the workers each pool and capacity class should
-// have, with every change and its reason. Actuators (local processes, Slurm, Kubernetes, a
-// command) carry the counts out; modes off/advise/act are the owner's.
+// Planner: the capacity layer's decisions (docs/architecture.md, "Processes"). Pure: every interval
+// its owner passes what it observes of each pool (prefill, decode) and gets back the workers each
+// pool and capacity class should have, with every change and its reason. Actuators (local
+// processes, Slurm, Kubernetes, a command) carry the counts out; modes off/advise/act are the
+// owner's.
 //
 // Rules, per pool, decided separately:
 // - Reserved workers are the floor: their desired count is always the floor.
@@ -13,9 +13,8 @@
 //   wait with no worker). The step is the burst workers the signal says are missing if the load
 //   spreads evenly (running x signal / target, less those running; for refusals, running x
 //   (refused + started) / started), at least one, within the burst maximum and the shared
-//   worker budget; then no other step up for up_cooldown. Sizing the step (Dynamo's SLA
-//   planner does the same) brings a 5x load step back within its SLO after one cold start,
-//   where steps of one would take one cold start per worker.
+//   worker budget; then no other step up for up_cooldown. A sized step (as Dynamo's SLA planner
+//   takes) costs one cold start per load step, not one per worker.
 // - No decision for a pool while workers it asked for are still starting.
 // - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
 //   SLO, nothing queued or refused, and its workers but one would be busy under

@@ -11,9 +11,8 @@ namespace {
 constexpr auto kDrainWindow = std::chrono::seconds(10);
 constexpr auto kDrainMinimum = std::chrono::seconds(1);
 constexpr int kMaxRetryAfterSeconds = 3600;
-// Under overload every request admitted is predicted near the threshold, so the prediction's
-// error decides how many miss: admitting up to 80% of the SLO kept nine in ten within it
-// (scripts/admission-load; docs/benchmarks.md).
+// Headroom: admit when the predicted wait is at most 0.8 x the objective, so a prediction's error
+// under overload leaves room (the figures: docs/benchmarks.md, "Admission under overload").
 constexpr double kSloHeadroom = 0.8;
 
 double Seconds(std::chrono::steady_clock::duration d) {

@@ -177,8 +177,8 @@ TEST_F(AdmissionTest, ADecodePoolWithRoomForFewStreamsServesManyByQueueing) {
   EXPECT_EQ(MetricValue(http_, "pdserve_request_failure_total"), 0);
   // Two at a time: the others waited in the gateway's queue for room, up to three rounds of 390
   // tokens, for about 0.6 of the requests' time together (0, 0, 1, 1, 2, 2, 3 and 3 rounds of
-  // waiting against 8 of running), however long a round takes on this machine. (A fixed 0.3 s
-  // threshold raced the tiny model, which can run every round in less on an idle machine.)
+  // waiting against 8 of running), however long a round takes on this machine: a share, not a
+  // fixed time, which the tiny model can run every round within.
   const double waited = MetricValue(http_, "pdserve_request_queue_time_seconds_sum");
   const double total = MetricValue(http_, "pdserve_e2e_request_latency_seconds_sum");
   EXPECT_GT(waited, 0.3 * total) << "waited " << waited << " s of " << total << " s";

@@ -102,8 +102,7 @@ TEST_F(ColocatedServingTest, ErrorsAreOpenAiErrorObjects) {
 }
 
 // Bytes a client may send that JSON cannot carry back, or that nest deeper than anything walks
-// safely: each gets its 4xx error object, and the gateway serves on. (Each of these once aborted
-// the gateway: the error message's JSON could not be written.)
+// safely: each gets its 4xx error object (whose JSON must be writable), and the gateway serves on.
 TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsNotACrash) {
   auto worker = StartWorker();
   WaitForWorkers(1);
@@ -161,10 +160,10 @@ TEST_F(ColocatedServingTest, BytesThatAreNotUtf8NotHttpOrNestTooDeeplyGetErrorsN
   testing::ExpectGreedyMatchesGenerate(http_, model_, "still serving");
 }
 
-// A long greedy stream on worker a; kill -9 it once the stream has started (a few tokens in: a
-// fixed delay raced the tiny model, which can finish 3,000 tokens in it on an idle machine) and
-// start worker b. The stream waits in the queue for b, resumes there from its last token, and
-// ends as `pdserve generate` would, with no error event.
+// A long greedy stream on worker a; kill -9 it once the stream has started (a few tokens in, not
+// after a fixed delay, which the tiny model can outrun) and start worker b. The stream waits in the
+// queue for b, resumes there from its last token, and ends as `pdserve generate` would, with no
+// error event.
 TEST_F(ColocatedServingTest, KilledWorkerMidStreamResumesOnTheNextWorker) {
   auto a = StartWorker("a.log");
   WaitForWorkers(1);

@@ -180,16 +180,14 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   ASSERT_EQ(seen.size(), 6u);
 
   // A client that gives up once three tokens came: its request is cancelled on both workers and
-  // still has a row. (A 1 s client timeout raced the tiny model, which can stream 3,000 tokens
-  // in less on an idle machine.)
+  // still has a row (given up on tokens, not on a timeout, which the tiny model can outrun).
   testing::RunCurl(
       CurlCommand("alpha-key", Body("give up", 3000, true), 60, ""), /*chunks=*/3, [] {},
       /*hang_up=*/true);
   // A request whose decode worker dies mid-stream resumes on a second decode worker started
   // then: the attempt on the dead one is a "resumed" row (retry waste: the second recomputes
   // it), the last an ok row with every token. The worker is killed once a few tokens have
-  // streamed (a fixed 1.5 s raced the tiny model, which can finish 3,000 tokens in that time on
-  // an idle machine).
+  // streamed, not after a fixed delay, which the tiny model can outrun.
   StartedWorker second;
   auto resumed = Post("beta-key", Body("doomed", 3000, true), 60, "", /*tokens=*/3, [&] {
     decode.own_busy = OwnBusySeconds(decode);

@@ -342,7 +342,7 @@ TEST_F(DisaggregatedServingTest, WorkersNoticeAFrozenGatewayAndRegisterWhenItRes
   WaitForWorkers("decode", 1);
   gateway_->Signal(SIGSTOP);
   // Each worker logs that the gateway went silent, then, a moment later on another thread, that
-  // it lost it: wait for both lines (checking the second at once raced with its writing).
+  // it lost it: wait for both lines (the second may not be written when the first is read).
   auto logged = [&](const char* line) {
     return LogOf(p).find(line) != std::string::npos && LogOf(d).find(line) != std::string::npos;
   };

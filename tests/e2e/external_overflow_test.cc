@@ -417,9 +417,9 @@ TEST_F(ExternalOverflowTest, TheOpenAiSdkWorksThroughTheOverflowPath) {
   EXPECT_EQ(fake_->requests_received() - before, 4) << out;
 }
 
-// The issue's load: ten times what the simulated workers can serve (prompt steps of 20 ms a
-// token: about 3 requests/s of 16-token prompts; 30 requests/s offered), from a tenant that may
-// overflow under a 1 s TTFT objective. What admission expects the workers to miss goes to the
+// Ten times what the simulated workers can serve (prompt steps of 20 ms a token: about 3
+// requests/s of 16-token prompts; 30 requests/s offered), from a tenant that may overflow under a
+// 1 s TTFT objective. What admission expects the workers to miss goes to the
 // upstream, the rest stays; nearly every request meets its objective.
 TEST_F(ExternalOverflowTest, TenTimesTheWorkersCapacityKeepsGoodputAbove95Percent) {
   std::ofstream(dir_ / "per_token.json") << R"({

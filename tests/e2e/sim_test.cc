@@ -239,9 +239,9 @@ double CpuSeconds(pid_t pid) {
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
-// A decode worker whose reservation waits for its KV waits for messages. Its loop used to count
-// the reservation as work and turn without waiting: a core per reservation, for as long as the
-// prompt's prefill and transfer took (192 simulated decode workers: a load average of 58).
+// A decode worker whose reservation waits for its KV waits for messages: it does not count the
+// reservation as work and turn without waiting, which would spin a core per reservation for as
+// long as the prompt's prefill and transfer take.
 TEST_F(SimTest, ADecodeWorkerWaitingForItsKvDoesNotSpin) {
   // Prefill steps of 3 s, which the simulated prefill worker sleeps through.
   auto sim = StartSim({"--profile", WriteProfile(3.0), "--prefill", "1", "--decode", "1"}, "sim");
@@ -254,8 +254,8 @@ TEST_F(SimTest, ADecodeWorkerWaitingForItsKvDoesNotSpin) {
   const double before = CpuSeconds(sim->pid());
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const double used = CpuSeconds(sim->pid()) - before;
-  // Waiting: about 0.01 s. With the loop turning on the reservation: 0.42 s on this 2-core VM
-  // with a CI run beside it (a whole core where one is free).
+  // Waiting costs next to nothing; a loop turning on the reservation takes a whole core where one
+  // is free (figures: docs/benchmarks.md, "Simulated workers: scale").
   EXPECT_LT(used, 0.15) << "the simulated workers used " << used << " s of CPU in 2 s of waiting";
   EXPECT_EQ(answer.get().status, 200) << Logs();
 }
