@@ -314,6 +314,5 @@ void AddUpCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   up->callback([u] { RunUp(*u); });
 }
-}
 
 }  // namespace pdserve::app
