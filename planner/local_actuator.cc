@@ -22,7 +22,8 @@ Status LocalActuator::SetBurstWorkers(Pool pool, int count) {
     if (!pid.ok()) return pid.status();
     ++started_;
     running.push_back(name);
-    spdlog::info("the planner wants {} burst {} worker(s): starting {} (pid {})", count,
+    // "NAME (pid N)" is for the line of its exit.
+    spdlog::info("the planner wants {} burst {} worker(s): starting {} as process {}", count,
                  PoolName(pool), name, *pid);
   }
   while (static_cast<int>(running.size()) > count) {
