@@ -24,14 +24,23 @@ void AddGenerateCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 // `pdserve template`: the prompt a model's chat template renders (app/template_command.cc).
 void AddTemplateCommand(CLI::App& app);
-// `pdserve gateway`, `pdserve decode` and `pdserve up`.
+// `pdserve gateway`, `pdserve decode`, `pdserve prefill` and `pdserve up` (app/serve_commands.cc).
 void AddServeCommands(CLI::App& app);
+// `pdserve gateway` (app/gateway_command.cc).
+void AddGatewayCommand(CLI::App& app);
+// `pdserve decode` (--role both: colocated) and `pdserve prefill` (app/worker_commands.cc).
+void AddWorkerCommands(CLI::App& app);
+// `pdserve up` (app/up_command.cc).
+void AddUpCommand(CLI::App& app);
 // The model directory a serving command was given, or the built-in tiny model (made if absent);
 // Fail when it cannot be made (defined in app/serve_commands.cc).
 std::string ModelOrBuiltin(const char* command, const std::string& dir);
 // Splits --gateway host:port; Fail on anything else (app/serve_commands.cc).
 void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
                          uint16_t* port);
+// "N" or "MIN:MAX" workers: how many numbers it held (0: neither form); *max = *min for "N"
+// (app/serve_commands.cc).
+int ScanWorkerRange(const std::string& text, int* min, int* max);
 // `pdserve sim`: many simulated workers in one process (app/sim_command.cc).
 void AddSimCommand(CLI::App& app);
 // `pdserve profile calibrate`: a profile scaled to served steps (app/profile_command.cc).

@@ -50,9 +50,10 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
       planner_(options.planner,
                {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}),
       start_timeout_(options.start_timeout),
-      asks_(std::move(asks)) {
+      asks_(std::move(asks)),
+      mode_(options.actuator && !options.advise ? "act" : "advise") {
   if (options.actuator) {
-    spdlog::info("planner (act): burst workers through {}", options.actuator->Describe());
+    spdlog::info("planner ({}): burst workers through {}", mode_, options.actuator->Describe());
     planner::ActuationLoopOptions loop;
     loop.on_result = [metrics = metrics_](Pool pool, int, const Status& s) {
       metrics->RecordPlannerActuation(planner::PoolName(pool), s.ok());
@@ -106,7 +107,7 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
     if (asks_ && d.delta < 0) asks_->Withdrawn(d.pool);
     const char* pool = planner::PoolName(d.pool);
     spdlog::info("planner ({}): {} {:+d} {} worker(s): {}; desired now {} reserved, {} burst",
-                 actuation_ ? "act" : "advise", pool, d.delta, d.capacity_class, d.reason,
+                 mode_, pool, d.delta, d.capacity_class, d.reason,
                  planner_.desired(d.pool).reserved, planner_.desired(d.pool).burst);
     metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down", d.cause);
     ExportDesired(d.pool);

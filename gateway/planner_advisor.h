@@ -2,8 +2,9 @@
 // (`pdserve gateway --planner advise|act`). Every interval it reads the registry's snapshot and
 // the admission queue, decides, logs each change with its reason and exports
 // pdserve_planner_desired_workers{pool,class} and pdserve_planner_decisions_total{pool,direction,
-// reason}. In advise mode something else acts on the gauges (`pdserve up --autoscale`, KEDA or
-// HPA); in act mode it hands each pool's burst count to an actuator (planner/actuation_loop.h).
+// reason}. In advise mode something else acts on the gauges (KEDA or HPA), or the local actuator
+// follows the advice (`pdserve up --autoscale`); in act mode it hands each pool's burst count to
+// an actuator. An actuator is driven through planner/actuation_loop.h.
 // Burst workers it asked for and that have not registered yet count as starting, so it decides
 // nothing more for their pool until they come (or start_timeout passes); each ask is noted in
 // BurstAsks so that the worker is billed from it. Prefill and decode workers count; colocated
@@ -36,6 +37,9 @@ struct PlannerAdvisorOptions {
   std::chrono::seconds start_timeout{300};
   // Act mode: carries out each pool's burst count (null: advise, act on nothing).
   std::shared_ptr<planner::Actuator> actuator;
+  // Advise mode with an actuator that follows the advice (planner/local_actuator.h, as `pdserve
+  // up --autoscale` runs it): its lines say "advise", not "act".
+  bool advise = false;
 };
 
 // The burst workers a pool still waits for: those the planner wants beyond those registered,
@@ -70,6 +74,7 @@ class PlannerAdvisor {
   std::chrono::seconds start_timeout_;
   std::map<planner::Pool, planner::Planner::Clock::time_point> last_up_;
   std::shared_ptr<BurstAsks> asks_;
+  const char* mode_;  // "advise" or "act", in log lines
   // Admission's running counts at each Tick of the last kRefusalWindow: refusals for a predicted
   // wait, and requests that left the queue for their workers.
   static constexpr std::chrono::seconds kRefusalWindow{30};

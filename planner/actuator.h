@@ -1,8 +1,9 @@
 // Actuator: carries out the planner's count of burst workers for a pool on whatever runs the
-// workers (docs/architecture.md, "Processes"): a Slurm cluster (planner/slurm_actuator.h),
-// Kubernetes Deployments (planner/kubernetes_actuator.h) or an operator's command
-// (planner/command_actuator.h). `pdserve up --autoscale` acts on local processes itself. Reserved
-// workers are the operator's: actuators touch only burst workers.
+// workers (docs/architecture.md, "The planner"): a Slurm cluster (planner/slurm_actuator.h),
+// Kubernetes Deployments (planner/kubernetes_actuator.h), an operator's command
+// (planner/command_actuator.h) or child processes of this one (planner/local_actuator.h, which
+// `pdserve up --autoscale` uses). Reserved workers are the operator's: actuators touch only
+// burst workers.
 //
 // Threads: SetBurstWorkers may block for as long as the orchestrator takes; one caller thread at
 // a time (planner/actuation_loop.h), never a gateway I/O thread.
