@@ -220,11 +220,12 @@ void CompletionCall::HandleTimeout(uint64_t id) {
   EndUnstarted(e, 1);
 }
 
-void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
+void CompletionCall::ForgetUnstartedAttempt(AttemptStatus prior_status) {
   attempts_by_id_.erase(attempt_id_);
   // A retry that never ran: the attempt before it was the request's last.
   for (auto& [id, a] : attempts_by_id_) {
-    if (!a.written && (a.status == kStatusRetried || a.status == kStatusResumed)) {
+    if (!a.written &&
+        (a.status == AttemptStatus::kRetried || a.status == AttemptStatus::kResumed)) {
       a.status = prior_status;
       MaybeWriteRow(id);
     }
@@ -236,7 +237,7 @@ void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
 
 void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
   done_ = true;
-  ForgetUnstartedAttempt(kStatusError);
+  ForgetUnstartedAttempt(AttemptStatus::kError);
   if (started_) {  // a retry: the request was counted as running
     metrics_->running().Decrement();
     metrics_->RecordFailed();
@@ -260,7 +261,7 @@ void CompletionCall::Cancel() {
   }
   if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
     ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
-    ForgetUnstartedAttempt(kStatusCancelled);
+    ForgetUnstartedAttempt(AttemptStatus::kCancelled);
     return;
   }
   finish_reason_ = "abort";
@@ -268,13 +269,13 @@ void CompletionCall::Cancel() {
     if (external_) external_->Cancel();
     external_.reset();
     SetExternalUsage(a, ExternalEnd{});
-    return EndAttempt(kStatusCancelled);
+    return EndAttempt(AttemptStatus::kCancelled);
   }
-  EndAttempt(kStatusCancelled);
+  EndAttempt(AttemptStatus::kCancelled);
   registry_->Cancel(attempt_id_);
 }
 
-void CompletionCall::EndAttempt(const std::string& status) {
+void CompletionCall::EndAttempt(AttemptStatus status) {
   end_ = std::chrono::steady_clock::now();
   Attempt& a = attempts_by_id_[attempt_id_];
   a.status = status;
@@ -314,7 +315,7 @@ AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const 
   row.tenant = accounting_.tenant;
   row.model = request_.model;
   row.endpoint = request_.endpoint == Endpoint::kChatCompletions ? "chat" : "completions";
-  row.status = a.status;
+  row.status = *a.status;
   row.finish_reason = final_attempt ? finish_reason_ : "";
   row.arrival_unix = UnixSeconds(arrival_wall_);
   row.end_unix = UnixSeconds(a.end);
@@ -347,19 +348,16 @@ AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const 
 void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
   Attempt& a = attempts_by_id_[attempt_id];
   if (a.upstream >= 0) return WriteExternalRow(attempt_id);
-  if (a.written || a.status.empty() || !a.usage) return;
+  if (a.written || !a.status || !a.usage) return;
   a.written = true;
   AttemptRow row = BaseRow(attempt_id, a);
   PriceRow(*a.usage, accounting_.egress_usd_per_gb, &row);
-  a.cost_usd = row.cost_usd;
-  const double prefill_usd = ComputeCostUsd(row.prefill_step_seconds, row.prefill_worker);
-  const double decode_usd = ComputeCostUsd(row.decode_step_seconds, row.decode_worker);
-  metrics_->RecordCost(accounting_.tenant, row.prefill_worker.capacity_class, prefill_usd);
-  metrics_->RecordCost(accounting_.tenant, row.decode_worker.capacity_class, decode_usd);
-  if (accounting_.rates && a.status == kStatusOk) {
+  a.cost_usd = row.cost.total();
+  metrics_->RecordCost(accounting_.tenant, row);
+  if (accounting_.rates && a.status == AttemptStatus::kOk) {
     const bool prefilled = row.prefill_worker.id != 0, decoded = row.decode_worker.id != 0;
-    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, prefill_usd,
-                              decoded ? row.completion_tokens : 0, decode_usd);
+    accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, row.cost.prefill_compute_usd,
+                              decoded ? row.completion_tokens : 0, row.cost.decode_compute_usd);
   }
   if (accounting_.ledger) {
     if (Status s = accounting_.ledger->Append(row); !s.ok()) {
@@ -442,7 +440,7 @@ void CompletionCall::HandleFailure(const AttemptFailure& failure) {
     // An attempt refused for room never ran: its request waits again, resumed or not.
     const bool resuming = completion_tokens_ > 0 && !failure.no_room;
     if (resuming) metrics_->RecordResumed(failure.preempted ? "preempted" : "worker_failed");
-    EndAttempt(resuming ? kStatusResumed : kStatusRetried);
+    EndAttempt(resuming ? AttemptStatus::kResumed : AttemptStatus::kRetried);
     Admit();
     return;
   }
@@ -451,7 +449,7 @@ void CompletionCall::HandleFailure(const AttemptFailure& failure) {
   metrics_->running().Decrement();
   metrics_->RecordFailed();
   finish_reason_ = "error";
-  EndAttempt(kStatusError);
+  EndAttempt(AttemptStatus::kError);
   ApiError e = ApiError::Internal("request failed: " + message);
   e.http_status = 502;
   e.code = "worker_failed";
@@ -491,7 +489,7 @@ void CompletionCall::Complete(const std::string& finish_reason) {
   metrics_->RecordFinished(finish_reason, Seconds(std::chrono::steady_clock::now() - arrival_),
                            static_cast<int>(prompt_.size()), completion_tokens_);
   finish_reason_ = finish_reason;
-  EndAttempt(kStatusOk);
+  EndAttempt(AttemptStatus::kOk);
   if (attempts_by_id_[attempt_id_].written) return SendCompletion();
   // The workers' last step reports and end messages are behind the last tokens, or (after a
   // stop string) the decode worker confirms the cancel within a step: wait for them, boundedly.

@@ -131,7 +131,7 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   // One attempt's ledger state; its row is written once it has both a status and its usage.
   struct Attempt {
     int number = 0;
-    std::string status;  // "" while it runs; then ok, cancelled, error or retried
+    std::optional<AttemptStatus> status;  // none while it runs
     std::optional<AttemptUsage> usage;
     std::chrono::system_clock::time_point end;
     bool written = false;
@@ -178,7 +178,7 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   void HandleTimeout(uint64_t id);
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
   // `prior_status` and its row, and a request that never started gets its quota back.
-  void ForgetUnstartedAttempt(const std::string& prior_status);
+  void ForgetUnstartedAttempt(AttemptStatus prior_status);
   // Ends a call whose current attempt never left the queue (refused, timed out), with
   // Retry-After when retry_after_s > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);
@@ -191,7 +191,7 @@ class CompletionCall : public RequestSink, public std::enable_shared_from_this<C
   void Complete(const std::string& finish_reason);
   // Sends the completed response (its cost known, or given up waiting for it).
   void SendCompletion();
-  void EndAttempt(const std::string& status);
+  void EndAttempt(AttemptStatus status);
   // Writes the attempt's row when it has a status and its usage (once).
   void MaybeWriteRow(uint64_t attempt_id);
   std::string ServerTiming() const;

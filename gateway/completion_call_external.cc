@@ -178,7 +178,7 @@ void CompletionCall::HandleExternalEnd(uint64_t id, const ExternalEnd& end) {
   failed_upstreams_.insert(upstream);
   // Nothing reached the client yet: another upstream, else self-hosted workers, may serve it.
   if (!external_text_ && end.retryable && failures_ < kMaxExternalAttempts) {
-    EndAttempt(kStatusRetried);
+    EndAttempt(AttemptStatus::kRetried);
     const int next = overflow_.upstreams->Pick(static_cast<int64_t>(prompt_.size()), max_tokens_,
                                                failed_upstreams_);
     if (next >= 0) {
@@ -192,7 +192,7 @@ void CompletionCall::HandleExternalEnd(uint64_t id, const ExternalEnd& end) {
   metrics_->running().Decrement();
   metrics_->RecordFailed();
   finish_reason_ = "error";
-  EndAttempt(kStatusError);
+  EndAttempt(AttemptStatus::kError);
   const ApiError& e = end.error;
   if (request_.stream) {
     output_.finish(e.http_status, SseError(e) + SseDone(), {}, true);
@@ -203,13 +203,13 @@ void CompletionCall::HandleExternalEnd(uint64_t id, const ExternalEnd& end) {
 
 void CompletionCall::WriteExternalRow(uint64_t attempt_id) {
   Attempt& a = attempts_by_id_[attempt_id];
-  if (a.written || a.status.empty()) return;
+  if (a.written || !a.status) return;
   a.written = true;
   AttemptRow row = BaseRow(attempt_id, a);
   const router::UpstreamConfig& upstream = overflow_.upstreams->configs()[a.upstream];
   PriceExternalRow(upstream, a.external_prompt_tokens, a.external_completion_tokens, &row);
-  a.cost_usd = row.cost_usd;
-  metrics_->RecordCost(accounting_.tenant, kApiClass, row.cost_usd);
+  a.cost_usd = row.cost.total();
+  metrics_->RecordCost(accounting_.tenant, row);
   if (accounting_.ledger) {
     if (Status s = accounting_.ledger->Append(row); !s.ok()) {
       spdlog::error("ledger: could not record {} attempt {}: {}", row.request_id, row.attempt,

@@ -1,5 +1,6 @@
 #include "gateway/http_session.h"
 #include "common/json_text.h"
+#include "gateway/request_tags.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
