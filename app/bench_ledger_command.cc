@@ -30,18 +30,19 @@ gateway::AttemptRow SampleRow(int thread, int i) {
   row.tenant = "bench";
   row.model = "tiny";
   row.endpoint = "completions";
-  row.status = gateway::kStatusOk;
+  row.status = gateway::AttemptStatus::kOk;
   row.finish_reason = "length";
   row.arrival_unix = 1.7e9 + i;
   row.first_token_unix = row.arrival_unix + 0.01;
   row.end_unix = row.arrival_unix + 0.2;
   row.prompt_tokens = 128;
   row.completion_tokens = 64;
-  row.prefill_worker = {1, "host:1:prefill", "prefill", "reserved", "", 2.0, 1};
-  row.decode_worker = {2, "host:2:decode", "decode", "reserved", "", 2.0, 1};
+  row.prefill_worker = {1, "host:1:prefill", "prefill", gateway::CapacityClass::kReserved, "", 2.0,
+                        1};
+  row.decode_worker = {2, "host:2:decode", "decode", gateway::CapacityClass::kReserved, "", 2.0, 1};
   row.prefill_step_seconds = 0.01;
   row.decode_step_seconds = 0.05;
-  row.cost_usd = 1e-5;
+  row.cost = gateway::PriceAttempt(row, {});
   return row;
 }
 

@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "common/json_text.h"
+#include "gateway/request_tags.h"
 #include "ledger/cost_report.h"
 
 namespace pdserve::app {
@@ -79,7 +80,7 @@ Json WorkerJson(const gateway::WorkerRef& w) {
   return {{"id", w.id},
           {"name", w.name},
           {"role", w.role},
-          {"capacity_class", w.capacity_class},
+          {"capacity_class", std::string(gateway::ToString(w.capacity_class))},
           {"zone", w.zone},
           {"price_per_gpu_hour", w.price_per_gpu_hour},
           {"gpu_count", w.gpu_count}};
@@ -91,7 +92,7 @@ Json RowJson(const gateway::AttemptRow& r) {
           {"tenant", r.tenant},
           {"model", r.model},
           {"endpoint", r.endpoint},
-          {"status", r.status},
+          {"status", std::string(gateway::ToString(r.status))},
           {"finish_reason", r.finish_reason},
           {"arrival_unix", r.arrival_unix},
           {"first_token_unix", r.first_token_unix},
@@ -107,8 +108,8 @@ Json RowJson(const gateway::AttemptRow& r) {
           {"prefill_step_seconds", r.prefill_step_seconds},
           {"decode_step_seconds", r.decode_step_seconds},
           {"kv_bytes", r.kv_bytes},
-          {"egress_cost_usd", r.egress_cost_usd},
-          {"cost_usd", r.cost_usd},
+          {"egress_cost_usd", r.cost.egress_usd},
+          {"cost_usd", r.cost.total()},
           {"tags", r.tags},
           {"user", r.user},
           {"prompt_text", r.prompt_text},

@@ -232,11 +232,12 @@ void CompletionCall::HandleTimeout(uint64_t id) {
   EndUnstarted(e, 1);
 }
 
-void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
+void CompletionCall::ForgetUnstartedAttempt(AttemptStatus prior_status) {
   attempts_by_id_.erase(attempt_id_);
   // A retry that never ran: the attempt before it was the request's last.
   for (auto& [id, a] : attempts_by_id_) {
-    if (!a.written && (a.status == kStatusRetried || a.status == kStatusResumed)) {
+    if (!a.written &&
+        (a.status == AttemptStatus::kRetried || a.status == AttemptStatus::kResumed)) {
       a.status = prior_status;
       MaybeWriteRow(id);
     }
@@ -249,7 +250,7 @@ void CompletionCall::ForgetUnstartedAttempt(const std::string& prior_status) {
 
 void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
   done_ = true;
-  ForgetUnstartedAttempt(kStatusError);
+  ForgetUnstartedAttempt(AttemptStatus::kError);
   if (started_) {  // a retry: the request was counted as running
     metrics_->running().Decrement();
     metrics_->RecordFailed();
@@ -268,7 +269,7 @@ void CompletionCall::Fail(const ApiError& e) {
   metrics_->running().Decrement();
   metrics_->RecordFailed();
   finish_reason_ = "error";
-  EndAttempt(kStatusError);
+  EndAttempt(AttemptStatus::kError);
   if (request_.stream) {
     output_.finish(e.http_status, ResponseStream::StreamError(e), {}, true);
   } else {
@@ -287,11 +288,11 @@ void CompletionCall::Cancel() {
   }
   if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
     ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
-    ForgetUnstartedAttempt(kStatusCancelled);
+    ForgetUnstartedAttempt(AttemptStatus::kCancelled);
     return;
   }
   finish_reason_ = "abort";
-  EndAttempt(kStatusCancelled);
+  EndAttempt(AttemptStatus::kCancelled);
   if (is_current_external()) {
     overflow_.attempts->Cancel(attempt_id_);
   } else {
@@ -299,7 +300,7 @@ void CompletionCall::Cancel() {
   }
 }
 
-void CompletionCall::EndAttempt(const std::string& status) {
+void CompletionCall::EndAttempt(AttemptStatus status) {
   end_ = std::chrono::steady_clock::now();
   Attempt& a = attempts_by_id_[attempt_id_];
   a.status = status;
@@ -384,7 +385,7 @@ void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
     failed_upstreams_.insert(attempts_by_id_[id].upstream);
     // Nothing reached the client yet: another upstream, else self-hosted workers, may serve it.
     if (!external_text_ && fault.retryable && failures_ < kMaxExternalAttempts) {
-      EndAttempt(kStatusRetried);
+      EndAttempt(AttemptStatus::kRetried);
       const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kExternalFailed));
       if (choice.where == RouteChoice::Where::kExternal) {
         NewAttempt();
@@ -408,7 +409,7 @@ void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
     // An attempt refused for room never ran: its request waits again, resumed or not.
     const bool resuming = sent > 0 && !fault.no_room;
     if (resuming) metrics_->RecordResumed(fault.preempted ? "preempted" : "worker_failed");
-    EndAttempt(resuming ? kStatusResumed : kStatusRetried);
+    EndAttempt(resuming ? AttemptStatus::kResumed : AttemptStatus::kRetried);
     Admit();
     return;
   }
@@ -433,7 +434,7 @@ void CompletionCall::Complete(const std::string& finish_reason) {
                            static_cast<int>(response_.prompt().size()),
                            response_.completion_tokens());
   finish_reason_ = finish_reason;
-  EndAttempt(kStatusOk);
+  EndAttempt(AttemptStatus::kOk);
   if (attempts_by_id_[attempt_id_].written) return SendCompletion();
   // The workers' last step reports and end messages are behind the last tokens, or (after a
   // stop string) the decode worker confirms the cancel within a step: wait for them, boundedly.
@@ -472,7 +473,7 @@ void CompletionCall::SendCompletion() {
 
 void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
   Attempt& a = attempts_by_id_[attempt_id];
-  if (a.written || a.status.empty() || !a.use) return;
+  if (a.written || !a.status || !a.use) return;
   a.written = true;
   const router::UpstreamConfig* upstream =
       a.upstream >= 0 ? &overflow_.upstreams->configs()[a.upstream] : nullptr;
@@ -489,7 +490,7 @@ AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const 
   row.tenant = accounting.tenant;
   row.model = request_.model;
   row.endpoint = request_.endpoint == Endpoint::kChatCompletions ? "chat" : "completions";
-  row.status = a.status;
+  row.status = *a.status;
   row.finish_reason = final_attempt ? finish_reason_ : "";
   row.arrival_unix = UnixSeconds(arrival_wall_);
   row.end_unix = UnixSeconds(a.end);

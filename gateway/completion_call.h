@@ -116,7 +116,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // One attempt's ledger state; its row is written once it has both a status and its use.
   struct Attempt {
     int number = 0;
-    std::string status;  // "" while it runs; then ok, cancelled, error, retried or resumed
+    std::optional<AttemptStatus> status;  // none while it runs
     std::optional<AttemptUse> use;
     std::chrono::system_clock::time_point end;
     bool written = false;
@@ -147,7 +147,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void HandleTimeout(uint64_t id);
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
   // `prior_status` and its row, and a request that never started gets its quota back.
-  void ForgetUnstartedAttempt(const std::string& prior_status);
+  void ForgetUnstartedAttempt(AttemptStatus prior_status);
   // Ends a call whose current attempt never left the queue, with Retry-After when > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);
   // Ends a started call with an error (its stream's error event, or the error body).
@@ -156,7 +156,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void Complete(const std::string& finish_reason);
   // Sends the completed response (its cost known, or given up waiting for it).
   void SendCompletion();
-  void EndAttempt(const std::string& status);
+  void EndAttempt(AttemptStatus status);
   // Writes the attempt's row when it has a status and its use (once).
   void MaybeWriteRow(uint64_t attempt_id);
   AttemptRow BaseRow(uint64_t attempt_id, const Attempt& attempt) const;

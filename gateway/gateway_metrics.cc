@@ -157,6 +157,19 @@ int64_t GatewayMetrics::Started() const {
   return static_cast<int64_t>(queue_time_.Collect().histogram.sample_count);
 }
 
+void GatewayMetrics::RecordCost(const std::string& tenant, const AttemptRow& row) {
+  const std::pair<CapacityClass, double> parts[] = {
+      {row.prefill_worker.capacity_class, row.cost.prefill_compute_usd},
+      {row.decode_worker.capacity_class, row.cost.decode_compute_usd},
+      {CapacityClass::kApi, row.cost.api_tokens_usd}};
+  for (const auto& [capacity_class, usd] : parts) {
+    if (usd > 0) {
+      cost_.Add({{"tenant", tenant}, {"class", std::string(ToString(capacity_class))}})
+          .Increment(usd);
+    }
+  }
+}
+
 void GatewayMetrics::RecordInterToken(double seconds) {
   itl_.Observe(seconds);
   std::lock_guard lock(recent_itl_mu_);

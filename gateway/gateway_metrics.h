@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include "ledger/ledger.h"
+
 namespace pdserve::gateway {
 
 class WorkerRegistry;
@@ -42,10 +44,10 @@ class GatewayMetrics {
   void RecordFinished(const std::string& finished_reason, double e2e_seconds, int prompt_tokens,
                       int generation_tokens);
   void RecordFailed() { failed_.Increment(); }
-  // pdserve_cost_usd_total{tenant,class}: compute cost of an attempt on a worker of `class`.
-  void RecordCost(const std::string& tenant, const std::string& capacity_class, double usd) {
-    if (usd > 0) cost_.Add({{"tenant", tenant}, {"class", capacity_class}}).Increment(usd);
-  }
+  // pdserve_cost_usd_total{tenant,class}: an attempt's cost as its row holds it, each part on
+  // the class that incurred it: prefill compute on its prefill worker's class, decode compute on
+  // its decode worker's, API tokens on api. (Egress is no class's and not counted here.)
+  void RecordCost(const std::string& tenant, const AttemptRow& row);
   prometheus::Gauge& running() { return running_; }
   // A request of `prompt_tokens` left the admission queue for its workers, after `seconds` in it.
   void RecordQueueTime(double seconds, int64_t prompt_tokens) {

@@ -2,6 +2,7 @@
 
 #include "common/json_text.h"
 #include "gateway/external_attempts.h"
+#include "gateway/request_tags.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>

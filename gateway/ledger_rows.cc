@@ -1,4 +1,7 @@
+// Attempts and periods as ledger rows; see ledger_rows.h.
 #include "gateway/ledger_rows.h"
+
+#include "ledger/cost_model.h"
 
 namespace pdserve::gateway {
 
@@ -11,7 +14,9 @@ WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r) {
   w.id = worker_id;
   w.name = r.name();
   w.role = r.role();
-  w.capacity_class = r.capacity_class();
+  // The registry admits only reserved and burst; an empty Register (no worker) has none.
+  auto capacity_class = ParseCapacityClass(r.capacity_class());
+  w.capacity_class = capacity_class.ok() ? *capacity_class : CapacityClass::kNone;
   w.zone = r.zone();
   w.price_per_gpu_hour = r.price_per_gpu_hour();
   w.gpu_count = r.gpu_count();
@@ -34,21 +39,13 @@ void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* r
   row->prefill_step_seconds = usage.prefill_step_seconds;
   row->decode_step_seconds = usage.decode_step_seconds;
   row->kv_bytes = usage.kv_bytes;
-  row->egress_cost_usd =
-      EgressCostUsd(usage.kv_bytes, row->prefill_worker, row->decode_worker, egress_usd_per_gb);
-  row->cost_usd = PriceAttempt(usage.prefill_step_seconds, row->prefill_worker,
-                               usage.decode_step_seconds, row->decode_worker, row->egress_cost_usd)
-                      .total();
+  row->cost = PriceAttempt(*row, {.egress_usd_per_gb = egress_usd_per_gb});
 }
 
 double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
                        int64_t completion_tokens) {
-  // Each product rounded on its own, then their sum, as anyone re-pricing the row in plain double
-  // arithmetic does: volatile keeps the compiler from fusing them into one multiply-add.
-  const volatile double input = static_cast<double>(prompt_tokens) * upstream.input_cost_per_token;
-  const volatile double output =
-      static_cast<double>(completion_tokens) * upstream.output_cost_per_token;
-  return input + output;
+  return ApiTokensCostUsd(prompt_tokens, completion_tokens, upstream.input_cost_per_token,
+                          upstream.output_cost_per_token);
 }
 
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
@@ -56,18 +53,18 @@ void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tok
   WorkerRef w;
   w.id = 0;
   w.name = upstream.name;
-  w.role = kApiClass;
-  w.capacity_class = kApiClass;
+  w.role = ToString(CapacityClass::kApi);
+  w.capacity_class = CapacityClass::kApi;
   w.gpu_count = 0;
   row->prefill_worker = w;
   row->decode_worker = w;
   row->prefill_step_seconds = 0;
   row->decode_step_seconds = 0;
   row->kv_bytes = 0;
-  row->egress_cost_usd = 0;
   row->prompt_tokens = prompt_tokens;
   row->completion_tokens = completion_tokens;
-  row->cost_usd = ExternalCostUsd(upstream, prompt_tokens, completion_tokens);
+  row->cost = PriceAttempt(*row, {.input_usd_per_token = upstream.input_cost_per_token,
+                                  .output_usd_per_token = upstream.output_cost_per_token});
 }
 
 }  // namespace pdserve::gateway

@@ -13,10 +13,12 @@ double EgressCostUsd(int64_t kv_bytes, const WorkerRef& from, const WorkerRef& t
   return static_cast<double>(kv_bytes) / 1e9 * usd_per_gb;
 }
 
-AttemptCost PriceAttempt(double prefill_step_seconds, const WorkerRef& prefill,
-                         double decode_step_seconds, const WorkerRef& decode, double egress_usd) {
-  return {ComputeCostUsd(prefill_step_seconds, prefill),
-          ComputeCostUsd(decode_step_seconds, decode), egress_usd};
+double ApiTokensCostUsd(int64_t prompt_tokens, int64_t completion_tokens,
+                        double input_usd_per_token, double output_usd_per_token) {
+  // volatile keeps the compiler from fusing the products and the sum into one multiply-add.
+  const volatile double input = static_cast<double>(prompt_tokens) * input_usd_per_token;
+  const volatile double output = static_cast<double>(completion_tokens) * output_usd_per_token;
+  return input + output;
 }
 
 }  // namespace pdserve::gateway

@@ -1,28 +1,25 @@
 // The cost model of docs/architecture.md ("Cost model (the ledger)") as pure functions: what a
-// worker's GPU time costs and what an attempt cost. (How one engine step's wall time is shared
-// among its requests is the registry's, router/step_shares.h, which charges each attempt its step
-// seconds.) The gateway calls them when it writes a ledger row; the report calls them to split
-// costs by phase and capacity class. No state: safe from any thread.
+// worker's GPU time costs, what KV crossing zones costs and what an external API's tokens cost.
+// (How one engine step's wall time is shared among its requests is the registry's,
+// router/step_shares.h, which charges each attempt its step seconds.) An attempt is priced once,
+// by PriceAttempt (attempt_cost.h), from these; the report prices worker periods' uptime with
+// ComputeCostUsd. No state: safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace pdserve::gateway {
+#include "ledger/attempt_labels.h"
 
-inline constexpr char kReservedClass[] = "reserved";
-inline constexpr char kBurstClass[] = "burst";
-// An external model API (gateway/external_call.h): priced per token, not per GPU-hour, and
-// outside the conservation of self-hosted capacity.
-inline constexpr char kApiClass[] = "api";
+namespace pdserve::gateway {
 
 // A worker as its Register described it, copied into each ledger row so a row stays priced
 // after the worker is gone.
 struct WorkerRef {
-  uint64_t id = 0;                // the gateway's id for the worker; 0: no worker (none ran)
-  std::string name;               // the worker's name (host:pid or --name)
-  std::string role;               // "prefill", "decode" or "both"
-  std::string capacity_class;     // kReservedClass, kBurstClass or kApiClass
+  uint64_t id = 0;   // the gateway's id for the worker; 0: no worker (none ran)
+  std::string name;  // the worker's name (host:pid or --name)
+  std::string role;  // "prefill", "decode" or "both"
+  CapacityClass capacity_class = CapacityClass::kNone;
   std::string zone;               // where its KV lives; crossing zones is charged egress
   double price_per_gpu_hour = 0;  // USD
   int gpu_count = 1;
@@ -37,14 +34,10 @@ double ComputeCostUsd(double seconds, const WorkerRef& w);
 double EgressCostUsd(int64_t kv_bytes, const WorkerRef& from, const WorkerRef& to,
                      double usd_per_gb);
 
-// An attempt's cost by part; total() is what the ledger row's cost_usd holds.
-struct AttemptCost {
-  double prefill_usd = 0;
-  double decode_usd = 0;
-  double egress_usd = 0;
-  double total() const { return prefill_usd + decode_usd + egress_usd; }
-};
-AttemptCost PriceAttempt(double prefill_step_seconds, const WorkerRef& prefill,
-                         double decode_step_seconds, const WorkerRef& decode, double egress_usd);
+// USD for tokens at an API's per-token prices: prompt_tokens * input + completion_tokens *
+// output, each product rounded, then their sum (no fused multiply-add), so anyone re-pricing the
+// tokens in plain double arithmetic gets exactly this.
+double ApiTokensCostUsd(int64_t prompt_tokens, int64_t completion_tokens,
+                        double input_usd_per_token, double output_usd_per_token);
 
 }  // namespace pdserve::gateway

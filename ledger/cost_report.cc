@@ -13,55 +13,49 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct PhaseCosts {
-  double prefill_usd, decode_usd;
-};
-
-PhaseCosts RowCompute(const AttemptRow& r) {
-  return {ComputeCostUsd(r.prefill_step_seconds, r.prefill_worker),
-          ComputeCostUsd(r.decode_step_seconds, r.decode_worker)};
-}
+// A capacity class as the report's sections key it.
+std::string ClassKey(const WorkerRef& w) { return std::string(ToString(w.capacity_class)); }
 
 void AddRow(const AttemptRow& r, ReportSection* s) {
-  if (r.decode_worker.capacity_class == kApiClass) {
+  const AttemptCost& c = r.cost;  // as the gateway priced it: the report never re-prices
+  if (r.decode_worker.capacity_class == CapacityClass::kApi) {
     ExternalFigures& e = s->external[r.decode_worker.name];
     if (IsAcceptedStatus(r.status)) {
       ++e.requests;
       e.input_tokens += r.prompt_tokens;
       e.output_tokens += r.completion_tokens;
-      e.cost_usd += r.cost_usd;
+      e.cost_usd += c.total();
     } else {
       ++e.failed_attempts;
-      e.wasted_usd += r.cost_usd;
+      e.wasted_usd += c.total();
     }
     return;
   }
-  const PhaseCosts c = RowCompute(r);
   const bool prefilled = r.prefill_worker.id != 0, decoded = r.decode_worker.id != 0;
   ++s->attempts;
-  s->egress_usd += r.egress_cost_usd;
+  s->egress_usd += c.egress_usd;
   if (!IsAcceptedStatus(r.status)) {
     ++s->failed_attempts;
-    s->retry_waste_usd += r.cost_usd;
-    if (prefilled) s->classes[r.prefill_worker.capacity_class].wasted_usd += c.prefill_usd;
-    if (decoded) s->classes[r.decode_worker.capacity_class].wasted_usd += c.decode_usd;
+    s->retry_waste_usd += c.total();
+    if (prefilled) s->classes[ClassKey(r.prefill_worker)].wasted_usd += c.prefill_compute_usd;
+    if (decoded) s->classes[ClassKey(r.decode_worker)].wasted_usd += c.decode_compute_usd;
     return;
   }
   ++s->requests;
-  ++s->classes[(decoded ? r.decode_worker : r.prefill_worker).capacity_class].requests;
-  s->request_usd += r.cost_usd;
+  ++s->classes[ClassKey(decoded ? r.decode_worker : r.prefill_worker)].requests;
+  s->request_usd += c.total();
   s->input_tokens += r.prompt_tokens;
   s->output_tokens += r.completion_tokens;
-  const bool reserved_in = prefilled && r.prefill_worker.capacity_class == kReservedClass;
-  const bool reserved_out = decoded && r.decode_worker.capacity_class == kReservedClass;
+  const bool reserved_in = prefilled && r.prefill_worker.capacity_class == CapacityClass::kReserved;
+  const bool reserved_out = decoded && r.decode_worker.capacity_class == CapacityClass::kReserved;
   if (prefilled) {
-    ClassFigures& f = s->classes[r.prefill_worker.capacity_class];
-    f.prefill_usd += c.prefill_usd;
+    ClassFigures& f = s->classes[ClassKey(r.prefill_worker)];
+    f.prefill_usd += c.prefill_compute_usd;
     f.input_tokens += r.prompt_tokens;
   }
   if (decoded) {
-    ClassFigures& f = s->classes[r.decode_worker.capacity_class];
-    f.decode_usd += c.decode_usd;
+    ClassFigures& f = s->classes[ClassKey(r.decode_worker)];
+    f.decode_usd += c.decode_compute_usd;
     f.output_tokens += r.completion_tokens;
   }
   for (ApiFigures& api : s->apis) {
@@ -170,7 +164,7 @@ std::optional<double> PerMillion(double usd, int64_t tokens) {
 
 BreakEven ReservedBreakEven(const ReportSection& section, const ApiFigures& api) {
   BreakEven b;
-  auto it = section.classes.find(kReservedClass);
+  auto it = section.classes.find(std::string(ToString(CapacityClass::kReserved)));
   if (it == section.classes.end() || api.reserved_api_usd <= 0) return b;
   b.utilisation = (it->second.prefill_usd + it->second.decode_usd) / api.reserved_api_usd;
   b.never = *b.utilisation > 1;
@@ -216,7 +210,7 @@ std::vector<MixEntry> Mix(const ReportSection& section) {
 
 OnBurst ExternalOnBurst(const ReportSection& section, const ExternalFigures& external) {
   OnBurst on;
-  auto it = section.classes.find(kBurstClass);
+  auto it = section.classes.find(std::string(ToString(CapacityClass::kBurst)));
   if (it == section.classes.end()) return on;
   const ClassFigures& b = it->second;
   // A kind of token the upstream served that burst did not has no burst rate to price it at.
@@ -250,7 +244,7 @@ CostReport BuildCostReport(const std::vector<AttemptRow>& rows,
     const double end = options.to_unix ? std::min(p.end_unix, *options.to_unix) : p.end_unix;
     const double uptime = std::max(0.0, end - start), length = p.end_unix - p.start_unix;
     const double busy = length > 0 ? p.busy_seconds * uptime / length : 0;
-    ClassFigures& f = report.overall.classes[p.worker.capacity_class];
+    ClassFigures& f = report.overall.classes[ClassKey(p.worker)];
     f.capacity_usd += ComputeCostUsd(uptime, p.worker);
     f.idle_usd += ComputeCostUsd(uptime - busy, p.worker);
     f.uptime_gpu_seconds += uptime * p.worker.gpu_count;
@@ -270,15 +264,14 @@ CostReport BuildCostReport(const std::vector<AttemptRow>& rows,
   if (filtered) report.selection = EmptySection(apis, true);
   for (const AttemptRow& r : rows) {
     AddRow(r, &report.overall);
-    const PhaseCosts c = RowCompute(r);
     const bool accepted = IsAcceptedStatus(r.status);
     if (r.prefill_worker.id != 0) {
       WorkerFigures& w = WorkerEntry(workers, r.prefill_worker);
-      (accepted ? w.request_usd : w.retry_waste_usd) += c.prefill_usd;
+      (accepted ? w.request_usd : w.retry_waste_usd) += r.cost.prefill_compute_usd;
     }
     if (r.decode_worker.id != 0) {
       WorkerFigures& w = WorkerEntry(workers, r.decode_worker);
-      (accepted ? w.request_usd : w.retry_waste_usd) += c.decode_usd;
+      (accepted ? w.request_usd : w.retry_waste_usd) += r.cost.decode_compute_usd;
     }
     if (!Matches(r, options)) continue;
     auto tenant = report.tenants.try_emplace(r.tenant, EmptySection(apis, true)).first;
@@ -486,7 +479,7 @@ nlohmann::json CostReportJson(const CostReport& r) {
     workers.push_back({{"id", w.worker.id},
                        {"name", w.worker.name},
                        {"role", w.worker.role},
-                       {"capacity_class", w.worker.capacity_class},
+                       {"capacity_class", ClassKey(w.worker)},
                        {"zone", w.worker.zone},
                        {"gpu_count", w.worker.gpu_count},
                        {"price_per_gpu_hour", w.worker.price_per_gpu_hour},
@@ -585,7 +578,7 @@ std::string CostReportTable(const CostReport& r) {
   for (const WorkerFigures& w : r.workers) {
     out +=
         fmt::format("{:<24}{:>8}{:>12.1f}{:>12.1f}{:>8}{:>14}{:>14}{:>14}\n", w.worker.name,
-                    w.worker.capacity_class, w.uptime_seconds, w.busy_seconds,
+                    ClassKey(w.worker), w.uptime_seconds, w.busy_seconds,
                     Percent(w.uptime_seconds > 0 ? std::optional(w.busy_seconds / w.uptime_seconds)
                                                  : std::nullopt),
                     Usd(w.capacity_usd), Usd(w.idle_usd), Usd(w.retry_waste_usd));

@@ -6,6 +6,9 @@
 // JSON writers (HTML: cost_report_html.h). Called by app/report_command.cc; no state.
 //
 // Definitions (docs/architecture.md, "Cost model"):
+// - a row's costs are its stored parts (AttemptRow::cost, priced once by the gateway): compute
+//   per phase, egress and API tokens, and their total as its cost_usd. The report sums them; it
+//   never prices a row again. Worker periods' capacity is priced here (ComputeCostUsd of uptime).
 // - capacity cost of a period = (end - start) * gpu_count * price_per_gpu_hour / 3600 (reserved
 //   and burst alike: a worker costs while it is up). With a time window, periods are clipped to
 //   it and busy_seconds prorated by the overlap.

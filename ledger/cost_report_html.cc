@@ -220,9 +220,9 @@ std::string Tables(const CostReport& r) {
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{:.1f}</td>"
         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        HtmlEscape(w.worker.name), HtmlEscape(w.worker.capacity_class), w.worker.gpu_count,
-        w.worker.price_per_gpu_hour, w.uptime_seconds, w.busy_seconds, Money(w.capacity_usd),
-        Money(w.idle_usd), Money(w.retry_waste_usd));
+        HtmlEscape(w.worker.name), HtmlEscape(ToString(w.worker.capacity_class)),
+        w.worker.gpu_count, w.worker.price_per_gpu_hour, w.uptime_seconds, w.busy_seconds,
+        Money(w.capacity_usd), Money(w.idle_usd), Money(w.retry_waste_usd));
   }
   return html + "</table>\n";
 }

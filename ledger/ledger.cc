@@ -1,7 +1,6 @@
 // The ledger's SQLite schema, writes and queries; see ledger.h. Every statement is prepared and
 // bound (no values spliced into SQL); each Append is one transaction.
 #include "ledger/ledger.h"
-#include "common/utf8.h"
 
 #include <sqlite3.h>
 
@@ -16,7 +15,7 @@
 namespace pdserve::gateway {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;           // see ledger.h, "Schema versions"
 constexpr int kApplicationId = 0x70647376;  // "pdsv": marks the file as a pdserve ledger
 
 constexpr char kSchema[] = R"sql(
@@ -40,6 +39,7 @@ CREATE TABLE attempts(
   prefill_step_seconds REAL NOT NULL, decode_step_seconds REAL NOT NULL,
   kv_bytes INTEGER NOT NULL, egress_cost_usd REAL NOT NULL, cost_usd REAL NOT NULL,
   user TEXT NOT NULL, prompt_text TEXT, completion_text TEXT,
+  prefill_compute_usd REAL, decode_compute_usd REAL, api_tokens_usd REAL,
   UNIQUE(request_id, attempt));
 CREATE INDEX attempts_end ON attempts(end_unix);
 CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
@@ -56,6 +56,14 @@ CREATE TABLE worker_periods(
   start_unix REAL NOT NULL, end_unix REAL NOT NULL, busy_seconds REAL NOT NULL);
 )sql";
 
+// Version 2's cost parts (besides egress_cost_usd): NULL in rows written before it.
+constexpr char kMigrateToVersion2[] = R"sql(
+ALTER TABLE attempts ADD COLUMN prefill_compute_usd REAL;
+ALTER TABLE attempts ADD COLUMN decode_compute_usd REAL;
+ALTER TABLE attempts ADD COLUMN api_tokens_usd REAL;
+PRAGMA user_version=2;
+)sql";
+
 // The attempt columns in the order Append binds them and Rows reads them.
 constexpr char kAttemptColumns[] =
     "request_id, attempt, tenant, model, endpoint, status, finish_reason, arrival_unix, "
@@ -66,7 +74,10 @@ constexpr char kAttemptColumns[] =
     "decode_capacity_class, decode_zone, decode_price_per_gpu_hour, decode_gpu_count, "
     "prefill_step_seconds, decode_step_seconds, kv_bytes, egress_cost_usd, cost_usd, user, "
     "prompt_text, completion_text";
-constexpr int kAttemptColumnCount = 38;
+// Version 2's cost parts, after those; a version 1 file has none (Rows reads NULLs instead).
+constexpr char kCostPartColumns[] = "prefill_compute_usd, decode_compute_usd, api_tokens_usd";
+constexpr char kNoCostPartColumns[] = "NULL, NULL, NULL";
+constexpr int kAttemptColumnCount = 41;  // both lists
 
 constexpr char kPeriodColumns[] =
     "period_id, worker_id, worker_name, worker_role, capacity_class, zone, price_per_gpu_hour, "
@@ -83,7 +94,7 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   Status prepared() const { return Check(rc_, "prepare"); }
-  void Bind(const std::string& v) {
+  void Bind(std::string_view v) {
     sqlite3_bind_text(stmt_, ++bound_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   }
   void Bind(double v) { sqlite3_bind_double(stmt_, ++bound_, v); }
@@ -100,7 +111,7 @@ class Statement {
     Bind(static_cast<int64_t>(w.id));
     Bind(w.name);
     Bind(w.role);
-    Bind(w.capacity_class);
+    Bind(ToString(w.capacity_class));
     Bind(w.zone);
     Bind(w.price_per_gpu_hour);
     Bind(w.gpu_count);
@@ -125,12 +136,16 @@ class Statement {
   }
   double Real(int col) const { return sqlite3_column_double(stmt_, col); }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-  WorkerRef Worker(int col) const {
+  std::optional<double> NullableReal(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return Real(col);
+  }
+  Result<WorkerRef> Worker(int col) const {
     WorkerRef w;
     w.id = static_cast<uint64_t>(Int(col));
     w.name = Text(col + 1);
     w.role = Text(col + 2);
-    w.capacity_class = Text(col + 3);
+    PDSERVE_ASSIGN_OR_RETURN(w.capacity_class, ParseCapacityClass(Text(col + 3)));
     w.zone = Text(col + 4);
     w.price_per_gpu_hour = Real(col + 5);
     w.gpu_count = static_cast<int>(Int(col + 6));
@@ -155,11 +170,15 @@ class Statement {
   int bound_ = 0;
 };
 
-}  // namespace
-
-bool IsAcceptedStatus(std::string_view status) {
-  return status == kStatusOk || status == kStatusCancelled;
+// The parts of a row written before version 2 (see ledger.h, "Schema versions").
+AttemptCost CostOfUnsplitRow(const AttemptRow& row, double egress_cost_usd, double cost_usd) {
+  AttemptCost c = PriceAttempt(row, {});
+  c.egress_usd = egress_cost_usd;
+  if (row.decode_worker.capacity_class == CapacityClass::kApi) c.api_tokens_usd = cost_usd;
+  return c;
 }
+
+}  // namespace
 
 Ledger::Ledger(sqlite3* db, std::string path, bool store_text)
     : db_(db), path_(std::move(path)), store_text_(store_text) {}
@@ -251,13 +270,19 @@ Status Ledger::CheckOrCreateSchema(int flags) {
       return s;
     }
     PDSERVE_RETURN_IF_ERROR(Exec("COMMIT"));
+    version = kSchemaVersion;
   } else if (app_id != kApplicationId) {
     return InvalidArgument("not a pdserve ledger (an SQLite database of another application)");
-  } else if (version != kSchemaVersion) {
+  } else if (version < 1 || version > kSchemaVersion) {
     return FailedPrecondition("ledger schema version " + std::to_string(version) +
-                              ", this pdserve reads version " + std::to_string(kSchemaVersion) +
+                              ", this pdserve reads versions 1 to " +
+                              std::to_string(kSchemaVersion) +
                               (version > kSchemaVersion ? " (written by a newer pdserve)" : ""));
+  } else if (version == 1 && writable) {
+    PDSERVE_RETURN_IF_ERROR(MigrateToVersion2());
+    version = kSchemaVersion;
   }
+  schema_version_ = static_cast<int>(version);
   if (writable) {
     PDSERVE_RETURN_IF_ERROR(Exec("PRAGMA journal_mode=WAL"));
     // NORMAL in WAL mode: a commit survives a process kill; only an OS crash may lose the last.
@@ -269,19 +294,41 @@ Status Ledger::CheckOrCreateSchema(int flags) {
   return Status::Ok();
 }
 
+Status Ledger::MigrateToVersion2() {
+  PDSERVE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  int64_t version = 0;
+  Status s;
+  {  // another process may have migrated it since the caller looked
+    Statement check(db_, "SELECT user_version FROM pragma_user_version");
+    s = check.prepared();
+    if (s.ok()) {
+      auto row = check.Step();
+      if (row.ok()) version = check.Int(0);
+      s = row.status();
+    }
+  }
+  if (s.ok() && version == 1) s = Exec(kMigrateToVersion2);
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK");
+    return s.WithContext("migrating to schema version 2");
+  }
+  return Exec("COMMIT");
+}
+
 Status Ledger::Append(const AttemptRow& r) {
   std::lock_guard lock(mu_);
   PDSERVE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status s = [&]() -> Status {
     std::string placeholders = "?";
     for (int i = 1; i < kAttemptColumnCount; ++i) placeholders += ",?";
-    Statement insert(db_, std::string("INSERT INTO attempts(") + kAttemptColumns + ") VALUES (" +
-                              placeholders + ")");
+    Statement insert(db_, std::string("INSERT INTO attempts(") + kAttemptColumns + ", " +
+                              kCostPartColumns + ") VALUES (" + placeholders + ")");
     PDSERVE_RETURN_IF_ERROR(insert.prepared());
     insert.Bind(r.request_id);
     insert.Bind(r.attempt);
-    for (const std::string* v : {&r.tenant, &r.model, &r.endpoint, &r.status, &r.finish_reason})
-      insert.Bind(*v);
+    for (const std::string* v : {&r.tenant, &r.model, &r.endpoint}) insert.Bind(*v);
+    insert.Bind(ToString(r.status));
+    insert.Bind(r.finish_reason);
     for (double v : {r.arrival_unix, r.first_token_unix, r.end_unix, r.queue_seconds,
                      r.prefill_seconds, r.transfer_seconds, r.decode_seconds}) {
       insert.Bind(v);
@@ -293,11 +340,14 @@ Status Ledger::Append(const AttemptRow& r) {
     insert.Bind(r.prefill_step_seconds);
     insert.Bind(r.decode_step_seconds);
     insert.Bind(r.kv_bytes);
-    insert.Bind(r.egress_cost_usd);
-    insert.Bind(r.cost_usd);
+    insert.Bind(r.cost.egress_usd);
+    insert.Bind(r.cost.total());
     insert.Bind(r.user);
     insert.BindNullableText(store_text_ ? &r.prompt_text : nullptr);
     insert.BindNullableText(store_text_ ? &r.completion_text : nullptr);
+    insert.Bind(r.cost.prefill_compute_usd);
+    insert.Bind(r.cost.decode_compute_usd);
+    insert.Bind(r.cost.api_tokens_usd);
     PDSERVE_RETURN_IF_ERROR(insert.Run());
     const int64_t row_id = sqlite3_last_insert_rowid(db_);
     for (const auto& [key, value] : r.tags) {
@@ -362,7 +412,12 @@ Result<int64_t> Ledger::ForgetTenant(const std::string& tenant) {
 }
 
 Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
-  std::string sql = std::string("SELECT ") + kAttemptColumns +
+  auto row_error = [&](const AttemptRow& r, const Status& s) {
+    return s.WithContext("ledger " + path_ + ": row " + r.request_id + "#" +
+                         std::to_string(r.attempt));
+  };
+  std::string sql = std::string("SELECT ") + kAttemptColumns + ", " +
+                    (schema_version_ >= 2 ? kCostPartColumns : kNoCostPartColumns) +
                     ", (SELECT json_group_object(key, value) FROM attempt_tags t WHERE t.row_id "
                     "= a.row_id) FROM attempts AS a WHERE 1";
   if (filter.tenant) sql += " AND a.tenant = ?";
@@ -394,27 +449,36 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
     int c = 0;
     r.request_id = select.Text(c++);
     r.attempt = static_cast<int>(select.Int(c++));
-    for (std::string* v : {&r.tenant, &r.model, &r.endpoint, &r.status, &r.finish_reason}) {
-      *v = select.Text(c++);
-    }
+    for (std::string* v : {&r.tenant, &r.model, &r.endpoint}) *v = select.Text(c++);
+    auto status = ParseAttemptStatus(select.Text(c++));
+    if (!status.ok()) return row_error(r, status.status());
+    r.status = *status;
+    r.finish_reason = select.Text(c++);
     for (double* v : {&r.arrival_unix, &r.first_token_unix, &r.end_unix, &r.queue_seconds,
                       &r.prefill_seconds, &r.transfer_seconds, &r.decode_seconds}) {
       *v = select.Real(c++);
     }
     r.prompt_tokens = select.Int(c++);
     r.completion_tokens = select.Int(c++);
-    r.prefill_worker = select.Worker(c);
-    c += 7;
-    r.decode_worker = select.Worker(c);
-    c += 7;
+    for (WorkerRef* w : {&r.prefill_worker, &r.decode_worker}) {
+      auto worker = select.Worker(c);
+      if (!worker.ok()) return row_error(r, worker.status());
+      *w = std::move(worker).value();
+      c += 7;
+    }
     r.prefill_step_seconds = select.Real(c++);
     r.decode_step_seconds = select.Real(c++);
     r.kv_bytes = select.Int(c++);
-    r.egress_cost_usd = select.Real(c++);
-    r.cost_usd = select.Real(c++);
+    const double egress_cost_usd = select.Real(c++), cost_usd = select.Real(c++);
     r.user = select.Text(c++);
     r.prompt_text = select.Text(c++);
     r.completion_text = select.Text(c++);
+    if (const std::optional<double> prefill = select.NullableReal(c)) {
+      r.cost = {*prefill, select.Real(c + 1), egress_cost_usd, select.Real(c + 2)};
+    } else {
+      r.cost = CostOfUnsplitRow(r, egress_cost_usd, cost_usd);
+    }
+    c += 3;
     const std::string tags = select.Text(c++);
     if (!tags.empty()) {
       auto j = nlohmann::json::parse(tags, nullptr, /*allow_exceptions=*/false);
@@ -447,7 +511,11 @@ Result<std::vector<WorkerPeriod>> Ledger::Periods(std::optional<double> from_uni
     if (!*more) break;
     WorkerPeriod p;
     p.period_id = select.Text(0);
-    p.worker = select.Worker(1);
+    auto worker = select.Worker(1);
+    if (!worker.ok()) {
+      return worker.status().WithContext("ledger " + path_ + ": period " + p.period_id);
+    }
+    p.worker = std::move(worker).value();
     p.start_unix = select.Real(8);
     p.end_unix = select.Real(9);
     p.busy_seconds = select.Real(10);
@@ -456,7 +524,7 @@ Result<std::vector<WorkerPeriod>> Ledger::Periods(std::optional<double> from_uni
   return periods;
 }
 
-// Command-line and header values.
+// Command-line values.
 
 namespace {
 
@@ -466,44 +534,7 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-bool IsTagKey(std::string_view key) {
-  if (key.empty() || key.size() > 64) return false;
-  for (char c : key) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
-
-Result<std::map<std::string, std::string>> ParseTags(std::string_view text) {
-  std::map<std::string, std::string> tags;
-  while (!Trim(text).empty()) {
-    const size_t comma = text.find(',');
-    std::string_view item = Trim(text.substr(0, comma));
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return InvalidArgument("tag '" + std::string(item) + "' is not key=value");
-    }
-    const std::string_view key = Trim(item.substr(0, eq)), value = Trim(item.substr(eq + 1));
-    if (!IsTagKey(key)) {
-      return InvalidArgument("tag key '" + std::string(key) +
-                             "' must be 1-64 letters, digits, '_', '.' or '-'");
-    }
-    if (value.find('=') != std::string_view::npos) {
-      return InvalidArgument("tag value '" + std::string(value) + "' holds '='");
-    }
-    if (FindInvalidUtf8(value)) {  // it goes into the ledger, and out again as JSON
-      return InvalidArgument("tag value of '" + std::string(key) + "' is not UTF-8");
-    }
-    tags[std::string(key)] = std::string(value);
-  }
-  return tags;
-}
 
 Result<double> ParseTimeArg(std::string_view text) {
   text = Trim(text);

@@ -9,6 +9,13 @@
 // the file while the gateway writes. Schema version in `PRAGMA user_version`, the file's kind in
 // `PRAGMA application_id`; a file of another kind or a newer version is refused.
 //
+// Schema versions: 2 stores each row's cost by part (AttemptCost: prefill and decode compute,
+// egress, API tokens) beside its total, as the gateway priced it. A version 1 file is migrated
+// when opened for writing: the part columns are added, empty (NULL) for its old rows. Rows read
+// with no stored parts (old rows, or a version 1 file opened read-only) get them from what the
+// row recorded: compute by the cost model from its step seconds and workers, egress as its
+// egress_cost_usd, API tokens as the cost_usd of a class api row; their total() is its cost_usd.
+//
 // Threads: every method may be called from any thread; one mutex serialises the connection.
 #pragma once
 
@@ -22,36 +29,29 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ledger/attempt_cost.h"
+#include "ledger/attempt_labels.h"
 #include "ledger/cost_model.h"
 
 struct sqlite3;
 
 namespace pdserve::gateway {
 
-// Attempt statuses. Accepted attempts (ok, cancelled) are request cost; the others retry waste.
-inline constexpr char kStatusOk[] = "ok";
-inline constexpr char kStatusError[] = "error";
-inline constexpr char kStatusCancelled[] = "cancelled";
-inline constexpr char kStatusRetried[] = "retried";
-// An attempt whose tokens reached the client before its sequence was resumed on other workers:
-// they recompute its work (prompt and tokens so far), so its cost is retry waste.
-inline constexpr char kStatusResumed[] = "resumed";
-bool IsAcceptedStatus(std::string_view status);
-
 struct AttemptRow {
   std::string request_id;  // OpenAI id (cmpl-.../chatcmpl-...), shared by a request's attempts
   int attempt = 1;
   std::string tenant, model, endpoint;  // endpoint: "completions" or "chat"
-  std::string status;                   // "ok", "error", "cancelled", "retried", "resumed"
-  std::string finish_reason;            // "stop", "length", "abort", "" ...
+  AttemptStatus status = AttemptStatus::kOk;
+  std::string finish_reason;  // "stop", "length", "abort", "" ...
   double arrival_unix = 0, first_token_unix = 0 /*0: none*/, end_unix = 0;
   double queue_seconds = 0, prefill_seconds = 0, transfer_seconds = 0, decode_seconds = 0;  // wall
   int64_t prompt_tokens = 0, completion_tokens = 0;
   WorkerRef prefill_worker, decode_worker;  // the same worker twice when colocated; id 0 = none
   double prefill_step_seconds = 0, decode_step_seconds = 0;  // attributed step wall (not x gpus)
   int64_t kv_bytes = 0;
-  double egress_cost_usd = 0;
-  double cost_usd = 0;                       // compute cost of both phases + egress
+  // PriceAttempt's, once; stored as the columns egress_cost_usd (its egress_usd), cost_usd (its
+  // total()) and the other parts' own.
+  AttemptCost cost;
   std::map<std::string, std::string> tags;   // from x-pdserve-tags: env=prod,job=nightly
   std::string user;                          // OpenAI `user` field
   std::string prompt_text, completion_text;  // stored only when LedgerOptions::store_text
@@ -111,17 +111,15 @@ class Ledger {
   static Result<std::unique_ptr<Ledger>> OpenWith(const std::string& path, int flags,
                                                   bool store_text);
   Status CheckOrCreateSchema(int flags);  // the SQLITE_OPEN_* flags the file was opened with
+  Status MigrateToVersion2();
   Status Exec(const char* sql) const;
 
   mutable std::mutex mu_;
   sqlite3* db_;  // guarded by mu_
   const std::string path_;
   const bool store_text_;
+  int schema_version_ = 0;  // the file's, once checked (a read-only file may be older)
 };
-
-// "env=prod,job=nightly" (the x-pdserve-tags header, or one --tag flag) into key -> value.
-// Keys are [A-Za-z0-9_.-]+, values anything but ',' and '='; blanks around items are trimmed.
-Result<std::map<std::string, std::string>> ParseTags(std::string_view text);
 
 // A time on the command line: unix seconds ("1764410400", "1764410400.5") or ISO-8601 UTC
 // ("2026-11-29T10:00:00Z", fractional seconds allowed).

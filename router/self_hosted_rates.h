@@ -1,9 +1,9 @@
 // SelfHostedRates: what self-hosted workers have cost per token lately, from the compute the
-// gateway charged its completed attempts (their attributed step seconds times their workers'
-// prices, as the ledger prices them) over a recent window. A `cheapest` tenant's request compares
-// its predicted cost here with an external upstream's price (docs/architecture.md, "Residency and
-// external APIs"). The registry shares each step's time among the requests in it, so the rates
-// follow utilisation: a decode step shared by few requests charges each of them more.
+// gateway charged its completed attempts over a recent window: each attempt's prefill and decode
+// compute parts, as priced once for its ledger row (ledger/attempt_cost.h). A `cheapest` tenant's
+// request compares its predicted cost here with an external upstream's price (docs/architecture.md,
+// "Residency and external APIs"). The registry shares each step's time among the requests in it, so
+// the rates follow utilisation: a decode step shared by few requests charges each of them more.
 //
 // Threads: any (a mutex inside). Written by CompletionCall as its rows are priced; read by
 // CompletionCall when a `cheapest` request arrives.

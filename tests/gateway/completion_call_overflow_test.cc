@@ -269,7 +269,7 @@ TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
   ASSERT_EQ(status, 200);
   const auto rows = accounting.ledger->Rows({}).value();
   ASSERT_EQ(rows.size(), 1u);
-  const double row_cost = rows[0].cost_usd;
+  const double row_cost = rows[0].cost.total();
   EXPECT_GT(row_cost, 0);
   EXPECT_DOUBLE_EQ(row_cost, (0.25 * 3.7 * 1 + 0.5 * 5.3 * 2) / 3600);
   EXPECT_EQ(Header("x-pdserve-cost-usd"), ResponseStream::CostText(row_cost));

@@ -35,18 +35,18 @@ namespace {
 using model::testing::TempDir;
 using Json = nlohmann::json;
 
-const WorkerRef kR{1, "r1", "both", kReservedClass, "", 3.6, 1};
-const WorkerRef kB{2, "b1", "both", kBurstClass, "", 7.2, 1};
+const WorkerRef kR{1, "r1", "both", CapacityClass::kReserved, "", 3.6, 1};
+const WorkerRef kB{2, "b1", "both", CapacityClass::kBurst, "", 7.2, 1};
 const WorkerRef kNone{};
 
-AttemptRow Row(std::string id, int attempt, std::string tenant, std::string status,
+AttemptRow Row(std::string id, int attempt, std::string tenant, std::string_view status,
                const WorkerRef& p, double p_s, const WorkerRef& d, double d_s, int64_t in,
                int64_t out, double arrival, double first, double end) {
   AttemptRow r;
   r.request_id = std::move(id);
   r.attempt = attempt;
   r.tenant = std::move(tenant);
-  r.status = std::move(status);
+  r.status = *ParseAttemptStatus(status);
   r.model = "tiny";
   r.endpoint = "chat";
   r.prefill_worker = p;
@@ -58,7 +58,7 @@ AttemptRow Row(std::string id, int attempt, std::string tenant, std::string stat
   r.arrival_unix = arrival;
   r.first_token_unix = first;
   r.end_unix = end;
-  r.cost_usd = PriceAttempt(p_s, p, d_s, d, 0).total();
+  r.cost = PriceAttempt(r, {});
   return r;
 }
 
@@ -170,13 +170,13 @@ TEST_F(CostReportTest, OverallFiguresMatchTheHandComputedOnes) {
 }
 
 TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
-  const WorkerRef api{0, "openai", "api", kApiClass, "", 0, 0};
+  const WorkerRef api{0, "openai", "api", CapacityClass::kApi, "", 0, 0};
   auto ledger = Ledger::Open({dir_ / "ledger.db", false});
   ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
   AttemptRow served = Row("chatcmpl-5", 1, "acme", "ok", api, 0, api, 0, 100, 20, 10, 11, 12);
-  served.cost_usd = 100 * 1e-6 + 20 * 4e-6;
+  served.cost.api_tokens_usd = 100 * 1e-6 + 20 * 4e-6;
   AttemptRow failed = Row("chatcmpl-6", 1, "beta", "retried", api, 0, api, 0, 0, 0, 10, 0, 11);
-  failed.cost_usd = 0;
+  failed.cost = {};
   ASSERT_TRUE((*ledger)->Append(served).ok());
   ASSERT_TRUE((*ledger)->Append(failed).ok());
   ledger->reset();
@@ -194,7 +194,7 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   EXPECT_EQ(e["failed_attempts"], 1);
   EXPECT_EQ(e["input_tokens"], 100);
   EXPECT_EQ(e["output_tokens"], 20);
-  EXPECT_EQ(e["cost_usd"].get<double>(), served.cost_usd);
+  EXPECT_EQ(e["cost_usd"].get<double>(), served.cost.total());
   EXPECT_EQ(j["tenants"]["acme"]["external_apis"]["openai"]["requests"], 1);
   EXPECT_NE(CostReportTable(report_).find("External APIs"), std::string::npos);
 
@@ -218,7 +218,7 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   EXPECT_EQ(mix["burst"]["requests"], 1);
   ExpectNear(mix["burst"]["request_share"], 0.25, "burst share");
   EXPECT_EQ(mix["api openai"]["requests"], 1);
-  EXPECT_EQ(mix["api openai"]["cost_usd"].get<double>(), served.cost_usd);
+  EXPECT_EQ(mix["api openai"]["cost_usd"].get<double>(), served.cost.total());
   ExpectNear(mix["api openai"]["request_share"], 0.25, "api share");
   const std::string table = CostReportTable(report_);
   EXPECT_NE(table.find("Mix (accepted requests)"), std::string::npos) << table;
@@ -226,6 +226,26 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   const std::string html = CostReportHtml(report_);
   EXPECT_NE(html.find("<h3>Mix</h3>"), std::string::npos);
   EXPECT_NE(html.find("against burst"), std::string::npos);
+}
+
+TEST_F(CostReportTest, RowsAreSummedAtTheirStoredPartsNeverRepriced) {
+  // 10 s each way on R would price at $0.01 a phase; the row holds other parts, and the report
+  // must use those (as the gateway priced them), not its own arithmetic.
+  AttemptRow planted = Row("chatcmpl-7", 1, "gamma", "ok", kR, 10, kR, 10, 100, 50, 20, 21, 22);
+  planted.cost = {0.5, 0.25, 0.125, 0};
+  auto ledger = Ledger::Open({dir_ / "ledger.db", false});
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  ASSERT_TRUE((*ledger)->Append(planted).ok());
+  ledger->reset();
+  const Json j = Report({});
+  const Json& gamma = j["tenants"]["gamma"];
+  EXPECT_EQ(gamma["request_cost_usd"].get<double>(), 0.875);
+  EXPECT_EQ(gamma["egress_cost_usd"].get<double>(), 0.125);
+  EXPECT_EQ(gamma["classes"]["reserved"]["prefill_compute_usd"].get<double>(), 0.5);
+  EXPECT_EQ(gamma["classes"]["reserved"]["decode_compute_usd"].get<double>(), 0.25);
+  ExpectNear(j["overall"]["request_cost_usd"], 0.9 + 0.875, "request");
+  ExpectNear(j["overall"]["classes"]["reserved"]["prefill_compute_usd"], 0.3 + 0.5, "R prefill");
+  ExpectNear(j["workers"][0]["request_cost_usd"], 0.6 + 0.75, "R requests");
 }
 
 TEST_F(CostReportTest, TenantsGetTheirOwnCostsAndAnAllocatedShareOfCapacity) {

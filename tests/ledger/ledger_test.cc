@@ -18,7 +18,7 @@ namespace {
 
 using model::testing::TempDir;
 
-WorkerRef Worker(uint64_t id, const std::string& cls, double price, int gpus = 1) {
+WorkerRef Worker(uint64_t id, CapacityClass cls, double price, int gpus = 1) {
   return {id, "w" + std::to_string(id), "both", cls, "zone-a", price, gpus};
 }
 
@@ -29,18 +29,18 @@ AttemptRow Row(const std::string& id, const std::string& tenant, double end, int
   r.tenant = tenant;
   r.model = "tiny";
   r.endpoint = "chat";
-  r.status = "ok";
+  r.status = AttemptStatus::kOk;
   r.finish_reason = "stop";
   r.arrival_unix = end - 2;
   r.first_token_unix = end - 1;
   r.end_unix = end;
   r.prompt_tokens = 10;
   r.completion_tokens = 5;
-  r.prefill_worker = Worker(1, "reserved", 2.0);
-  r.decode_worker = Worker(2, "burst", 3.5, 2);
+  r.prefill_worker = Worker(1, CapacityClass::kReserved, 2.0);
+  r.decode_worker = Worker(2, CapacityClass::kBurst, 3.5, 2);
   r.prefill_step_seconds = 0.25;
   r.decode_step_seconds = 0.5;
-  r.cost_usd = 0.001;
+  r.cost = {0.0003, 0.0005, 0, 0.0002};
   return r;
 }
 
@@ -75,14 +75,14 @@ TEST(LedgerTest, RoundTripsEveryField) {
   TempDir dir;
   auto ledger = OpenOrDie(dir / "l.db", /*store_text=*/true);
   AttemptRow r = Row("chatcmpl-1", "acme", 1000.5, 2);
-  r.status = "retried";
+  r.status = AttemptStatus::kRetried;
   r.finish_reason = "";
   r.queue_seconds = 0.1;
   r.prefill_seconds = 0.2;
   r.transfer_seconds = 0.3;
   r.decode_seconds = 0.4;
   r.kv_bytes = 123456789012;
-  r.egress_cost_usd = 0.0002;
+  r.cost.egress_usd = 0.0002;
   r.tags = {{"env", "prod"}, {"job", "nightly"}};
   r.user = "user-7";
   r.prompt_text = "hello";
@@ -99,7 +99,7 @@ TEST(LedgerTest, RoundTripsEveryField) {
   EXPECT_EQ(g.tenant, "acme");
   EXPECT_EQ(g.model, "tiny");
   EXPECT_EQ(g.endpoint, "chat");
-  EXPECT_EQ(g.status, "retried");
+  EXPECT_EQ(g.status, AttemptStatus::kRetried);
   EXPECT_EQ(g.finish_reason, "");
   EXPECT_EQ(g.arrival_unix, 998.5);
   EXPECT_EQ(g.first_token_unix, 999.5);
@@ -113,17 +113,19 @@ TEST(LedgerTest, RoundTripsEveryField) {
   EXPECT_EQ(g.prefill_worker.id, 1u);
   EXPECT_EQ(g.prefill_worker.name, "w1");
   EXPECT_EQ(g.prefill_worker.role, "both");
-  EXPECT_EQ(g.prefill_worker.capacity_class, "reserved");
+  EXPECT_EQ(g.prefill_worker.capacity_class, CapacityClass::kReserved);
   EXPECT_EQ(g.prefill_worker.zone, "zone-a");
   EXPECT_EQ(g.prefill_worker.price_per_gpu_hour, 2.0);
   EXPECT_EQ(g.decode_worker.id, (uint64_t{1} << 63) + 5);
-  EXPECT_EQ(g.decode_worker.capacity_class, "burst");
+  EXPECT_EQ(g.decode_worker.capacity_class, CapacityClass::kBurst);
   EXPECT_EQ(g.decode_worker.gpu_count, 2);
   EXPECT_EQ(g.prefill_step_seconds, 0.25);
   EXPECT_EQ(g.decode_step_seconds, 0.5);
   EXPECT_EQ(g.kv_bytes, 123456789012);
-  EXPECT_EQ(g.egress_cost_usd, 0.0002);
-  EXPECT_EQ(g.cost_usd, 0.001);
+  EXPECT_EQ(g.cost.prefill_compute_usd, 0.0003);
+  EXPECT_EQ(g.cost.decode_compute_usd, 0.0005);
+  EXPECT_EQ(g.cost.egress_usd, 0.0002);
+  EXPECT_EQ(g.cost.api_tokens_usd, 0.0002);
   EXPECT_EQ(g.tags, r.tags);
   EXPECT_EQ(g.user, "user-7");
   EXPECT_EQ(g.prompt_text, "hello");
@@ -194,12 +196,13 @@ TEST(LedgerTest, SameAttemptTwiceIsRefusedAndLeavesNoHalfRow) {
 TEST(LedgerTest, UpsertPeriodUpdatesItsEndAndBusyTime) {
   TempDir dir;
   auto ledger = OpenOrDie(dir / "l.db");
-  WorkerPeriod p{"g1-1", Worker(1, "reserved", 2.0, 4), 100, 110, 3};
+  WorkerPeriod p{"g1-1", Worker(1, CapacityClass::kReserved, 2.0, 4), 100, 110, 3};
   ASSERT_TRUE(ledger->UpsertPeriod(p).ok());
   p.end_unix = 160;
   p.busy_seconds = 20;
   ASSERT_TRUE(ledger->UpsertPeriod(p).ok());
-  ASSERT_TRUE(ledger->UpsertPeriod({"g1-2", Worker(2, "burst", 5.0), 200, 300, 0}).ok());
+  ASSERT_TRUE(
+      ledger->UpsertPeriod({"g1-2", Worker(2, CapacityClass::kBurst, 5.0), 200, 300, 0}).ok());
 
   auto all = ledger->Periods(std::nullopt, std::nullopt);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -209,7 +212,7 @@ TEST(LedgerTest, UpsertPeriodUpdatesItsEndAndBusyTime) {
   EXPECT_EQ((*all)[0].end_unix, 160);
   EXPECT_EQ((*all)[0].busy_seconds, 20);
   EXPECT_EQ((*all)[0].worker.gpu_count, 4);
-  EXPECT_EQ((*all)[0].worker.capacity_class, "reserved");
+  EXPECT_EQ((*all)[0].worker.capacity_class, CapacityClass::kReserved);
   EXPECT_EQ((*all)[1].worker.price_per_gpu_hour, 5.0);
 
   auto overlapping = ledger->Periods(150.0, 210.0);
@@ -367,16 +370,144 @@ TEST(LedgerTest, BadPathsAndForeignFilesAreClearErrors) {
       << empty.status().ToString();
 }
 
-TEST(LedgerTest, ParsesTagsAsTheHeaderAndFlagGiveThem) {
-  auto tags = ParseTags(" env=prod, job = nightly ,,team=");
-  ASSERT_TRUE(tags.ok()) << tags.status().ToString();
-  EXPECT_EQ(*tags, (std::map<std::string, std::string>{
-                       {"env", "prod"}, {"job", "nightly"}, {"team", ""}}));
-  EXPECT_TRUE(ParseTags("")->empty());
-  EXPECT_FALSE(ParseTags("env").ok());
-  EXPECT_FALSE(ParseTags("=prod").ok());
-  EXPECT_FALSE(ParseTags("e nv=prod").ok());
-  EXPECT_FALSE(ParseTags("env=a=b").ok());
+// A ledger as pdserve wrote it before cost parts (schema version 1), with a self-hosted row
+// (reserved prefill on 2 GPUs at $3.60/h, burst decode at $7.20/h, KV across zones) and an
+// external one (class api), each with the egress and cost the gateway stored then.
+constexpr char kVersion1Ledger[] = R"sql(
+CREATE TABLE attempts(
+  row_id INTEGER PRIMARY KEY,
+  request_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+  tenant TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL,
+  status TEXT NOT NULL, finish_reason TEXT NOT NULL,
+  arrival_unix REAL NOT NULL, first_token_unix REAL NOT NULL, end_unix REAL NOT NULL,
+  queue_seconds REAL NOT NULL, prefill_seconds REAL NOT NULL, transfer_seconds REAL NOT NULL,
+  decode_seconds REAL NOT NULL,
+  prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+  prefill_worker_id INTEGER NOT NULL, prefill_worker_name TEXT NOT NULL,
+  prefill_worker_role TEXT NOT NULL, prefill_capacity_class TEXT NOT NULL,
+  prefill_zone TEXT NOT NULL, prefill_price_per_gpu_hour REAL NOT NULL,
+  prefill_gpu_count INTEGER NOT NULL,
+  decode_worker_id INTEGER NOT NULL, decode_worker_name TEXT NOT NULL,
+  decode_worker_role TEXT NOT NULL, decode_capacity_class TEXT NOT NULL,
+  decode_zone TEXT NOT NULL, decode_price_per_gpu_hour REAL NOT NULL,
+  decode_gpu_count INTEGER NOT NULL,
+  prefill_step_seconds REAL NOT NULL, decode_step_seconds REAL NOT NULL,
+  kv_bytes INTEGER NOT NULL, egress_cost_usd REAL NOT NULL, cost_usd REAL NOT NULL,
+  user TEXT NOT NULL, prompt_text TEXT, completion_text TEXT,
+  UNIQUE(request_id, attempt));
+CREATE INDEX attempts_end ON attempts(end_unix);
+CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
+CREATE TABLE attempt_tags(
+  row_id INTEGER NOT NULL REFERENCES attempts(row_id) ON DELETE CASCADE,
+  key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(row_id, key)) WITHOUT ROWID;
+CREATE INDEX attempt_tags_key_value ON attempt_tags(key, value);
+CREATE TABLE worker_periods(
+  period_id TEXT PRIMARY KEY,
+  worker_id INTEGER NOT NULL, worker_name TEXT NOT NULL, worker_role TEXT NOT NULL,
+  capacity_class TEXT NOT NULL, zone TEXT NOT NULL, price_per_gpu_hour REAL NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  start_unix REAL NOT NULL, end_unix REAL NOT NULL, busy_seconds REAL NOT NULL);
+INSERT INTO attempts VALUES (NULL, 'chatcmpl-old', 1, 'acme', 'tiny', 'chat', 'ok', 'stop',
+  10, 11, 12, 0, 0, 0, 0, 1000, 200,
+  1, 'p', 'prefill', 'reserved', 'zone-a', 3.6, 2,
+  2, 'd', 'decode', 'burst', 'zone-b', 7.2, 1,
+  1.5, 4, 3000000000, 0.06, 0.071, 'u', NULL, NULL);
+INSERT INTO attempts VALUES (NULL, 'chatcmpl-api', 1, 'beta', 'tiny', 'chat', 'retried', '',
+  20, 0, 21, 0, 0, 0, 0, 100, 0,
+  0, 'openai', 'api', 'api', '', 0, 0,
+  0, 'openai', 'api', 'api', '', 0, 0,
+  0, 0, 0, 0, 0.0042, '', NULL, NULL);
+PRAGMA application_id=1885631350;
+PRAGMA user_version=1;
+)sql";
+
+// The first column of the first row `sql` gives, read from the file as an outside reader would.
+double RawNumber(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt, nullptr), SQLITE_OK) << sql;
+  const double value = sqlite3_step(stmt) == SQLITE_ROW ? sqlite3_column_double(stmt, 0) : -1;
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return value;
+}
+double UserVersion(const std::string& path) { return RawNumber(path, "PRAGMA user_version"); }
+
+// The version 1 rows' parts, as ledger.h says they are read: compute by the cost model, egress
+// and API tokens as stored, adding up to the stored cost_usd.
+void ExpectVersion1Parts(const std::vector<AttemptRow>& rows) {
+  ASSERT_EQ(rows.size(), 2u);
+  const AttemptCost& old = rows[0].cost;
+  EXPECT_EQ(rows[0].request_id, "chatcmpl-old");
+  EXPECT_DOUBLE_EQ(old.prefill_compute_usd, 1.5 * 2 * 0.001);
+  EXPECT_DOUBLE_EQ(old.decode_compute_usd, 4 * 0.002);
+  EXPECT_EQ(old.egress_usd, 0.06);
+  EXPECT_EQ(old.api_tokens_usd, 0);
+  EXPECT_DOUBLE_EQ(old.total(), 0.071);
+  const AttemptCost& api = rows[1].cost;
+  EXPECT_EQ(rows[1].status, AttemptStatus::kRetried);
+  EXPECT_EQ(rows[1].decode_worker.capacity_class, CapacityClass::kApi);
+  EXPECT_EQ(api.prefill_compute_usd + api.decode_compute_usd + api.egress_usd, 0);
+  EXPECT_EQ(api.api_tokens_usd, 0.0042);
+  EXPECT_EQ(api.total(), 0.0042);
+}
+
+TEST(LedgerTest, AVersion1LedgerIsReadAsItIsWithItsPartsFromWhatItsRowsRecorded) {
+  TempDir dir;
+  RawSql(dir / "v1.db", kVersion1Ledger);
+  auto ledger = Ledger::OpenReadOnly(dir / "v1.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  auto rows = (*ledger)->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ExpectVersion1Parts(*rows);
+  EXPECT_EQ(UserVersion(dir / "v1.db"), 1);  // reading changes nothing
+}
+
+TEST(LedgerTest, OpeningAVersion1LedgerToWriteMigratesItAndKeepsItsRows) {
+  TempDir dir;
+  RawSql(dir / "v1.db", kVersion1Ledger);
+  {
+    auto ledger = OpenOrDie(dir / "v1.db");
+    ASSERT_TRUE(ledger != nullptr);
+    EXPECT_EQ(UserVersion(dir / "v1.db"), 2);
+    // A new row's parts are stored as given, not what its usage would price at.
+    AttemptRow r = Row("chatcmpl-new", "acme", 30);
+    r.cost = {0.25, 0.5, 0.125, 1.0};
+    ASSERT_TRUE(ledger->Append(r).ok());
+  }
+  ASSERT_TRUE(OpenOrDie(dir / "v1.db") != nullptr);  // a second open finds it migrated
+  auto ledger = Ledger::OpenReadOnly(dir / "v1.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  auto rows = (*ledger)->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  const AttemptCost stored = rows->back().cost;
+  rows->pop_back();
+  ExpectVersion1Parts(*rows);
+  EXPECT_EQ(stored.prefill_compute_usd, 0.25);
+  EXPECT_EQ(stored.decode_compute_usd, 0.5);
+  EXPECT_EQ(stored.egress_usd, 0.125);
+  EXPECT_EQ(stored.api_tokens_usd, 1.0);
+  // Outside readers of the file see the total as cost_usd, as before.
+  const std::string where = " FROM attempts WHERE request_id = 'chatcmpl-new'";
+  EXPECT_EQ(RawNumber(dir / "v1.db", "SELECT cost_usd" + where), 1.875);
+  EXPECT_EQ(RawNumber(dir / "v1.db", "SELECT egress_cost_usd" + where), 0.125);
+}
+
+TEST(LedgerTest, ARowWithAnUnknownLabelIsAnErrorNamingIt) {
+  TempDir dir;
+  ASSERT_TRUE(OpenOrDie(dir / "l.db")->Append(Row("chatcmpl-1", "acme", 10)).ok());
+  RawSql(dir / "l.db", "UPDATE attempts SET decode_capacity_class = 'spot'");
+  auto rows = OpenOrDie(dir / "l.db")->Rows({});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("'spot'"), std::string::npos) << rows.status().ToString();
+  EXPECT_NE(rows.status().message().find("chatcmpl-1"), std::string::npos);
+  RawSql(dir / "l.db", "UPDATE attempts SET decode_capacity_class = 'burst', status = 'done'");
+  rows = OpenOrDie(dir / "l.db")->Rows({});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("'done'"), std::string::npos) << rows.status().ToString();
 }
 
 TEST(LedgerTest, ParsesUnixSecondsAndIsoTimes) {
