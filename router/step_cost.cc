@@ -36,22 +36,22 @@ double ChargeStep(uint64_t worker, const proto::StepReport& step, const HeldAtte
   return charged;
 }
 
-WorkerPeriod::WorkerPeriod(uint64_t worker_id, proto::Register info,
-                           std::chrono::system_clock::time_point joined,
-                           std::optional<std::chrono::system_clock::time_point> billed_from)
+WorkerBillingPeriod::WorkerBillingPeriod(
+    uint64_t worker_id, proto::Register info, std::chrono::system_clock::time_point joined,
+    std::optional<std::chrono::system_clock::time_point> billed_from)
     : worker_id_(worker_id),
       info_(std::move(info)),
       start_(billed_from && *billed_from < joined ? *billed_from : joined),
       last_update_(joined) {}
 
-bool WorkerPeriod::DueForUpdate(std::chrono::system_clock::time_point now) {
+bool WorkerBillingPeriod::DueForUpdate(std::chrono::system_clock::time_point now) {
   if (now - last_update_ < std::chrono::seconds(1)) return false;
   last_update_ = now;
   return true;
 }
 
-WorkerPeriodUpdate WorkerPeriod::Update(std::chrono::system_clock::time_point now,
-                                        bool ended) const {
+WorkerPeriodUpdate WorkerBillingPeriod::Update(std::chrono::system_clock::time_point now,
+                                               bool ended) const {
   WorkerPeriodUpdate u;
   u.worker_id = worker_id_;
   u.info = info_;

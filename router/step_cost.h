@@ -1,11 +1,12 @@
 // How a worker's step time becomes cost (docs/architecture.md, "Cost model"): each StepReport
 // it sends is shared among the attempts in the step (StepShares, router/step_shares.h) and
 // charged to those it holds a part of, on the prefill or the decode side (ChargeStep); what it
-// charged is its busy time, kept with its billing period (WorkerPeriod), which the ledger
+// charged is its busy time, kept with its billing period (WorkerBillingPeriod), which the ledger
 // receives as WorkerPeriodUpdates. Time a step spent on a request the worker holds no part of
 // is charged to no attempt and is not busy time, so each worker's charges add up to its busy
 // seconds. WorkerRegistry calls these under its lock. Pure or plain state: no locks, no clock
-// of their own (the caller passes the time); a WorkerPeriod is owned by one caller at a time.
+// of their own (the caller passes the time); a WorkerBillingPeriod is owned by one caller at a
+// time.
 #pragma once
 
 #include <chrono>
@@ -41,13 +42,13 @@ using HeldAttempt = std::function<AttemptUsage*(uint64_t request_id)>;
 double ChargeStep(uint64_t worker, const proto::StepReport& step, const HeldAttempt& held);
 
 // One worker's billing period, from its registration until it leaves.
-class WorkerPeriod {
+class WorkerBillingPeriod {
  public:
   // It joined at `joined`; it is paid for from `billed_from` when that is earlier (a burst
   // worker the planner asked for is billed from the ask, its cold start included).
-  WorkerPeriod(uint64_t worker_id, proto::Register info,
-               std::chrono::system_clock::time_point joined,
-               std::optional<std::chrono::system_clock::time_point> billed_from);
+  WorkerBillingPeriod(uint64_t worker_id, proto::Register info,
+                      std::chrono::system_clock::time_point joined,
+                      std::optional<std::chrono::system_clock::time_point> billed_from);
 
   void AddBusy(double seconds) { busy_seconds_ += seconds; }
   double busy_seconds() const { return busy_seconds_; }

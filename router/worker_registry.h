@@ -127,7 +127,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::chrono::steady_clock::time_point last_seen;
     std::string address;  // the peer's IP address
     bool registered = false;
-    std::optional<WorkerPeriod> period;  // from its registration
+    std::optional<WorkerBillingPeriod> period;  // from its registration
   };
   enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
   struct InFlight {

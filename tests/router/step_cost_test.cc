@@ -96,15 +96,15 @@ TEST(ChargeStepTest, AColocatedStepChargesPromptWorkToPrefillAndTheRestToDecode)
   EXPECT_EQ(attempts[21].prefill_step_seconds, 0);
 }
 
-TEST(WorkerPeriodTest, StartsAtBilledFromOnlyWhenThatIsEarlier) {
+TEST(WorkerBillingPeriodTest, StartsAtBilledFromOnlyWhenThatIsEarlier) {
   const auto joined = std::chrono::system_clock::time_point(1000s);
   proto::Register info;
   info.set_name("w");
-  EXPECT_EQ(WorkerPeriod(1, info, joined, std::nullopt).start(), joined);
-  EXPECT_EQ(WorkerPeriod(1, info, joined, joined - 42s).start(), joined - 42s);
-  EXPECT_EQ(WorkerPeriod(1, info, joined, joined + 5s).start(), joined);
+  EXPECT_EQ(WorkerBillingPeriod(1, info, joined, std::nullopt).start(), joined);
+  EXPECT_EQ(WorkerBillingPeriod(1, info, joined, joined - 42s).start(), joined - 42s);
+  EXPECT_EQ(WorkerBillingPeriod(1, info, joined, joined + 5s).start(), joined);
   const WorkerPeriodUpdate u =
-      WorkerPeriod(7, info, joined, joined - 42s).Update(joined + 3s, true);
+      WorkerBillingPeriod(7, info, joined, joined - 42s).Update(joined + 3s, true);
   EXPECT_EQ(u.worker_id, 7u);
   EXPECT_EQ(u.info.name(), "w");
   EXPECT_EQ(u.start, joined - 42s);
@@ -113,9 +113,9 @@ TEST(WorkerPeriodTest, StartsAtBilledFromOnlyWhenThatIsEarlier) {
 }
 
 // What a period says it was busy is what its steps charged to attempts.
-TEST(WorkerPeriodTest, ItsBusySecondsAreWhatItsStepsCharged) {
+TEST(WorkerBillingPeriodTest, ItsBusySecondsAreWhatItsStepsCharged) {
   const auto joined = std::chrono::system_clock::time_point(1000s);
-  WorkerPeriod period(1, proto::Register(), joined, std::nullopt);
+  WorkerBillingPeriod period(1, proto::Register(), joined, std::nullopt);
   std::map<uint64_t, AttemptUsage> attempts{{1, Usage(1, 1, 2)}, {2, Usage(2, 1, 2)}};
   period.AddBusy(ChargeStep(1, Step(0.8, {1, 2}, {10, 30}, {true, true}), Held(attempts)));
   period.AddBusy(ChargeStep(1, Step(1.0, {1, 999}, {10, 10}, {true, true}), Held(attempts)));
@@ -125,9 +125,9 @@ TEST(WorkerPeriodTest, ItsBusySecondsAreWhatItsStepsCharged) {
               period.busy_seconds(), kEps);
 }
 
-TEST(WorkerPeriodTest, ARunningWorkersPeriodIsReportedAtMostOnceASecond) {
+TEST(WorkerBillingPeriodTest, ARunningWorkersPeriodIsReportedAtMostOnceASecond) {
   const auto joined = std::chrono::system_clock::time_point(1000s);
-  WorkerPeriod period(1, proto::Register(), joined, joined - 60s);
+  WorkerBillingPeriod period(1, proto::Register(), joined, joined - 60s);
   EXPECT_FALSE(period.DueForUpdate(joined + 999ms)) << "counted from joining, not billed_from";
   EXPECT_TRUE(period.DueForUpdate(joined + 1s));
   EXPECT_FALSE(period.DueForUpdate(joined + 1500ms));
