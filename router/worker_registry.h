@@ -1,21 +1,22 @@
-// WorkerRegistry: the gateway's side of the control plane. Accepts worker connections, checks
-// each Register (cluster token, model, role, KV layout), keeps the live workers with their
-// latest Load, asks its Router (router.h; by default a P/D pair, else a colocated worker) which
+// WorkerRegistry: the gateway's side of the control plane: worker membership and the wire
+// protocol. It accepts worker connections, checks each Register (cluster token, model, role, KV
+// layout), asks its Router (router.h; by default a P/D pair, else a colocated worker) which
 // workers take each request attempt, and relays the attempt's messages:
 // - disaggregated: Reserve to the decode worker D, then on Reserved, Prefill to the prefill
 //   worker P naming D's pages; P's first token goes to the sink and, as KvDone, to D, whose
 //   tokens follow;
 // - colocated: Generate to a worker of role both.
-// It shares every StepReport's time among the attempts in the step (by tokens) and, once every
-// worker of an attempt is done with it (finished, cancelled, failed or lost), tells the sink
-// what the attempt cost (OnAttemptClosed). Nothing a worker says of itself is trusted past what it
-// registered: its free pages are capped by its pool, its Reserved pages must lie in that pool,
-// and every phase of an attempt has a deadline (RegistryOptions). A worker that disconnects or
-// sends nothing for the
-// heartbeat timeout (every message counts) leaves the registry; its attempts fail over to their
-// sinks (retryable before the first token). Time in which the gateway itself did not run (a
-// SIGSTOP, a VM pause: its sweep firing late) is not held against its workers, whose messages
-// from that time are still unread. It sends each registered worker a Heartbeat every
+// The workers' load the router and admission read is its LoadView (load_view.h), which it tells
+// what the protocol did; each StepReport is charged to the attempts in the step and to the
+// worker's billing period (step_cost.h). Once every worker of an attempt is done with it
+// (finished, cancelled, failed or lost), it tells the sink what the attempt cost
+// (OnAttemptClosed). Nothing a worker says of itself is trusted past what it registered: its
+// free pages are capped by its pool, its Reserved pages must lie in that pool, and every phase
+// of an attempt has a deadline (RegistryOptions). A worker that disconnects or sends nothing
+// for the heartbeat timeout (every message counts) leaves the registry; its attempts fail over
+// to their sinks (retryable before the first token). Time in which the gateway itself did not
+// run (a SIGSTOP, a VM pause: its sweep firing late) is not held against its workers, whose
+// messages from that time are still unread. It sends each registered worker a Heartbeat every
 // heartbeat_interval, so that workers notice a gateway that went silent.
 //
 // Threads: all methods may be called from any thread (one mutex guards the tables). Sinks and
@@ -36,50 +37,12 @@
 #include "common/accept_backoff.h"
 #include "common/framed_connection.h"
 #include "common/status.h"
+#include "router/attempt.h"
+#include "router/load_view.h"
 #include "router/router.h"
+#include "router/step_cost.h"
 
 namespace pdserve::gateway {
-
-// What one attempt used: its workers (as registered) and the step time attributed to it.
-struct AttemptUsage {
-  uint64_t attempt_id = 0;
-  uint64_t prefill_worker = 0, decode_worker = 0;  // the same worker when colocated
-  proto::Register prefill_info, decode_info;
-  double prefill_step_seconds = 0;  // its share of steps on the prefill side (prompt work)
-  double decode_step_seconds = 0;   // its share of decode steps
-  int64_t kv_bytes = 0;
-};
-
-// Why an attempt ended without finishing: a worker refused it or was lost.
-struct AttemptFailure {
-  std::string message;
-  bool retryable = false;  // it did not start: another attempt may take it
-  // A decode worker had no free KV pages for it now: it may wait for room, on that worker too.
-  bool no_room = false;
-  uint64_t failed_worker = 0;  // the one to avoid on a retry (unless no_room or preempted)
-  // A decode worker preempted it for want of pages (retryable): it resumes where there is room,
-  // on that worker too.
-  bool preempted = false;
-};
-
-// What a request's owner (an HTTP session's call) receives from its workers.
-class RequestSink {
- public:
-  virtual ~RequestSink() = default;
-  virtual void OnTokens(const proto::TokenBatch& batch) = 0;
-  virtual void OnFailure(const AttemptFailure& failure) = 0;
-  // Called once per attempt, last, when no worker holds it any more.
-  virtual void OnAttemptClosed(const AttemptUsage& cost) = 0;
-};
-
-// A worker's registration period, for the ledger (docs/architecture.md, "Cost model").
-struct WorkerPeriodUpdate {
-  uint64_t worker_id = 0;
-  proto::Register info;
-  std::chrono::system_clock::time_point start, last_seen;
-  double busy_seconds = 0;  // step time charged to its attempts (router/step_shares.h)
-  bool ended = false;
-};
 
 struct RegistryOptions {
   std::string cluster_token;  // empty: any worker may join (local use)
@@ -122,13 +85,6 @@ struct RegistryOptions {
 // price that is no number). The message is what the refused worker is told.
 Status CheckRegister(const proto::Register& r, const RegistryOptions& options);
 
-struct WorkerSummary {
-  uint64_t id;
-  std::string role, capacity_class, name;
-  int free_pages, running, inflight;
-  bool draining;
-};
-
 using Attempt = router::Route;
 
 class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
@@ -167,26 +123,13 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   struct Worker {
     uint64_t id = 0;
     proto::Register info;
-    proto::Load load;
     std::shared_ptr<FramedConnection> conn;
     std::chrono::steady_clock::time_point last_seen;
-    std::chrono::system_clock::time_point joined, last_period_update;
-    std::chrono::system_clock::time_point billed_from;  // its period's start (options_.billed_from)
-    std::chrono::steady_clock::time_point last_busy;    // it last gained or lost an attempt
-    std::string address;                                // the peer's IP address
-    std::set<uint64_t> attempts;                        // attempts it holds a part of
-    int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
-    // Since when it has worked on those: when the first was sent to it idle, or its last answer.
-    std::chrono::steady_clock::time_point prompt_work_since;
-    double busy_seconds = 0;
+    std::string address;  // the peer's IP address
     bool registered = false;
-    bool overclaimed = false;  // reported more free pages than it registered (logged once)
-    double prefill_tokens_per_second = 0;  // while running prompts; from its step reports
+    std::optional<WorkerBillingPeriod> period;  // from its registration
   };
   enum class Phase { kGenerating, kReserving, kPrefilling, kDecoding };
-  // Whether the decode worker's last Load counts an attempt's pages: not while its Reserve (or
-  // Generate) is unanswered, nor until a Load sent after its answer.
-  enum class KvCount { kPending, kAnswered, kInLoad };
   struct InFlight {
     std::shared_ptr<RequestSink> sink;
     bool sink_active = true;  // false once cancelled, failed or finished
@@ -200,8 +143,6 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     std::chrono::steady_clock::time_point phase_since = std::chrono::steady_clock::now();
     std::set<uint64_t> open;  // workers still holding a part of it
     AttemptUsage cost;
-    int kv_pages = 0;  // its reservation on the decode worker
-    KvCount kv_count = KvCount::kPending;
     std::vector<int32_t> prompt;  // until Prefill is sent
     proto::Sampling sampling;
   };
@@ -231,6 +172,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void HandleReservedLocked(Worker& w, const proto::Reserved& reserved, Actions& actions);
   void HandleTokensLocked(Worker& w, const proto::TokenBatch& batch, Actions& actions);
   void HandleErrorLocked(Worker& w, const proto::RequestError& error, Actions& actions);
+  // The attempt's sink gets nothing more but OnAttemptClosed.
+  void DeactivateLocked(uint64_t attempt_id, InFlight& f);
   // The worker is done with its part of the attempt; closes the attempt when no part is left.
   void ReleaseLocked(uint64_t attempt_id, InFlight& f, Worker* w, Actions& actions);
   // Fails the attempt to its sink (once) and cancels it on its open workers but `except_worker`
@@ -238,8 +181,6 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void FailLocked(uint64_t attempt_id, InFlight& f, AttemptFailure failure, uint64_t except_worker,
                   Actions& actions);
   void SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions);
-  WorkerPeriodUpdate PeriodOf(const Worker& w, bool ended) const;
-  std::vector<router::WorkerLoad> SnapshotLocked() const;
 
   boost::asio::io_context& io_;
   RegistryOptions options_;
@@ -254,6 +195,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   uint64_t next_id_ = 1;                   // guarded by mu_
   std::map<uint64_t, Worker> workers_;     // by connection id; guarded by mu_
   std::map<uint64_t, InFlight> attempts_;  // by attempt id; guarded by mu_
+  LoadView loads_;                         // the registered workers' load; guarded by mu_
 };
 
 }  // namespace pdserve::gateway

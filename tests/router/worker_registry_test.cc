@@ -1,6 +1,9 @@
 // What a worker's Register must hold to join; that the registry routes through its Router with
-// the workers' loads and sends what the route needs, against workers stood in for on loopback;
-// and its Heartbeats. The rest of its traffic is covered end to end (tests/e2e).
+// the workers' loads and sends what the route needs, keeps its LoadView and billing periods
+// from what the workers say and do, and enforces its limits and deadlines, against workers
+// stood in for on loopback; and its Heartbeats. The load and step-cost rules themselves are
+// tested without sockets (load_view_test.cc, step_cost_test.cc); the rest of the registry's
+// traffic is covered end to end (tests/e2e).
 #include "router/worker_registry.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +17,6 @@
 
 #include <fcntl.h>
 #include <atomic>
-#include <future>
 #include <limits>
 #include <map>
 #include <memory>
@@ -253,8 +255,6 @@ proto::Register Prefill() {
   return r;
 }
 
-// A registered decode worker claiming 2^31 free pages counts as its registered pool (512): it
-// cannot win every pick on words alone.
 // A burst worker the planner asked for is billed from the ask (RegistryOptions::billed_from): its
 // period starts there, not at its registration; a worker without an ask starts at registration.
 TEST_F(RegistryTest, APeriodStartsWhereBilledFromSaysWhenThatIsEarlier) {
@@ -291,107 +291,8 @@ TEST_F(RegistryTest, APeriodStartsWhereBilledFromSaysWhenThatIsEarlier) {
   EXPECT_GE(seen->starts["reserved"], before);
 }
 
-// Idle time counts from a worker's last attempt: it grows while the worker holds none and is 0
-// while it holds one.
-TEST_F(RegistryTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
-  Start({});
-  // The decode worker refuses the first Reserve for want of room (and releases the attempt); it
-  // never answers the second, which it holds.
-  std::atomic<int> reserves{0};
-  Join(Decode(), 100, [&](const proto::Envelope& m) -> std::optional<proto::Envelope> {
-    if (!m.has_reserve() || ++reserves > 1) return std::nullopt;
-    proto::Envelope refused;
-    refused.mutable_error()->set_request_id(m.reserve().request_id());
-    refused.mutable_error()->set_retryable(true);
-    refused.mutable_error()->set_no_room(true);
-    return refused;
-  });
-  Join(Prefill(), 100);
-  std::this_thread::sleep_for(300ms);
-  for (const auto& w : registry_->LoadSnapshot()) EXPECT_GE(w.idle_seconds, 0.25) << w.role;
-  auto decode_idle = [&] {
-    for (const auto& w : registry_->LoadSnapshot())
-      if (w.role == "decode") return w.attempts == 0 ? w.idle_seconds : 0.0;
-    return -1.0;
-  };
-  auto refused = std::make_shared<FailureSink>();
-  ASSERT_TRUE(registry_->Dispatch(1, {1, 2}, proto::Sampling(), refused).ok());
-  ASSERT_TRUE(Eventually([&] { return refused->failed.load(); }));
-  ASSERT_TRUE(Eventually([&] { return decode_idle() > 0; }));
-  EXPECT_LT(decode_idle(), 0.25) << "idle again since the refused attempt, not since it joined";
-  ASSERT_TRUE(registry_->Dispatch(2, {1, 2}, proto::Sampling(), std::make_shared<NullSink>()).ok());
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(decode_idle(), 0) << "it holds the reservation";
-  for (const auto& w : registry_->LoadSnapshot()) {
-    if (w.role == "prefill") {
-      EXPECT_GE(w.idle_seconds, 0.35) << "nothing was sent to it yet";
-    }
-  }
-}
-
-// Admission's prefill capacity: a prefill worker that has run no prompt yet (a burst worker
-// that just joined) counts at the mean rate of those measured, not as nothing.
-TEST_F(RegistryTest, APrefillWorkerWithNoRateYetCountsAtTheMeasuredMean) {
-  Start({});
-  WorkerStandIn& measured = Join(Prefill(), 512);
-  EXPECT_EQ(registry_->Prefill().tokens_per_second, 0) << "nothing measured anywhere yet";
-  proto::Envelope step;
-  step.mutable_step()->set_seconds(0.5);
-  step.mutable_step()->add_request_ids(99);
-  step.mutable_step()->add_tokens(1000);
-  step.mutable_step()->add_prompt(true);
-  measured.Send(step);
-  ASSERT_TRUE(Eventually([&] { return registry_->Prefill().tokens_per_second > 0; }));
-  EXPECT_DOUBLE_EQ(registry_->Prefill().tokens_per_second, 2000);
-  EXPECT_EQ(registry_->Prefill().workers, 1);
-  Join(Prefill(), 512);
-  Join(Decode(), 512);  // decode workers run no prompts
-  EXPECT_DOUBLE_EQ(registry_->Prefill().tokens_per_second, 4000);
-  EXPECT_EQ(registry_->Prefill().workers, 2);
-}
-
-// Admission's backlog: the prompt tokens a prefill worker holds, less what it has done of them
-// at its measured rate since it was sent the first (or answered its last): a request queued
-// behind a step that is half done waits half a step, not a whole one.
-TEST_F(RegistryTest, APrefillWorkersBacklogShrinksAsItsStepRuns) {
-  Start({});
-  Join(Decode(), 512, [](const proto::Envelope& m) -> std::optional<proto::Envelope> {
-    if (!m.has_reserve()) return std::nullopt;
-    proto::Envelope r;
-    r.mutable_reserved()->set_request_id(m.reserve().request_id());
-    for (int p = 0; p < 70; ++p) r.mutable_reserved()->add_page_ids(p);
-    r.mutable_reserved()->set_layout_hash(42);
-    return r;
-  });
-  WorkerStandIn& prefill = Join(Prefill(), 512);
-  proto::Envelope step;  // measured: 1000 prompt tokens a second
-  step.mutable_step()->set_seconds(1);
-  step.mutable_step()->add_request_ids(99);
-  step.mutable_step()->add_tokens(1000);
-  step.mutable_step()->add_prompt(true);
-  prefill.Send(step);
-  ASSERT_TRUE(Eventually([&] { return registry_->Prefill().tokens_per_second == 1000; }));
-  EXPECT_EQ(registry_->Prefill().queued_prompt_tokens, 0);
-  ASSERT_TRUE(registry_
-                  ->Dispatch(7, std::vector<int32_t>(1000, 1), proto::Sampling(),
-                             std::make_shared<NullSink>())
-                  .ok());
-  ASSERT_TRUE(Eventually([&] { return !prefill.Received(proto::Envelope::kPrefill).empty(); }));
-  const auto sent = std::chrono::steady_clock::now();
-  const double at_first = registry_->Prefill().queued_prompt_tokens;
-  EXPECT_GT(at_first, 500) << "just sent: most of it is still to do";
-  EXPECT_LE(at_first, 1000);
-  EXPECT_EQ(registry_->Prefill().idle_workers, 0);
-  std::this_thread::sleep_for(400ms);
-  const double later = registry_->Prefill().queued_prompt_tokens;
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
-  EXPECT_LE(later, 1000 - 1000 * 0.4) << "400 ms of its step are done";
-  EXPECT_GE(later, 1000 - 1000 * (elapsed + 0.2)) << "no more than its rate allows";
-  std::this_thread::sleep_for(700ms);
-  EXPECT_EQ(registry_->Prefill().queued_prompt_tokens, 0) << "overdue: none counted, none negative";
-}
-
+// A registered decode worker claiming 2^31 free pages counts as its registered pool (512): it
+// cannot win every pick on words alone.
 TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   Start({});
   Join(Decode(), std::numeric_limits<int32_t>::max(), {}, /*listed_free=*/512);
@@ -400,6 +301,38 @@ TEST_F(RegistryTest, FreePagesAreCappedAtTheRegisteredPool) {
   ASSERT_EQ(snapshot.size(), 2u);
   EXPECT_EQ(snapshot[0].free_pages, 512);
   EXPECT_EQ(snapshot[1].free_pages, 0);
+}
+
+// A prefill worker's step reports give its rate; a Prefill sent to it puts the prompt in its
+// backlog, and its first token takes it out.
+TEST_F(RegistryTest, APrefillWorkersRateAndBacklogFollowItsStepsAndAnswers) {
+  Start({});
+  Join(Decode(), 512, [](const proto::Envelope& m) -> std::optional<proto::Envelope> {
+    if (!m.has_reserve()) return std::nullopt;
+    proto::Envelope r;
+    r.mutable_reserved()->set_request_id(m.reserve().request_id());
+    r.mutable_reserved()->add_page_ids(0);
+    r.mutable_reserved()->set_layout_hash(42);
+    return r;
+  });
+  WorkerStandIn& prefill = Join(Prefill(), 512);
+  proto::Envelope step;
+  step.mutable_step()->set_seconds(0.5);
+  step.mutable_step()->add_request_ids(99);
+  step.mutable_step()->add_tokens(1000);
+  step.mutable_step()->add_prompt(true);
+  prefill.Send(step);
+  ASSERT_TRUE(Eventually([&] { return registry_->Prefill().tokens_per_second == 2000; }));
+  EXPECT_EQ(registry_->Prefill().idle_workers, 1);
+  const std::vector<int32_t> prompt(16, 1);
+  ASSERT_TRUE(registry_->Dispatch(7, prompt, {}, std::make_shared<NullSink>()).ok());
+  ASSERT_TRUE(Eventually([&] { return !prefill.Received(proto::Envelope::kPrefill).empty(); }));
+  EXPECT_EQ(registry_->Prefill().idle_workers, 0);
+  proto::Envelope first;
+  first.mutable_tokens()->set_request_id(7);
+  first.mutable_tokens()->add_tokens(5);
+  prefill.Send(first);
+  EXPECT_TRUE(Eventually([&] { return registry_->Prefill().idle_workers == 1; }));
 }
 
 // Pages the registry routed to a decode worker count as taken from the moment it sends the
