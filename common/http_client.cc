@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -328,7 +329,10 @@ struct HttpConnection::Impl : std::enable_shared_from_this<HttpConnection::Impl>
 HttpConnection::HttpConnection(asio::any_io_executor executor, HttpEndpoint endpoint)
     : impl_(std::make_shared<Impl>(std::move(executor), std::move(endpoint))) {}
 
-HttpConnection::~HttpConnection() { impl_->Close(); }
+// Pending steps may still run on the executor: the close is made there too.
+HttpConnection::~HttpConnection() {
+  asio::dispatch(impl_->executor, [impl = impl_] { impl->Close(); });
+}
 
 void HttpConnection::Exchange(HttpRequest request, HttpTimeouts timeouts, HttpHandlers handlers) {
   impl_->Start(std::move(request), timeouts, std::move(handlers));

@@ -8,9 +8,9 @@
 // addresses are given), with TLS for `tls`: the server name sent, and with `verify_peer` the
 // certificate checked against the context's CAs and the host's name. After an exchange whose
 // response allowed it (`HttpEnd::keep_alive`), the next exchange reuses the connection. Every
-// step has a timeout: each of resolve-and-connect, handshake, write and read must finish within
-// its step's limit and before the exchange's deadline. Nothing a server sends can crash it: bad
-// HTTP ends the exchange with an error.
+// step has a timeout: resolving, connecting, the TLS handshake, the write and each read must
+// each finish within its step's limit and before the exchange's deadline. Nothing a server sends
+// can crash it: bad HTTP ends the exchange with an error.
 //
 // Threads: a connection belongs to its executor (an io_context run by one thread, or a strand);
 // call it and destroy it there. Its handlers run there. One exchange at a time.
@@ -66,7 +66,7 @@ struct HttpRequest {
 
 struct HttpTimeouts {
   using Clock = std::chrono::steady_clock;
-  Clock::duration connect = std::chrono::seconds(10);     // resolve and connect; TLS handshake
+  Clock::duration connect = std::chrono::seconds(10);     // resolving, connecting, TLS handshake
   Clock::duration idle = std::chrono::seconds(60);        // each write and read once connected
   Clock::time_point deadline = Clock::time_point::max();  // the whole exchange
 };
@@ -109,7 +109,7 @@ struct HttpHandlers {
 class HttpConnection {
  public:
   HttpConnection(boost::asio::any_io_executor executor, HttpEndpoint endpoint);
-  ~HttpConnection();  // closes it
+  ~HttpConnection();  // closes it (on its executor)
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
