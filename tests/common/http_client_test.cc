@@ -73,6 +73,13 @@ std::string ReadRequest(tcp::socket& socket, asio::streambuf& in) {
   return head;
 }
 
+HttpEndpoint Loopback(const std::string& port) {
+  HttpEndpoint endpoint;
+  endpoint.host = "127.0.0.1";
+  endpoint.port = port;
+  return endpoint;
+}
+
 void Send(tcp::socket& socket, const std::string& bytes) {
   boost::system::error_code ec;
   asio::write(socket, asio::buffer(bytes), ec);
@@ -143,8 +150,8 @@ struct Outcome {
   std::optional<HttpEnd> end;
 };
 
-Outcome Run(asio::io_context& io, HttpConnection& connection, HttpRequest request,
-            std::function<bool(const std::string&)> keep_reading = nullptr) {
+Outcome RunExchange(asio::io_context& io, HttpConnection& connection, HttpRequest request,
+                    std::function<bool(const std::string&)> keep_reading = nullptr) {
   Outcome out;
   HttpHandlers handlers;
   handlers.on_head = [&](const HttpHead& head) { out.head = head; };
@@ -183,13 +190,13 @@ TEST(HttpConnection, StreamsAChunkedBodyAndReusesAKeptAliveConnection) {
     }
   });
   asio::io_context io;
-  HttpConnection connection(io.get_executor(), HttpEndpoint{"127.0.0.1", server.port()});
+  HttpConnection connection(io.get_executor(), Loopback(server.port()));
   for (int i = 0; i < 2; ++i) {
     HttpRequest request;
     request.target = "/v1/completions";
     request.fields = {{"Content-Type", "application/json"}};
     request.body = R"({"stream":true})";
-    Outcome out = Run(io, connection, std::move(request));
+    Outcome out = RunExchange(io, connection, std::move(request));
     ASSERT_TRUE(out.end && out.end->ok()) << (out.end ? out.end->code.message() : "no end");
     EXPECT_TRUE(out.end->keep_alive);
     EXPECT_EQ(out.head.status, 200);
@@ -219,11 +226,11 @@ TEST(HttpConnection, SaysWhereAndHowAnAnswerFailed) {
   });
   asio::io_context io;
   auto run = [&](const std::string& target, std::function<bool(const std::string&)> keep = {}) {
-    HttpConnection connection(io.get_executor(), HttpEndpoint{"127.0.0.1", server.port()});
+    HttpConnection connection(io.get_executor(), Loopback(server.port()));
     HttpRequest request;
     request.method = "GET";
     request.target = target;
-    return Run(io, connection, std::move(request), std::move(keep));
+    return RunExchange(io, connection, std::move(request), std::move(keep));
   };
   Outcome garbage = run("/garbage");
   ASSERT_TRUE(garbage.end);
