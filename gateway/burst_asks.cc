@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/percentile.h"
+
 namespace pdserve::gateway {
 
 BurstAsks::BurstAsks(std::chrono::duration<double> assumed_cold_start, Clock clock)
@@ -68,9 +70,8 @@ std::chrono::duration<double> BurstAsks::ColdStart(planner::Pool pool) const {
 std::chrono::duration<double> BurstAsks::ColdStartLocked(planner::Pool pool) const {
   auto it = cold_starts_.find(pool);
   if (it == cold_starts_.end() || it->second.empty()) return assumed_cold_start_;
-  std::vector<double> sorted(it->second.begin(), it->second.end());
-  std::sort(sorted.begin(), sorted.end());
-  return std::chrono::duration<double>(sorted[sorted.size() / 2]);
+  return std::chrono::duration<double>(
+      Median(std::vector<double>(it->second.begin(), it->second.end())));
 }
 
 }  // namespace pdserve::gateway

@@ -3,168 +3,99 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
-#include <limits>
 
+#include "common/http_client.h"
+#include "common/openai_stream_chunk.h"
 #include "common/sse_parser.h"
 
 namespace pdserve::gateway {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
-using error_code = boost::system::error_code;
 
 namespace {
 constexpr auto kConnectTimeout = std::chrono::seconds(10);
 constexpr auto kIdleTimeout = std::chrono::seconds(60);  // without a byte, once connected
 constexpr size_t kMaxWholeBody = 16 << 20;
+
+HttpEndpoint EndpointOf(const router::UpstreamConfig& upstream,
+                        std::shared_ptr<asio::ssl::context> tls) {
+  HttpEndpoint endpoint;
+  endpoint.host = upstream.parsed.host;
+  endpoint.port = upstream.parsed.port;
+  endpoint.tls = upstream.parsed.tls;
+  endpoint.tls_context = std::move(tls);
+  return endpoint;
+}
+
+// What a step that failed says in the client's error.
+std::string StepFailure(const HttpEnd& end, const std::string& host) {
+  switch (end.step) {
+    case HttpStep::kResolve:
+      return "cannot resolve " + host;
+    case HttpStep::kConnect:
+      return "cannot connect";
+    case HttpStep::kTlsHandshake:
+      return "TLS handshake failed";
+    case HttpStep::kWrite:
+      return "cannot send the request";
+    case HttpStep::kReadHeader:
+      return "no answer";
+    case HttpStep::kReadBody:
+      return "the answer broke off";
+  }
+  return "failed";
+}
 }  // namespace
 
 Result<std::shared_ptr<asio::ssl::context>> MakeUpstreamTlsContext(const std::string& ca_file) {
-  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
-  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                   asio::ssl::context::no_tlsv1_1);
-  tls->set_verify_mode(asio::ssl::verify_peer);
-  error_code ec;
-  if (ca_file.empty()) {
-    tls->set_default_verify_paths(ec);
-  } else {
-    tls->load_verify_file(ca_file, ec);
-  }
-  if (ec) {
-    return InvalidArgument("cannot load CA certificates" +
-                           (ca_file.empty() ? std::string() : " from " + ca_file) + ": " +
-                           ec.message());
-  }
-  return tls;
+  return MakeTlsClientContext(ca_file);
 }
 
 struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
   Impl(asio::any_io_executor strand, std::shared_ptr<asio::ssl::context> tls_context,
        const router::UpstreamConfig& upstream, const std::string& target, std::string body,
        bool stream, ExternalCallbacks callbacks)
-      : tls_context(std::move(tls_context)),
-        socket(strand, *this->tls_context),
-        resolver(strand),
+      : strand(strand),
+        connection(strand, EndpointOf(upstream, std::move(tls_context))),
         upstream(upstream),
         stream(stream),
         callbacks(std::move(callbacks)) {
-    request.method(http::verb::post);
-    request.target(upstream.parsed.path_prefix + target);
-    request.version(11);
-    const bool default_port = upstream.parsed.port == (upstream.parsed.tls ? "443" : "80");
-    request.set(http::field::host, default_port
-                                       ? upstream.parsed.host
-                                       : upstream.parsed.host + ":" + upstream.parsed.port);
-    request.set(http::field::user_agent, "pdserve");
-    request.set(http::field::content_type, "application/json");
-    request.set(http::field::accept, stream ? "text/event-stream" : "application/json");
+    request.target = upstream.parsed.path_prefix + target;
+    request.fields = {{"User-Agent", "pdserve"},
+                      {"Content-Type", "application/json"},
+                      {"Accept", stream ? "text/event-stream" : "application/json"}};
     if (!upstream.api_key.empty()) {
-      request.set(http::field::authorization, "Bearer " + upstream.api_key);
+      request.fields.emplace_back("Authorization", "Bearer " + upstream.api_key);
     }
-    request.keep_alive(false);
-    request.body() = std::move(body);
-    request.prepare_payload();
-  }
-
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(socket); }
-
-  // Calls f with the connection's byte stream: TLS or the plain one.
-  template <typename F>
-  void WithStream(F&& f) {
-    if (upstream.parsed.tls) {
-      f(socket);
-    } else {
-      f(socket.next_layer());
-    }
+    request.keep_alive = false;
+    request.body = std::move(body);
   }
 
   void Run() {
-    resolver.async_resolve(
-        upstream.parsed.host, upstream.parsed.port,
-        [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
-          if (self->done) return;
-          if (ec) return self->Broken("cannot resolve " + self->upstream.parsed.host, ec);
-          self->Lowest().expires_after(kConnectTimeout);
-          self->Lowest().async_connect(
-              results, [self](error_code ec, const tcp::endpoint&) { self->OnConnect(ec); });
-        });
-  }
-
-  void OnConnect(error_code ec) {
-    if (done) return;
-    if (ec) return Broken("cannot connect", ec);
-    if (!upstream.parsed.tls) return Write();
-    if (!SSL_set_tlsext_host_name(socket.native_handle(), upstream.parsed.host.c_str())) {
-      return Broken(
-          "cannot set the TLS server name",
-          error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category()));
-    }
-    socket.set_verify_callback(asio::ssl::host_name_verification(upstream.parsed.host));
-    Lowest().expires_after(kConnectTimeout);
-    socket.async_handshake(asio::ssl::stream_base::client,
-                           [self = shared_from_this()](error_code ec) {
-                             if (self->done) return;
-                             if (ec) return self->Broken("TLS handshake failed", ec);
-                             self->Write();
-                           });
-  }
-
-  void Write() {
-    Lowest().expires_after(kIdleTimeout);
-    WithStream([this](auto& s) {
-      http::async_write(s, request, [self = shared_from_this()](error_code ec, size_t) {
-        if (self->done) return;
-        if (ec) return self->Broken("cannot send the request", ec);
-        self->ReadHeader();
-      });
-    });
-  }
-
-  void ReadHeader() {
-    parser.emplace();
-    parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // bounded as it is read
-    Lowest().expires_after(kIdleTimeout);
-    WithStream([this](auto& s) {
-      http::async_read_header(s, buffer, *parser,
-                              [self = shared_from_this()](error_code ec, size_t) {
-                                if (self->done) return;
-                                if (ec) return self->Broken("no answer", ec);
-                                self->status = self->parser->get().result_int();
-                                if (self->parser->is_done()) return self->Finish();
-                                self->ReadBody();
-                              });
-    });
-  }
-
-  void ReadBody() {
-    parser->get().body().data = chunk;
-    parser->get().body().size = sizeof chunk;
-    Lowest().expires_after(kIdleTimeout);
-    WithStream([this](auto& s) {
-      // read_some: a streamed event is handed on as soon as its bytes arrive.
-      http::async_read_some(s, buffer, *parser, [self = shared_from_this()](error_code ec, size_t) {
-        if (self->done) return;
-        if (ec == http::error::need_buffer) ec = {};
-        const size_t n = sizeof self->chunk - self->parser->get().body().size;
-        if (n > 0 && !self->Consume(std::string_view(self->chunk, n))) return;
-        if (ec) return self->Broken("the answer broke off", ec);
-        if (self->parser->is_done()) return self->Finish();
-        self->ReadBody();
-      });
-    });
+    HttpTimeouts timeouts;
+    timeouts.connect = kConnectTimeout;
+    timeouts.idle = kIdleTimeout;
+    HttpHandlers handlers;
+    handlers.on_head = [self = shared_from_this()](const HttpHead& head) {
+      self->status = head.status;
+    };
+    handlers.on_body = [self = shared_from_this()](std::string_view bytes) {
+      return self->Consume(bytes);
+    };
+    handlers.on_end = [self = shared_from_this()](const HttpEnd& end) {
+      if (self->done) return;
+      if (!end.ok()) {
+        return self->Fail(StepFailure(end, self->upstream.parsed.host) + ": " + end.code.message(),
+                          true);
+      }
+      self->Finish();
+    };
+    connection.Exchange(std::move(request), timeouts, std::move(handlers));
   }
 
   // False when the attempt ended on what was read.
   bool Consume(std::string_view bytes) {
+    if (done) return false;
     if (status != 200 || !stream) {
       if (whole.size() + bytes.size() > kMaxWholeBody) {
         Fail("its answer exceeds " + std::to_string(kMaxWholeBody) + " bytes", true);
@@ -174,21 +105,20 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
       return true;
     }
     Status s = sse.Feed(bytes, [this](SseEvent& event) {
-      const std::string_view data = event.data;
       if (done) return;
-      if (data == "[DONE]") {
+      auto c = ParseOpenAiStreamData(event.data);
+      if (!c.ok()) return Fail("its answer cannot be read: " + c.status().message(), true);
+      if (c->done) {
         saw_done = true;
         return;
       }
-      auto c = ParseUpstreamChunk(data);
-      if (!c.ok()) return Fail(c.status().message(), true);
       Take(*c);
     });
     if (!s.ok() && !done) Fail(s.message(), true);
     return !done;
   }
 
-  void Take(const UpstreamChunk& c) {
+  void Take(const OpenAiChunk& c) {
     if (c.error) return Fail("its stream failed: " + *c.error, true);
     if (c.prompt_tokens) end.prompt_tokens = c.prompt_tokens;
     if (c.completion_tokens) end.completion_tokens = c.completion_tokens;
@@ -202,8 +132,8 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
       return End(false, std::move(e), RetryableUpstreamStatus(status));
     }
     if (!stream) {
-      auto c = ParseUpstreamResponse(whole);
-      if (!c.ok()) return Fail(c.status().message(), true);
+      auto c = ParseOpenAiResponse(whole);
+      if (!c.ok()) return Fail("its answer cannot be read: " + c.status().message(), true);
       Take(*c);
       if (done) return;
     }
@@ -212,8 +142,6 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
     }
     End(true, {}, false);
   }
-
-  void Broken(const std::string& what, error_code ec) { Fail(what + ": " + ec.message(), true); }
 
   void Fail(const std::string& why, bool retryable) {
     ApiError e = ApiError::Internal("The external upstream '" + upstream.name + "' failed: " + why);
@@ -226,7 +154,7 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
   void End(bool ok, ApiError error, bool retryable) {
     if (done) return;
     done = true;
-    Close();
+    connection.Close();
     end.ok = ok;
     end.error = std::move(error);
     end.retryable = retryable;
@@ -235,23 +163,12 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
     if (on_end) on_end(end);
   }
 
-  void Close() {
-    error_code ignored;
-    resolver.cancel();
-    Lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    Lowest().close();
-  }
-
-  std::shared_ptr<asio::ssl::context> tls_context;
-  beast::ssl_stream<beast::tcp_stream> socket;
-  tcp::resolver resolver;
+  asio::any_io_executor strand;
+  HttpConnection connection;
   const router::UpstreamConfig upstream;
   const bool stream;
   ExternalCallbacks callbacks;
-  http::request<http::string_body> request;
-  beast::flat_buffer buffer;
-  std::optional<http::response_parser<http::buffer_body>> parser;
-  char chunk[16384];
+  HttpRequest request;
   int status = 0;
   std::string whole;       // a whole answer, or an error's body
   SseParser sse{4 << 20};  // an upstream chunk is small: an event past 4 MiB is an error
@@ -273,11 +190,11 @@ std::shared_ptr<ExternalCall> ExternalCall::Start(asio::any_io_executor strand,
 
 void ExternalCall::Cancel() {
   auto impl = impl_;
-  asio::dispatch(impl->socket.get_executor(), [impl] {
+  asio::dispatch(impl->strand, [impl] {
     if (impl->done) return;
     impl->done = true;
     impl->callbacks = {};
-    impl->Close();
+    impl->connection.Close();
   });
 }
 

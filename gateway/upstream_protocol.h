@@ -1,9 +1,9 @@
 // What the gateway says to an external OpenAI-compatible upstream and how it reads the answer
 // (router/external_upstream.h, gateway/external_call.h): the request body sent upstream (the
 // client's own, with the upstream's model, usage asked for, and pdserve's vLLM-only fields
-// dropped), a streamed chunk or a whole response read into text, finish reason and usage, an
-// upstream's error answer mapped to our error object (the stream's events come from
-// common/sse_parser.h). Pure functions and value types: any thread.
+// dropped) and an upstream's error answer mapped to our error object. Its streamed chunks and
+// whole responses are read by common/openai_stream_chunk.h. Pure functions and value types: any
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -27,21 +27,9 @@ Result<std::string> UpstreamRequestBody(std::string_view client_body, const std:
 // in the answer) are this model's, not the upstream's. Empty: it can; else why not.
 std::string WhyNotExternal(const GenerationRequest& request);
 
-// What one streamed chunk, or a whole response, carries.
-struct UpstreamChunk {
-  std::string text;           // choices[0].text, or .delta.content (stream) / .message.content
-  std::string finish_reason;  // "" while none
-  std::optional<int64_t> prompt_tokens, completion_tokens;  // usage, when it came
-  std::optional<std::string> error;  // an `error` object's message: the stream failed
-};
-// One `data:` payload of a stream (not "[DONE]"); InvalidArgument when it is not a JSON object.
-Result<UpstreamChunk> ParseUpstreamChunk(std::string_view data);
-// A whole (non-streaming) response body of status 200.
-Result<UpstreamChunk> ParseUpstreamResponse(std::string_view body);
-
 // An upstream's non-200 answer as the error the client gets: 429 stays 429 (rate limited), 400
 // stays 400 (the request itself is at fault), anything else is 502; the message names the
-// upstream and carries its own message.
+// upstream and carries its own message (common/openai_stream_chunk.h's OpenAiErrorMessage).
 ApiError UpstreamError(const std::string& upstream, int http_status, std::string_view body);
 // Whether trying another upstream (or self-hosted workers) may help after that answer.
 bool RetryableUpstreamStatus(int http_status);

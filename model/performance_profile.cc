@@ -13,6 +13,7 @@
 #include <map>
 
 #include "common/json_text.h"
+#include "common/percentile.h"
 
 namespace pdserve::model {
 namespace {
@@ -43,13 +44,6 @@ bool Solve(std::array<std::array<double, 3>, 3>& a, std::array<double, 3>& b, in
     (*c)[r] = s / a[r][r];
   }
   return true;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 Status ReadNumber(const json& j, const char* key, const std::string& source, double* out,

@@ -5,23 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/percentile.h"
+
 namespace pdserve::model {
 namespace {
-
-// The value at fraction p of sorted `v`, linear between its neighbours (numpy's default); 0 for
-// none.
-double Quantile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const double at = p * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return Quantile(v, 0.5);
-}
 
 void Scale(LinearStepModel& m, double f) {
   m.base *= f;
@@ -67,7 +54,7 @@ constexpr int kSpreadPoints = 20;
 std::vector<double> Spread(const std::vector<double>& sorted, double factor) {
   std::vector<double> spread;
   for (int i = 0; i < kSpreadPoints; ++i) {
-    spread.push_back(Quantile(sorted, (i + 0.5) / kSpreadPoints) / factor);
+    spread.push_back(QuantileOfSorted(sorted, (i + 0.5) / kSpreadPoints) / factor);
   }
   return spread;
 }
@@ -120,8 +107,8 @@ Result<ProfileCalibration> CalibrateProfile(const PerformanceProfile& base,
   const std::vector<double> decode_ratios = SortedRatios(base, decode);
   const bool fit_prefill = c.prefill_steps >= min_steps && !prefill_ratios.empty();
   const bool fit_decode = c.decode_steps >= min_steps && !decode_ratios.empty();
-  if (fit_prefill) c.prefill_factor = Quantile(prefill_ratios, 0.5);
-  if (fit_decode) c.decode_factor = Quantile(decode_ratios, 0.5);
+  if (fit_prefill) c.prefill_factor = QuantileOfSorted(prefill_ratios, 0.5);
+  if (fit_decode) c.decode_factor = QuantileOfSorted(decode_ratios, 0.5);
   c.profile = ScaleStepTimes(base, c.prefill_factor, c.decode_factor);
   if (fit_prefill) c.profile.prefill_spread = Spread(prefill_ratios, c.prefill_factor);
   if (fit_decode) c.profile.decode_spread = Spread(decode_ratios, c.decode_factor);

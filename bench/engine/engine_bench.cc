@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "bench/engine/fma_probe.h"
+#include "common/percentile.h"
 #include "model/backend_factory.h"
 #include "model/cpu_matmul.h"
 #include "model/cuda/cuda_backend.h"
@@ -28,11 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // One timed run at one batch size: {prefill tokens/s, decode tokens/s}.
@@ -261,7 +257,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     for (const EngineBenchResult::Round& round : r.rounds) {
       if (const double v = figure(round); v > 0) values.push_back(v);
     }
-    return values.empty() ? 0.0 : Median(std::move(values));
+    return Median(std::move(values));  // 0 for none
   };
   auto decode_of = [](const EngineBenchResult::Round& round, int batch) {
     auto it = round.decode_tokens_per_s.find(batch);

@@ -1,4 +1,3 @@
-// The only translation unit of the client that includes Beast (it is heavy to compile).
 #include "bench/serve/http_client.h"
 
 #include <array>
@@ -8,22 +7,15 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/asio/ssl/context.hpp>
 
-#include "bench/serve/sse_parser.h"
+#include "common/http_client.h"
+#include "common/openai_stream_chunk.h"
+#include "common/sse_parser.h"
 
 namespace pdserve::bench {
 
 namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = net::ip::tcp;
-using error_code = boost::system::error_code;
 
 Result<HttpTarget> ParseBaseUrl(std::string_view url) {
   HttpTarget target;
@@ -61,31 +53,17 @@ Result<HttpTarget> ParseBaseUrl(std::string_view url) {
   return target;
 }
 
-// A TLS stream is built for every connection; plain http uses only its TCP socket.
-struct Connection {
-  Connection(net::io_context& io, net::ssl::context& tls) : stream(io, tls) {}
-  tcp::socket& socket() { return stream.next_layer(); }
-  net::ssl::stream<tcp::socket> stream;
-  beast::flat_buffer buffer;
-};
-
 struct StreamingHttpClient::Pool {
   Pool(net::io_context& io, HttpTarget target, StreamingClientOptions options,
        Clock::time_point epoch)
-      : io(io),
-        target(std::move(target)),
-        options(std::move(options)),
-        epoch(epoch),
-        tls(net::ssl::context::tls_client) {}
+      : io(io), target(std::move(target)), options(std::move(options)), epoch(epoch) {}
   net::io_context& io;
   HttpTarget target;
   StreamingClientOptions options;
   Clock::time_point epoch;
-  net::ssl::context tls;
-  std::string host_header;
+  HttpEndpoint endpoint;  // complete once Resolve succeeded
   std::string authorization;
-  tcp::resolver::results_type endpoints;
-  std::vector<std::unique_ptr<Connection>> idle;
+  std::vector<std::unique_ptr<HttpConnection>> idle;
   int64_t opened = 0;
 };
 
@@ -101,191 +79,106 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
   Exchange(std::shared_ptr<Pool> pool, const StreamRequest& request,
            std::function<void(RequestRecord)> done)
-      : pool_(std::move(pool)), deadline_(pool_->io), done_(std::move(done)) {
+      : pool_(std::move(pool)), request_(request), done_(std::move(done)) {
     record_.index = request.index;
     record_.prompt_tokens = request.prompt_tokens;
-    request_.method(http::verb::post);
-    request_.target(pool_->target.path_prefix + request.target);
-    request_.version(11);
-    request_.set(http::field::host, pool_->host_header);
-    request_.set(http::field::user_agent, "pdserve-bench");
-    request_.set(http::field::content_type, "application/json");
-    if (!pool_->authorization.empty()) {
-      request_.set(http::field::authorization, pool_->authorization);
-    }
-    request_.body() = *request.body;
-    request_.prepare_payload();
   }
 
   void Start() {
     start_ = Clock::now();
     record_.start_s = Seconds(start_ - pool_->epoch);
-    deadline_.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(pool_->options.request_timeout_s)));
-    deadline_.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec || self->finished_) return;
-      self->timed_out_ = true;
-      error_code ignored;
-      self->conn_->socket().close(ignored);  // completes the pending operation with an error
-    });
+    deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(pool_->options.request_timeout_s));
     if (!pool_->idle.empty()) {
       conn_ = std::move(pool_->idle.back());
       pool_->idle.pop_back();
       reused_ = true;
-      Write();
     } else {
-      Connect();
+      Dial();
     }
+    Send();
   }
 
  private:
-  void Connect() {
-    conn_ = std::make_unique<Connection>(pool_->io, pool_->tls);
+  void Dial() {
+    conn_ = std::make_unique<HttpConnection>(pool_->io.get_executor(), pool_->endpoint);
     reused_ = false;
     ++pool_->opened;
-    net::async_connect(conn_->socket(), pool_->endpoints,
-                       [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
-                         if (self->finished_) return;
-                         if (self->timed_out_) return self->FailTimeout();
-                         if (ec) {
-                           return self->Fail(
-                               FailureKind::kConnect,
-                               fmt::format("connect to {}:{}: {}", self->pool_->target.host,
-                                           self->pool_->target.port, ec.message()));
-                         }
-                         error_code ignored;
-                         self->conn_->socket().set_option(tcp::no_delay(true), ignored);
-                         if (self->pool_->target.tls) return self->Handshake();
-                         self->Write();
-                       });
+  }
+
+  void Send() {
+    HttpRequest request;
+    request.target = pool_->target.path_prefix + request_.target;
+    request.fields = {{"User-Agent", "pdserve-bench"}, {"Content-Type", "application/json"}};
+    if (!pool_->authorization.empty()) {
+      request.fields.emplace_back("Authorization", pool_->authorization);
+    }
+    request.body = *request_.body;
+    HttpTimeouts timeouts;
+    timeouts.connect = timeouts.idle = Clock::duration::max();
+    timeouts.deadline = deadline_;
+    HttpHandlers handlers;
+    handlers.on_head = [self = shared_from_this()](const HttpHead& head) { self->OnHead(head); };
+    handlers.on_body = [self = shared_from_this()](std::string_view bytes) {
+      return self->OnBody(bytes);
+    };
+    handlers.on_end = [self = shared_from_this()](const HttpEnd& end) { self->OnEnd(end); };
+    conn_->Exchange(std::move(request), timeouts, std::move(handlers));
+  }
+
+  void OnHead(const HttpHead& head) {
+    record_.http_status = head.status;
+    const std::string& retry_after = head.retry_after;
+    int seconds = -1;
+    if (!retry_after.empty() &&
+        std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds).ptr !=
+            retry_after.data() + retry_after.size()) {
+      seconds = -1;  // an HTTP date, or garbage: not counted
+    }
+    record_.retry_after_s = seconds;
+    content_type_ = head.content_type;
+  }
+
+  // False when the request failed on what was read.
+  bool OnBody(std::string_view bytes) {
+    if (record_.http_status != 200) {
+      size_t room = pool_->options.max_error_body_bytes - error_body_.size();
+      error_body_.append(bytes.substr(0, std::min(room, bytes.size())));
+      return true;
+    }
+    OnStreamBytes(bytes, Clock::now());
+    return !finished_;
+  }
+
+  void OnEnd(const HttpEnd& end) {
+    if (finished_) return;
+    if (end.ok()) return Complete(end.keep_alive);
+    if (end.error == HttpEnd::Error::kTimeout) return FailTimeout();
+    switch (end.step) {
+      case HttpStep::kResolve:
+      case HttpStep::kConnect:
+        return Fail(FailureKind::kConnect, fmt::format("connect to {}:{}: {}", pool_->target.host,
+                                                       pool_->target.port, end.code.message()));
+      case HttpStep::kTlsHandshake:
+        return Fail(FailureKind::kConnect,
+                    "TLS handshake with " + pool_->target.host + ": " + end.code.message());
+      case HttpStep::kWrite:
+        if (RetryOnFreshConnection(end)) return;
+        return Fail(FailureKind::kIo, "writing the request: " + end.code.message());
+      case HttpStep::kReadHeader:
+        if (RetryOnFreshConnection(end)) return;
+        return FailRead(end, "reading the response header");
+      case HttpStep::kReadBody:
+        return FailRead(end, "reading the response body");
+    }
   }
 
   // A pooled connection the server already closed fails on first use; dial again once.
-  bool RetryOnFreshConnection(error_code ec) {
-    bool stale = ec == net::error::eof || ec == net::error::connection_reset ||
-                 ec == net::ssl::error::stream_truncated || ec == net::error::broken_pipe ||
-                 ec == http::error::end_of_stream;
-    if (!reused_ || !stale || timed_out_) return false;
-    error_code ignored;
-    conn_->socket().close(ignored);
-    Connect();
+  bool RetryOnFreshConnection(const HttpEnd& end) {
+    if (!reused_ || end.error != HttpEnd::Error::kClosed) return false;
+    Dial();
+    Send();
     return true;
-  }
-
-  // Calls f with the connection's byte stream: TLS or the plain socket.
-  template <typename F>
-  void WithStream(F&& f) {
-    if (pool_->target.tls) {
-      f(conn_->stream);
-    } else {
-      f(conn_->socket());
-    }
-  }
-
-  void Handshake() {
-    const std::string& host = pool_->target.host;
-    if (!SSL_set_tlsext_host_name(conn_->stream.native_handle(), host.c_str())) {
-      return Fail(FailureKind::kConnect, "TLS: cannot set the server name " + host);
-    }
-    if (pool_->options.tls_verify) {
-      conn_->stream.set_verify_mode(net::ssl::verify_peer);
-      conn_->stream.set_verify_callback(net::ssl::host_name_verification(host));
-    } else {
-      conn_->stream.set_verify_mode(net::ssl::verify_none);
-    }
-    conn_->stream.async_handshake(net::ssl::stream_base::client, [self = shared_from_this()](
-                                                                     error_code ec) {
-      if (self->finished_) return;
-      if (self->timed_out_) return self->FailTimeout();
-      if (ec) {
-        return self->Fail(FailureKind::kConnect,
-                          "TLS handshake with " + self->pool_->target.host + ": " + ec.message());
-      }
-      self->Write();
-    });
-  }
-
-  void Write() {
-    WithStream([this](auto& stream) { Write(stream); });
-  }
-
-  template <typename Stream>
-  void Write(Stream& stream) {
-    http::async_write(stream, request_, [self = shared_from_this()](error_code ec, size_t) {
-      if (self->finished_) return;
-      if (self->timed_out_) return self->FailTimeout();
-      if (ec) {
-        if (self->RetryOnFreshConnection(ec)) return;
-        return self->Fail(FailureKind::kIo, "writing the request: " + ec.message());
-      }
-      self->ReadHeader();
-    });
-  }
-
-  void ReadHeader() {
-    WithStream([this](auto& stream) { ReadHeader(stream); });
-  }
-
-  template <typename Stream>
-  void ReadHeader(Stream& stream) {
-    parser_.emplace();
-    // Streams are as long as the server makes them. Not boost::none: Boost 1.74 compares a
-    // Content-Length against an empty optional as "over the limit".
-    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    conn_->buffer.clear();
-    http::async_read_header(
-        stream, conn_->buffer, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-          if (self->finished_) return;
-          if (self->timed_out_) return self->FailTimeout();
-          if (ec) {
-            if (self->RetryOnFreshConnection(ec)) return;
-            return self->FailRead(ec, "reading the response header");
-          }
-          self->record_.http_status = self->parser_->get().result_int();
-          const auto retry_after = self->parser_->get()[http::field::retry_after];
-          int seconds = -1;
-          if (!retry_after.empty() &&
-              std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds)
-                      .ptr != retry_after.data() + retry_after.size()) {
-            seconds = -1;  // an HTTP date, or garbage: not counted
-          }
-          self->record_.retry_after_s = seconds;
-          self->content_type_ = std::string(self->parser_->get()[http::field::content_type]);
-          self->ReadBody();
-        });
-  }
-
-  void ReadBody() {
-    WithStream([this](auto& stream) { ReadBody(stream); });
-  }
-
-  template <typename Stream>
-  void ReadBody(Stream& stream) {
-    auto& body = parser_->get().body();
-    body.data = buffer_.data();
-    body.size = buffer_.size();
-    http::async_read_some(stream, conn_->buffer, *parser_,
-                          [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
-  }
-
-  void OnBody(error_code ec) {
-    if (finished_) return;
-    if (timed_out_) return FailTimeout();
-    if (ec == http::error::need_buffer) ec = {};
-    size_t n = buffer_.size() - parser_->get().body().size;
-    if (n > 0) {
-      std::string_view bytes(buffer_.data(), n);
-      if (record_.http_status != 200) {
-        size_t room = pool_->options.max_error_body_bytes - error_body_.size();
-        error_body_.append(bytes.substr(0, std::min(room, bytes.size())));
-      } else {
-        OnStreamBytes(bytes, Clock::now());
-        if (finished_) return;
-      }
-    }
-    if (ec) return FailRead(ec, "reading the response body");
-    if (parser_->is_done()) return Complete();
-    ReadBody();
   }
 
   void OnStreamBytes(std::string_view bytes, Clock::time_point now) {
@@ -299,12 +192,12 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void OnEvent(SseEvent& event, Clock::time_point now) {
     if (failure_) return;
     if (event.event == "error") {
-      failure_ = {FailureKind::kStreamError, "error event: " + ErrorMessageFromBody(event.data)};
+      failure_ = {FailureKind::kStreamError, "error event: " + OpenAiErrorMessage(event.data)};
       return;
     }
-    Result<StreamChunk> chunk = ParseStreamChunk(event.data);
+    Result<OpenAiChunk> chunk = ParseOpenAiStreamData(event.data);
     if (!chunk.ok()) {
-      failure_ = {FailureKind::kBadResponse, chunk.status().message()};
+      failure_ = {FailureKind::kBadResponse, "SSE data: " + chunk.status().message()};
       return;
     }
     if (chunk->error) {
@@ -329,16 +222,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       }
       last_chunk_ = now;
       ++record_.chunks;
+      // A reasoning model's thinking counts as generated text, as in vLLM's benchmark.
+      record_.generated_text += chunk->reasoning_text;
       record_.generated_text += chunk->text;
     }
     if (chunk->completion_tokens) usage_completion_ = chunk->completion_tokens;
     if (chunk->prompt_tokens) usage_prompt_ = chunk->prompt_tokens;
   }
 
-  void Complete() {
+  void Complete(bool keep_alive) {
     if (record_.http_status != 200) {
-      return Fail(FailureKind::kHttpStatus, fmt::format("HTTP {}: {}", record_.http_status,
-                                                        ErrorMessageFromBody(error_body_)));
+      return Fail(FailureKind::kHttpStatus,
+                  fmt::format("HTTP {}: {}", record_.http_status, OpenAiErrorMessage(error_body_)));
     }
     sse_.Finish([&](SseEvent& event) { OnEvent(event, Clock::now()); });
     if (failure_) return Fail(failure_->first, failure_->second);
@@ -361,24 +256,20 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       record_.prompt_tokens = *usage_prompt_;
       record_.server_reported_prompt_tokens = true;
     }
-    bool reusable = parser_->keep_alive() && conn_->socket().is_open() &&
-                    pool_->idle.size() < pool_->options.max_idle_connections;
-    Finish(reusable);
+    Finish(keep_alive && pool_->idle.size() < pool_->options.max_idle_connections);
   }
 
-  void FailRead(error_code ec, std::string_view during) {
+  void FailRead(const HttpEnd& end, std::string_view during) {
     FailureKind kind = FailureKind::kIo;
-    std::string what = ec.message();
-    if (ec == http::error::partial_message || ec == http::error::end_of_stream ||
-        ec == net::error::eof || ec == net::error::connection_reset ||
-        ec == net::ssl::error::stream_truncated) {
+    std::string what = end.code.message();
+    if (end.error == HttpEnd::Error::kClosed || end.error == HttpEnd::Error::kClosedMidReply) {
       kind = FailureKind::kClosedMidStream;
       what = record_.chunks > 0
                  ? fmt::format("server closed the connection after {} chunks", record_.chunks)
                  : "server closed the connection before the response ended";
-    } else if (ec.category() == http::make_error_code(http::error::bad_version).category()) {
+    } else if (end.error == HttpEnd::Error::kMalformed) {
       kind = FailureKind::kBadResponse;
-      what = "malformed HTTP: " + ec.message();
+      what = "malformed HTTP: " + end.code.message();
     }
     Fail(kind, fmt::format("{}: {}", during, what));
   }
@@ -400,14 +291,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void Finish(bool reusable) {
     finished_ = true;
-    deadline_.cancel();
     if (conn_) {
       if (reusable) {
         pool_->idle.push_back(std::move(conn_));
       } else {
-        error_code ignored;
-        conn_->socket().shutdown(tcp::socket::shutdown_both, ignored);
-        conn_->socket().close(ignored);
+        conn_->Close();
       }
     }
     auto done = std::move(done_);
@@ -415,12 +303,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   std::shared_ptr<Pool> pool_;
-  net::steady_timer deadline_;
+  const StreamRequest request_;
   std::function<void(RequestRecord)> done_;
-  http::request<http::string_body> request_;
-  std::unique_ptr<Connection> conn_;
-  std::optional<http::response_parser<http::buffer_body>> parser_;
-  std::array<char, 16384> buffer_;
+  Clock::time_point deadline_;
+  std::unique_ptr<HttpConnection> conn_;
   SseParser sse_;
   RequestRecord record_;
   Clock::time_point start_, last_chunk_;
@@ -429,7 +315,6 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::optional<std::pair<FailureKind, std::string>> failure_;
   std::optional<int64_t> usage_completion_, usage_prompt_;
   bool reused_ = false;
-  bool timed_out_ = false;
   bool finished_ = false;
   bool saw_done_ = false;
 };
@@ -439,34 +324,27 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 StreamingHttpClient::StreamingHttpClient(net::io_context& io, HttpTarget target,
                                          StreamingClientOptions options, Clock::time_point epoch)
     : pool_(std::make_shared<Pool>(io, std::move(target), std::move(options), epoch)) {
-  const HttpTarget& t = pool_->target;
-  bool default_port = t.port == (t.tls ? "443" : "80");
-  std::string host = t.host.find(':') == std::string::npos ? t.host : "[" + t.host + "]";
-  pool_->host_header = default_port ? host : host + ":" + t.port;
   if (!pool_->options.api_key.empty()) pool_->authorization = "Bearer " + pool_->options.api_key;
 }
 
 StreamingHttpClient::~StreamingHttpClient() { CloseIdle(); }
 
 Status StreamingHttpClient::Resolve() {
-  error_code ec;
-  if (pool_->target.tls && pool_->options.tls_verify) {
-    if (pool_->options.tls_ca_file.empty()) {
-      pool_->tls.set_default_verify_paths(ec);
-    } else {
-      pool_->tls.load_verify_file(pool_->options.tls_ca_file, ec);
-    }
-    if (ec) {
-      return InvalidArgument(fmt::format("TLS: cannot load CA certificates {}: {}",
-                                         pool_->options.tls_ca_file, ec.message()));
-    }
+  const HttpTarget& t = pool_->target;
+  HttpEndpoint endpoint;
+  endpoint.host = t.host;
+  endpoint.port = t.port;
+  endpoint.tls = t.tls;
+  endpoint.verify_peer = pool_->options.tls_verify;
+  if (t.tls && pool_->options.tls_verify) {
+    auto tls = MakeTlsClientContext(pool_->options.tls_ca_file);
+    if (!tls.ok()) return InvalidArgument("TLS: " + tls.status().message());
+    endpoint.tls_context = *tls;
+  } else if (t.tls) {
+    endpoint.tls_context = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
   }
-  tcp::resolver resolver(pool_->io);
-  pool_->endpoints = resolver.resolve(pool_->target.host, pool_->target.port, ec);
-  if (ec) {
-    return Unavailable(fmt::format("cannot resolve {}:{}: {}", pool_->target.host,
-                                   pool_->target.port, ec.message()));
-  }
+  PDSERVE_ASSIGN_OR_RETURN(endpoint.addresses, ResolveHttpHost(t.host, t.port));
+  pool_->endpoint = std::move(endpoint);
   return Status::Ok();
 }
 
@@ -476,10 +354,7 @@ void StreamingHttpClient::Send(const StreamRequest& request,
 }
 
 void StreamingHttpClient::CloseIdle() {
-  for (auto& conn : pool_->idle) {
-    error_code ignored;
-    conn->socket().close(ignored);
-  }
+  for (auto& conn : pool_->idle) conn->Close();
   pool_->idle.clear();
 }
 

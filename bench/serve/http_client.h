@@ -1,12 +1,12 @@
 // The load generator's HTTP/1.1 client: sends OpenAI-style streaming requests on one Asio
-// io_context and turns each response into a RequestRecord (TTFT, every chunk's arrival, usage,
-// or the reason it failed). Keeps a pool of keep-alive connections to one host; a request takes
-// an idle connection or dials a new one, so connections grow to the concurrency in flight. A
-// stale pooled connection that fails before any response byte is retried once on a fresh one.
-// Every request has a deadline; nothing a server sends can crash the client: malformed HTTP,
-// SSE or JSON becomes a failure with its reason. Bodies are streamed with no size limit, error
-// bodies are truncated. Thread-safety: owned by the thread that runs the io_context; call Send
-// and CloseIdle only from that thread (or before it runs).
+// io_context (over common/http_client.h's connections) and turns each response into a
+// RequestRecord (TTFT, every chunk's arrival, usage, or the reason it failed). Keeps a pool of
+// keep-alive connections to one host; a request takes an idle connection or dials a new one, so
+// connections grow to the concurrency in flight. A stale pooled connection that fails before any
+// response byte is retried once on a fresh one. Every request has a deadline; nothing a server
+// sends can crash the client: malformed HTTP, SSE or JSON becomes a failure with its reason. Bodies
+// are streamed with no size limit, error bodies are truncated. Thread-safety: owned by the thread
+// that runs the io_context; call Send and CloseIdle only from that thread (or before it runs).
 #pragma once
 
 #include <chrono>

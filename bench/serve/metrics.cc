@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "common/percentile.h"
+
 namespace pdserve::bench {
 namespace {
 
@@ -109,13 +111,7 @@ std::string PercentileLabel(double p) {
 }
 
 double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(rank));
-  size_t hi = std::min(lo + 1, values.size() - 1);
-  double frac = rank - static_cast<double>(lo);
-  return values[lo] + (values[hi] - values[lo]) * frac;
+  return Quantile(std::move(values), p / 100.0);
 }
 
 LatencyStats SummarizeLatencies(const std::vector<double>& seconds,
@@ -129,8 +125,10 @@ LatencyStats SummarizeLatencies(const std::vector<double>& seconds,
   stats.mean_ms = mean * 1000;
   stats.std_ms = std::sqrt(sq / n) * 1000;
   std::sort(values.begin(), values.end());
-  stats.median_ms = Percentile(values, 50) * 1000;
-  for (double p : percentiles) stats.percentiles_ms.emplace_back(p, Percentile(values, p) * 1000);
+  stats.median_ms = QuantileOfSorted(values, 0.5) * 1000;
+  for (double p : percentiles) {
+    stats.percentiles_ms.emplace_back(p, QuantileOfSorted(values, p / 100.0) * 1000);
+  }
   return stats;
 }
 

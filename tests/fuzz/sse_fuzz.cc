@@ -1,6 +1,7 @@
 // Fuzz target: a streamed response's bytes as a server sends them (common/sse_parser.h,
-// bench/serve/sse_parser.h): the SSE parser, each event's `data:` JSON read as a completion chunk,
-// and error bodies. The events must not depend on where the stream was split into reads.
+// common/openai_stream_chunk.h): the SSE parser, each event's `data:` JSON read as a completion
+// chunk, and the body read as a whole response and as an error body. The events must not depend on
+// where the stream was split into reads.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,7 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/serve/sse_parser.h"
+#include "common/openai_stream_chunk.h"
+#include "common/sse_parser.h"
 
 namespace {
 
@@ -26,7 +28,7 @@ Parsed Run(std::string_view body, std::string_view cuts) {
   SseParser parser(/*max_event_bytes=*/4096);
   auto on_event = [&](SseEvent& e) {
     out.events.push_back(e.event + '\0' + e.data);
-    auto chunk = pdserve::bench::ParseStreamChunk(e.data);
+    auto chunk = pdserve::ParseOpenAiStreamData(e.data);
     if (chunk.ok() && chunk->done && chunk->has_choice) abort();
   };
   size_t at = 0;
@@ -59,6 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (whole.failed != split.failed) abort();
   if (!whole.failed && whole.events != split.events) abort();
 
-  (void)pdserve::bench::ErrorMessageFromBody(body, 64);
+  (void)pdserve::ParseOpenAiResponse(body);
+  (void)pdserve::OpenAiErrorMessage(body, 64);
   return 0;
 }

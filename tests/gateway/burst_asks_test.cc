@@ -62,6 +62,7 @@ TEST(BurstAsksTest, TheNextArrivalIsTheOldestAskPlusTheMeasuredColdStart) {
   asks.Asked(Pool::kPrefill, now);
   EXPECT_EQ(asks.NextArrival(Pool::kPrefill), now + 6s) << "the next ask, not the lost one";
   ASSERT_TRUE(asks.Claim("prefill", "burst"));  // t0 + 1s, after 17 s
+  EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 12500ms) << "8 and 17 s: numpy's median, between";
   ASSERT_TRUE(asks.Claim("prefill", "burst"));  // now - 2s, after 2 s
   EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 8s);
   EXPECT_FALSE(asks.NextArrival(Pool::kDecode)) << "the decode pool asked for nothing";

@@ -44,43 +44,6 @@ TEST(WhyNotExternalTest, TokenIdsStayWithThisModel) {
   EXPECT_NE(WhyNotExternal(r), "");
 }
 
-TEST(ParseUpstreamChunkTest, ReadsTextFinishAndUsage) {
-  auto chat = ParseUpstreamChunk(
-      R"({"id":"x","choices":[{"index":0,"delta":{"content":" hello"},"finish_reason":null}]})");
-  ASSERT_TRUE(chat.ok());
-  EXPECT_EQ(chat->text, " hello");
-  EXPECT_EQ(chat->finish_reason, "");
-  auto completion =
-      ParseUpstreamChunk(R"({"choices":[{"index":0,"text":"a","finish_reason":"length"}]})");
-  ASSERT_TRUE(completion.ok());
-  EXPECT_EQ(completion->text, "a");
-  EXPECT_EQ(completion->finish_reason, "length");
-  auto usage = ParseUpstreamChunk(
-      R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}})");
-  ASSERT_TRUE(usage.ok());
-  EXPECT_EQ(usage->prompt_tokens, 7);
-  EXPECT_EQ(usage->completion_tokens, 3);
-  auto error = ParseUpstreamChunk(R"({"error":{"message":"overloaded"}})");
-  ASSERT_TRUE(error.ok());
-  EXPECT_EQ(error->error, "overloaded");
-  EXPECT_FALSE(ParseUpstreamChunk("{not json").ok());
-  EXPECT_FALSE(ParseUpstreamChunk(std::string(100, '[') + std::string(100, ']')).ok());
-}
-
-TEST(ParseUpstreamResponseTest, ReadsAWholeChatOrCompletionBody) {
-  auto chat = ParseUpstreamResponse(
-      R"({"choices":[{"message":{"role":"assistant","content":"hi there"},"finish_reason":"stop"}],
-          "usage":{"prompt_tokens":4,"completion_tokens":2}})");
-  ASSERT_TRUE(chat.ok());
-  EXPECT_EQ(chat->text, "hi there");
-  EXPECT_EQ(chat->finish_reason, "stop");
-  EXPECT_EQ(chat->completion_tokens, 2);
-  auto text = ParseUpstreamResponse(R"({"choices":[{"text":" x y","finish_reason":"length"}]})");
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(text->text, " x y");
-  EXPECT_FALSE(text->prompt_tokens);
-}
-
 TEST(UpstreamErrorTest, MapsStatusesAndKeepsTheUpstreamsMessage) {
   const ApiError e500 = UpstreamError("openai", 500, R"({"error":{"message":"boom"}})");
   EXPECT_EQ(e500.http_status, 502);
