@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +14,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "common/http_client.h"
 #include "planner/local_processes.h"
 
 namespace pdserve::app {
@@ -24,24 +23,8 @@ namespace {
 
 // Whether the gateway on this host's `port` answers GET /ready with 200 (within a second).
 bool GatewayReady(int port) {
-  namespace beast = boost::beast;
-  namespace http = beast::http;
-  try {
-    boost::asio::io_context io;
-    beast::tcp_stream stream(io);
-    stream.expires_after(std::chrono::seconds(1));
-    stream.connect(boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"),
-                                                  static_cast<uint16_t>(port)));
-    http::request<http::empty_body> request(http::verb::get, "/ready", 11);
-    request.set(http::field::host, "127.0.0.1");
-    http::write(stream, request);
-    beast::flat_buffer buffer;
-    http::response<http::string_body> response;
-    http::read(stream, buffer, response);
-    return response.result() == http::status::ok;
-  } catch (const std::exception&) {
-    return false;
-  }
+  const auto r = HttpGet("127.0.0.1", std::to_string(port), "/ready", std::chrono::seconds(1));
+  return r.ok() && r->status == 200;
 }
 
 struct UpFlags {
