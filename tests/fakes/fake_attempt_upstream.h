@@ -17,7 +17,8 @@ class FakeAttemptUpstream : public AttemptUpstream, public WorkerCapacity {
  public:
   struct Started {
     AttemptSpec spec;
-    std::shared_ptr<AttemptListener> listener;
+    // Weak, as the registry's hold ends with the attempt: the call owns its upstreams.
+    std::weak_ptr<AttemptListener> listener;
   };
 
   bool room = true;  // Start succeeds
@@ -28,7 +29,7 @@ class FakeAttemptUpstream : public AttemptUpstream, public WorkerCapacity {
 
   bool Start(const AttemptSpec& spec, std::shared_ptr<AttemptListener> listener) override {
     if (!room) return false;
-    started.push_back({spec, std::move(listener)});
+    started.push_back({spec, listener});
     return true;
   }
   void Cancel(uint64_t id) override { cancelled.push_back(id); }
@@ -46,13 +47,13 @@ class FakeAttemptUpstream : public AttemptUpstream, public WorkerCapacity {
     for (int32_t t : tokens) batch.add_tokens(t);
     batch.set_finish_reason(finish_reason);
     batch.set_last_is_stop_token(last_is_stop_token);
-    last().listener->AttemptTokens(last_id(), batch, std::chrono::steady_clock::now());
+    last().listener.lock()->AttemptTokens(last_id(), batch, std::chrono::steady_clock::now());
   }
-  void Fail(const AttemptFault& fault) { last().listener->AttemptFailed(last_id(), fault); }
+  void Fail(const AttemptFault& fault) { last().listener.lock()->AttemptFailed(last_id(), fault); }
   // What the attempt used; by default its id only.
   void Close(AttemptUse use = {}) {
     use.workers.attempt_id = last_id();
-    last().listener->AttemptClosed(use);
+    last().listener.lock()->AttemptClosed(use);
   }
 };
 

@@ -90,14 +90,14 @@ class OverflowTest : public ::testing::Test {
   // The external attempt answers " a b" and its usage.
   void ExternalAnswers(int64_t prompt_tokens, int64_t completion_tokens) {
     const auto& s = external->last();
-    s.listener->AttemptText(s.spec.id, " a b");
-    s.listener->AttemptFinished(s.spec.id, "stop", prompt_tokens, completion_tokens);
+    s.listener.lock()->AttemptText(s.spec.id, " a b");
+    s.listener.lock()->AttemptFinished(s.spec.id, "stop", prompt_tokens, completion_tokens);
     AttemptUse use;
     use.workers.attempt_id = s.spec.id;
     use.upstream = s.spec.upstream;
     use.api_prompt_tokens = prompt_tokens;
     use.api_completion_tokens = completion_tokens;
-    s.listener->AttemptClosed(use);
+    s.listener.lock()->AttemptClosed(use);
   }
 
   boost::asio::io_context io;
