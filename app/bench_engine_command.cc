@@ -15,7 +15,7 @@
 namespace pdserve::app {
 
 void AddBenchEngineCommand(CLI::App& bench) {
-  auto o = std::make_shared<model::EngineBenchOptions>();
+  auto o = std::make_shared<bench::EngineBenchOptions>();
   auto model_dir = std::make_shared<std::string>();
   auto json_path = std::make_shared<std::string>();
   CLI::App* cmd = bench.add_subcommand("engine", "Prefill and decode tokens/s, and the roofline");
@@ -39,7 +39,7 @@ void AddBenchEngineCommand(CLI::App& bench) {
                   "made in GPU memory (needs --device cuda:N)")
       ->check(CLI::IsMember(model::PresetNames()));
   cmd->add_option("--json", *json_path, "Also write the figures to this JSON file");
-  auto sweep = std::make_shared<model::ProfileSweepOptions>();
+  auto sweep = std::make_shared<bench::ProfileSweepOptions>();
   auto profile_out = std::make_shared<std::string>();
   cmd->add_option("--profile-out", *profile_out,
                   "Instead of the throughput figures: measure a performance profile (step times "
@@ -83,14 +83,14 @@ void AddBenchEngineCommand(CLI::App& bench) {
           o->device, o->threads, o->dtype, o->repeats, sweep->kv_memory_mb, sweep->max_batch_tokens,
           fmt::join(sweep->prompt_lens, ","), fmt::join(sweep->batches, ","),
           fmt::join(sweep->contexts, ","), sweep->kv_gbps, *profile_out);
-      auto profile = model::MeasureProfile(dir, *sweep);
+      auto profile = bench::MeasureProfile(dir, *sweep);
       if (!profile.ok()) Fail("bench engine", profile.status());
       profile->name = std::filesystem::path(*profile_out).stem().string();
       ExitOnError("bench engine", profile->Save(*profile_out));
-      std::cout << model::ProfileSummary(*profile);
+      std::cout << bench::ProfileSummary(*profile);
       return;
     }
-    auto result = model::RunEngineBench(dir, *o);
+    auto result = bench::RunEngineBench(dir, *o);
     if (!result.ok()) Fail("bench engine", result.status());
     std::cout << result->ToTable();
     if (!json_path->empty()) {

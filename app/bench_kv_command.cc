@@ -12,7 +12,7 @@ namespace pdserve::app {
 namespace kvt = kv_transfer;
 
 void AddBenchKvCommand(CLI::App& bench) {
-  auto o = std::make_shared<BenchKvOptions>();
+  auto o = std::make_shared<bench::BenchKvOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "kv", "KV transfer bandwidth/latency sweep between two processes vs a plain socket");
   cmd->add_option("--transport", o->transport, "tcp, nccl or ipc")
@@ -56,7 +56,7 @@ void AddBenchKvCommand(CLI::App& bench) {
       "!--no-pin", o->pin,
       "Loopback: leave the two processes to the scheduler instead of half the cores each");
   cmd->add_option("--json", o->json_path, "Also write the results to this JSON file");
-  cmd->callback([o] { ExitOnError("bench kv", RunBenchKv(*o)); });
+  cmd->callback([o] { ExitOnError("bench kv", bench::RunBenchKv(*o)); });
 }
 
 }  // namespace pdserve::app

@@ -24,25 +24,24 @@ struct BenchLedgerOptions {
   std::string dir;  // default: a temporary folder
 };
 
-gateway::AttemptRow SampleRow(int thread, int i) {
-  gateway::AttemptRow row;
+ledger::AttemptRow SampleRow(int thread, int i) {
+  ledger::AttemptRow row;
   row.request_id = "cmpl-bench-" + std::to_string(thread) + "-" + std::to_string(i);
   row.tenant = "bench";
   row.model = "tiny";
   row.endpoint = "completions";
-  row.status = gateway::AttemptStatus::kOk;
+  row.status = ledger::AttemptStatus::kOk;
   row.finish_reason = "length";
   row.arrival_unix = 1.7e9 + i;
   row.first_token_unix = row.arrival_unix + 0.01;
   row.end_unix = row.arrival_unix + 0.2;
   row.prompt_tokens = 128;
   row.completion_tokens = 64;
-  row.prefill_worker = {1, "host:1:prefill", "prefill", gateway::CapacityClass::kReserved, "", 2.0,
-                        1};
-  row.decode_worker = {2, "host:2:decode", "decode", gateway::CapacityClass::kReserved, "", 2.0, 1};
+  row.prefill_worker = {1, "host:1:prefill", "prefill", CapacityClass::kReserved, "", 2.0, 1};
+  row.decode_worker = {2, "host:2:decode", "decode", CapacityClass::kReserved, "", 2.0, 1};
   row.prefill_step_seconds = 0.01;
   row.decode_step_seconds = 0.05;
-  row.cost = gateway::PriceAttempt(row, {});
+  row.cost = ledger::PriceAttempt(row, {});
   return row;
 }
 
@@ -51,8 +50,8 @@ Result<double> AppendRate(const std::filesystem::path& path, int rows, int threa
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
-  PDSERVE_ASSIGN_OR_RETURN(auto ledger, gateway::Ledger::Open({path.string()}));
-  std::vector<std::vector<gateway::AttemptRow>> work(threads);
+  PDSERVE_ASSIGN_OR_RETURN(auto ledger, ledger::Ledger::Open({path.string()}));
+  std::vector<std::vector<ledger::AttemptRow>> work(threads);
   for (int i = 0; i < rows; ++i) work[i % threads].push_back(SampleRow(i % threads, i));
   std::vector<Status> errors(threads);
   const auto start = std::chrono::steady_clock::now();

@@ -66,7 +66,7 @@ struct LedgerFilterFlags {
   std::vector<std::string> tags;  // "k=v" (or "k=v,k2=v2"), every one must match
 };
 void AddLedgerFilterFlags(CLI::App& cmd, LedgerFilterFlags& flags);
-Result<gateway::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags);
+Result<ledger::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags);
 // `--dtype auto|f32|bf16|f16`, the engine's matrix dtype (model::EngineOptions::dtype), for
 // every command that loads an engine (defined in app/generate_command.cc).
 void AddDtypeOption(CLI::App& cmd, std::string& dtype);

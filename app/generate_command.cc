@@ -45,12 +45,12 @@ void Run(const GenerateFlags& f) {
   options.dtype = f.dtype;
   auto engine = model::Engine::Load(dir, options);
   if (!engine.ok()) Fail("generate", engine.status());
-  auto tokenizer = model::Tokenizer::Load(dir);
+  auto tokenizer = tokenizer::Tokenizer::Load(dir);
   if (!tokenizer.ok()) Fail("generate", tokenizer.status());
 
   Result<std::vector<int32_t>> prompt = std::vector<int32_t>();
   if (f.chat) {
-    const model::ChatMessage message{"user", f.prompt};
+    const tokenizer::ChatMessage message{"user", f.prompt};
     auto text = (*tokenizer)->chat_template().Apply(std::span(&message, 1), true);
     if (!text.ok()) Fail("generate", text.status());
     prompt = (*tokenizer)->Encode(*text, /*add_special=*/false);
@@ -72,8 +72,8 @@ void Run(const GenerateFlags& f) {
   auto id = (*engine)->Add(*prompt, params);
   if (!id.ok()) Fail("generate", id.status());
 
-  model::IncrementalDetokenizer detok(*tokenizer);
-  model::StopStringMatcher stops(f.stop);
+  tokenizer::IncrementalDetokenizer detok(*tokenizer);
+  tokenizer::StopStringMatcher stops(f.stop);
   std::vector<int32_t> generated;
   std::string text;
   std::string finish = "length";

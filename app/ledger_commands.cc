@@ -25,15 +25,15 @@ void AddLedgerFilterFlags(CLI::App& cmd, LedgerFilterFlags& flags) {
   cmd.add_option("--tag", flags.tags, "only rows with this tag, key=value (repeatable)");
 }
 
-Result<gateway::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags) {
-  gateway::LedgerFilter filter;
+Result<ledger::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& flags) {
+  ledger::LedgerFilter filter;
   if (!flags.tenant.empty()) filter.tenant = flags.tenant;
   if (!flags.from.empty()) {
-    PDSERVE_ASSIGN_OR_RETURN(double from, gateway::ParseTimeArg(flags.from));
+    PDSERVE_ASSIGN_OR_RETURN(double from, ledger::ParseTimeArg(flags.from));
     filter.from_unix = from;
   }
   if (!flags.to.empty()) {
-    PDSERVE_ASSIGN_OR_RETURN(double to, gateway::ParseTimeArg(flags.to));
+    PDSERVE_ASSIGN_OR_RETURN(double to, ledger::ParseTimeArg(flags.to));
     filter.to_unix = to;
   }
   if (filter.from_unix && filter.to_unix && *filter.to_unix <= *filter.from_unix) {
@@ -76,23 +76,23 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json WorkerJson(const gateway::WorkerRef& w) {
+Json WorkerJson(const ledger::WorkerRef& w) {
   return {{"id", w.id},
           {"name", w.name},
           {"role", w.role},
-          {"capacity_class", std::string(gateway::ToString(w.capacity_class))},
+          {"capacity_class", std::string(ToString(w.capacity_class))},
           {"zone", w.zone},
           {"price_per_gpu_hour", w.price_per_gpu_hour},
           {"gpu_count", w.gpu_count}};
 }
 
-Json RowJson(const gateway::AttemptRow& r) {
+Json RowJson(const ledger::AttemptRow& r) {
   return {{"request_id", r.request_id},
           {"attempt", r.attempt},
           {"tenant", r.tenant},
           {"model", r.model},
           {"endpoint", r.endpoint},
-          {"status", std::string(gateway::ToString(r.status))},
+          {"status", std::string(ledger::ToString(r.status))},
           {"finish_reason", r.finish_reason},
           {"arrival_unix", r.arrival_unix},
           {"first_token_unix", r.first_token_unix},
@@ -117,20 +117,20 @@ Json RowJson(const gateway::AttemptRow& r) {
 }
 
 std::string CsvValue(const Json& v) {
-  if (v.is_string()) return gateway::CsvField(v.get<std::string>());
+  if (v.is_string()) return ledger::CsvField(v.get<std::string>());
   if (v.is_object()) {  // tags
     std::string joined;
     for (const auto& [key, value] : v.items()) {
       joined += (joined.empty() ? "" : ",") + key + "=" + value.get<std::string>();
     }
-    return gateway::CsvField(joined);
+    return ledger::CsvField(joined);
   }
   return DumpJson(v);
 }
 
 // The CSV columns are the JSON's, workers flattened (prefill_worker.id, ...) and tags as
 // "k=v,k2=v2" (the x-pdserve-tags form).
-std::string RowsCsv(const std::vector<gateway::AttemptRow>& rows) {
+std::string RowsCsv(const std::vector<ledger::AttemptRow>& rows) {
   std::string out;
   bool first_row = true;
   for (const auto& r : rows) {
@@ -162,7 +162,7 @@ struct ExportOptions {
 void Export(const ExportOptions& o) {
   auto filter = ParseLedgerFilterFlags(o.filter);
   if (!filter.ok()) Fail("ledger export", filter.status());
-  auto ledger = gateway::Ledger::OpenReadOnly(o.ledger);
+  auto ledger = ledger::Ledger::OpenReadOnly(o.ledger);
   if (!ledger.ok()) Fail("ledger export", ledger.status());
   auto rows = (*ledger)->Rows(*filter);
   if (!rows.ok()) Fail("ledger export", rows.status());
@@ -201,7 +201,7 @@ void AddLedgerCommands(CLI::App& app) {
   forget->add_option("--tenant", *forget_tenant, "the tenant whose rows go")->required();
   forget->callback([forget_ledger, forget_tenant] {
     // Never Open: it would make a missing file, an empty one or an empty database a ledger.
-    auto ledger = gateway::Ledger::OpenExisting(*forget_ledger);
+    auto ledger = ledger::Ledger::OpenExisting(*forget_ledger);
     if (!ledger.ok()) Fail("ledger forget", ledger.status());
     auto deleted = (*ledger)->ForgetTenant(*forget_tenant);
     if (!deleted.ok()) Fail("ledger forget", deleted.status());

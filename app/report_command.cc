@@ -21,29 +21,29 @@ struct ReportFlags {
 };
 
 Result<std::string> RenderReport(const ReportFlags& f) {
-  PDSERVE_ASSIGN_OR_RETURN(gateway::LedgerFilter filter, ParseLedgerFilterFlags(f.filter));
-  PDSERVE_ASSIGN_OR_RETURN(gateway::PriceSheet sheet, gateway::PriceSheet::Load(f.prices));
-  PDSERVE_ASSIGN_OR_RETURN(std::vector<gateway::ApiPrice> apis, sheet.Select(f.apis));
-  PDSERVE_ASSIGN_OR_RETURN(auto ledger, gateway::Ledger::OpenReadOnly(f.ledger));
+  PDSERVE_ASSIGN_OR_RETURN(ledger::LedgerFilter filter, ParseLedgerFilterFlags(f.filter));
+  PDSERVE_ASSIGN_OR_RETURN(ledger::PriceSheet sheet, ledger::PriceSheet::Load(f.prices));
+  PDSERVE_ASSIGN_OR_RETURN(std::vector<ledger::ApiPrice> apis, sheet.Select(f.apis));
+  PDSERVE_ASSIGN_OR_RETURN(auto ledger, ledger::Ledger::OpenReadOnly(f.ledger));
   // The fleet's figures need every row in the window; tenant and tags narrow the sections.
-  gateway::LedgerFilter window;
+  ledger::LedgerFilter window;
   window.from_unix = filter.from_unix;
   window.to_unix = filter.to_unix;
   PDSERVE_ASSIGN_OR_RETURN(auto rows, ledger->Rows(window));
   PDSERVE_ASSIGN_OR_RETURN(auto periods, ledger->Periods(filter.from_unix, filter.to_unix));
 
-  gateway::ReportOptions options;
+  ledger::ReportOptions options;
   options.from_unix = filter.from_unix;
   options.to_unix = filter.to_unix;
   options.tenant = filter.tenant;
   options.tags = filter.tags;
   if (!f.group_by_tag.empty()) options.group_by_tag = f.group_by_tag;
   options.utilisation_buckets = f.buckets;
-  const gateway::CostReport report = gateway::BuildCostReport(rows, periods, apis, options);
-  if (f.format == "json") return DumpJson(gateway::CostReportJson(report), 2) + "\n";
-  if (f.format == "csv") return gateway::CostReportCsv(report);
-  if (f.format == "html") return gateway::CostReportHtml(report);
-  return gateway::CostReportTable(report);
+  const ledger::CostReport report = ledger::BuildCostReport(rows, periods, apis, options);
+  if (f.format == "json") return DumpJson(ledger::CostReportJson(report), 2) + "\n";
+  if (f.format == "csv") return ledger::CostReportCsv(report);
+  if (f.format == "html") return ledger::CostReportHtml(report);
+  return ledger::CostReportTable(report);
 }
 
 }  // namespace

@@ -141,7 +141,7 @@ void RunSim(const SimFlags& f) {
   faults->freeze_at = at(f.freeze_after);
 
   // What every worker shares; each gets its own name.
-  auto fill = [&](SharedWorkerOptions& o, const std::string& name) {
+  auto fill = [&](worker::SharedWorkerOptions& o, const std::string& name) {
     o.gateway.host = gateway_host;
     o.gateway.port = gateway_port;
     if (f.freeze_after >= 0) {

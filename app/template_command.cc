@@ -22,8 +22,8 @@ struct TemplateOptions {
 };
 
 // The conversation in `text`: a JSON array of {role, content}, or an object with "messages".
-Result<std::vector<model::ChatMessage>> ParseMessages(const std::string& text,
-                                                      const std::string& origin) {
+Result<std::vector<tokenizer::ChatMessage>> ParseMessages(const std::string& text,
+                                                          const std::string& origin) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -36,7 +36,7 @@ Result<std::vector<model::ChatMessage>> ParseMessages(const std::string& text,
                            ": expected a JSON array of messages, or an object with "
                            "\"messages\"");
   }
-  std::vector<model::ChatMessage> messages;
+  std::vector<tokenizer::ChatMessage> messages;
   for (size_t i = 0; i < doc.size(); ++i) {
     const nlohmann::json& m = doc[i];
     const std::string where = origin + ": messages[" + std::to_string(i) + "]";
@@ -86,7 +86,7 @@ void AddTemplateCommand(CLI::App& app) {
       "The prompt's exact text goes to stdout, with no newline added. A template that fails\n"
       "(its raise_exception, e.g. for roles that do not alternate) exits 1 with its message.");
   cmd->callback([options] {
-    auto tokenizer = model::Tokenizer::Load(options->model);
+    auto tokenizer = tokenizer::Tokenizer::Load(options->model);
     if (!tokenizer.ok()) Fail("template", tokenizer.status());
     auto text = ReadInput(options->messages);
     if (!text.ok()) Fail("template", text.status());

@@ -27,7 +27,7 @@ struct TokenizeOptions {
   Fail("tokenize", InvalidArgument("line " + std::to_string(line_number) + ": " + message));
 }
 
-void EncodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& options) {
+void EncodeLines(const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
   std::string line;
   size_t line_number = 0;
   while (std::getline(std::cin, line)) {
@@ -50,7 +50,7 @@ void EncodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& optio
   }
 }
 
-void DecodeLines(const model::Tokenizer& tokenizer, const TokenizeOptions& options) {
+void DecodeLines(const tokenizer::Tokenizer& tokenizer, const TokenizeOptions& options) {
   std::string line;
   size_t line_number = 0;
   std::vector<int32_t> ids;
@@ -103,7 +103,7 @@ void AddTokenizeCommand(CLI::App& app) {
       "removed (a \\r before it is kept); use --json-lines to pass texts holding newlines:\n"
       "  printf '%s\\n' '\"line one\\nline two\"' | pdserve tokenize --tokenizer DIR --json-lines");
   cmd->callback([options] {
-    auto tokenizer = model::Tokenizer::Load(options->tokenizer);
+    auto tokenizer = tokenizer::Tokenizer::Load(options->tokenizer);
     if (!tokenizer.ok()) {
       Fail("tokenize", tokenizer.status());
     }

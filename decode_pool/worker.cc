@@ -36,8 +36,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, engine_options));
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
-  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, options.role));
-  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, OpenStepLog(options));
+  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, options.role));
+  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
   return worker;
 }
 
@@ -78,19 +78,19 @@ void Worker::Drain() {
 }
 
 Status Worker::Run() {
-  proto::Register r = RegisterFor(options_.role, *engine_, options_.identity);
+  proto::Register r = worker::RegisterFor(options_.role, *engine_, options_.identity);
   if (listener_) {
     r.set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
     r.set_layout_hash(layout_->hash);
   }
-  Status served = ConnectAndServe(
+  Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
   return step_failure_.Or(std::move(served));
 }
 
 Status Worker::Serve() {
-  ServeTurn turn;
+  worker::ServeTurn turn;
   turn.handle = [this](proto::Envelope& m) { Handle(m); };
   // Only engine work keeps the loop turning. A reservation waiting for its KV does not: its
   // KvDone (or Cancel) arrives as a message, which wakes the loop, and a transfer that failed
@@ -110,7 +110,8 @@ Status Worker::Serve() {
     spdlog::info("draining: finishing {} running, {} waiting and {} reserved sequences",
                  engine_->num_running(), engine_->num_waiting(), reserved_.size());
   };
-  Status served = ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  Status served =
+      worker::ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
   // What a drain left behind (none, unless a request leaked its pages).
   if (served.ok() && draining_) {
     spdlog::info("drained: {} KV pages in use", engine_->pages().used_pages());
@@ -173,7 +174,7 @@ void Worker::Handle(proto::Envelope& m) {
 }
 
 void Worker::SendError(uint64_t request_id, const std::string& message, bool retryable) {
-  SendRequestError(*link_, request_id, message, retryable);
+  worker::SendRequestError(*link_, request_id, message, retryable);
 }
 
 void Worker::HandleGenerate(const proto::Generate& g) {
@@ -211,15 +212,15 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   // The prompt plus a lookahead; the engine grows the sequence's pages as it decodes.
   const int tokens = engine_->InitialKvTokens(static_cast<int>(prompt.size()), params.max_tokens);
   const int pages = model::PagesForTokens(tokens, engine_->backend().kv_shape().page_size);
-  const auto deadline = DeadlineFromGateway(r.deadline_seconds());
+  const auto deadline = worker::DeadlineFromGateway(r.deadline_seconds());
   if (!deadline.ok()) return SendError(r.request_id(), deadline.status().message(), false);
   const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
                                                  engine_->backend().kv_shape().page_size);
   auto reservation = receiver_->Reserve(r.request_id(), pages, *deadline, prompt_pages);
   if (!reservation.ok()) {
     const bool no_room = reservation.status().code() == StatusCode::kResourceExhausted;
-    return SendRequestError(*link_, r.request_id(), reservation.status().message(), true,
-                            /*peer_failed=*/false, no_room);
+    return worker::SendRequestError(*link_, r.request_id(), reservation.status().message(), true,
+                                    /*peer_failed=*/false, no_room);
   }
   reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now()};
   proto::Envelope reply;
@@ -289,7 +290,7 @@ void Worker::RunStep() {
     reserved_.clear();
     return;
   }
-  ReportStep(
+  worker::ReportStep(
       *link_, metrics_.get(), step_log_.get(), stats,
       [&](uint64_t seq) -> uint64_t {
         auto it = request_of_seq_.find(seq);
@@ -302,12 +303,12 @@ void Worker::RunStep() {
       t->second.first_step = stats.start;
     }
   }
-  ReportPreemptions(*engine_, metrics_.get(), &reported_preemptions_);
+  worker::ReportPreemptions(*engine_, metrics_.get(), &reported_preemptions_);
   for (const auto& e : events) {
     auto it = request_of_seq_.find(e.seq_id);
     if (it == request_of_seq_.end()) continue;
     if (e.finish == model::FinishReason::kPreempted) {  // its pages are free already
-      SendPreempted(*link_, it->second);
+      worker::SendPreempted(*link_, it->second);
       seq_of_request_.erase(it->second);
       request_of_seq_.erase(it);
       timing_.erase(e.seq_id);

@@ -34,7 +34,7 @@
 
 namespace pdserve::decode_pool {
 
-struct WorkerOptions : SharedWorkerOptions {
+struct WorkerOptions : worker::SharedWorkerOptions {
   std::string role = "both";  // "both" or "decode"
   // Role decode: where prefill workers push KV. The advertised host is what peers dial.
   std::string kv_bind_address = "127.0.0.1";
@@ -85,15 +85,15 @@ class Worker {
 
   WorkerOptions options_;
   std::unique_ptr<model::Engine> engine_;
-  std::unique_ptr<GatewayLink> link_;
-  std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<worker::GatewayLink> link_;
+  std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   // Role decode only. The receiver writes into the engine's KV pool and must outlive the listener.
   std::unique_ptr<kv_transfer::KvReceiver> receiver_;
   std::unique_ptr<kv_transfer::TcpKvListener> listener_;
   std::optional<kv_transfer::KvLayout> layout_;
   std::atomic<bool> draining_{false};
-  StepFailure step_failure_;  // Run() returns it
+  worker::StepFailure step_failure_;  // Run() returns it
 
   // Engine thread only.
   struct Reservation {  // role decode: pages reserved, KV arriving

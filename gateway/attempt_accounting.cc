@@ -6,7 +6,7 @@
 
 namespace pdserve::gateway {
 
-double AttemptAccounting::Record(AttemptRow row, const AttemptUse& use,
+double AttemptAccounting::Record(ledger::AttemptRow row, const AttemptUse& use,
                                  const router::UpstreamConfig* upstream) {
   if (upstream) {
     PriceExternalRow(*upstream, use.api_prompt_tokens, use.api_completion_tokens, &row);
@@ -14,7 +14,7 @@ double AttemptAccounting::Record(AttemptRow row, const AttemptUse& use,
     PriceRow(use.workers, accounting_.egress_usd_per_gb, &row);
   }
   metrics_->RecordCost(accounting_.tenant, row);
-  if (!upstream && accounting_.rates && row.status == AttemptStatus::kOk) {
+  if (!upstream && accounting_.rates && row.status == ledger::AttemptStatus::kOk) {
     const bool prefilled = row.prefill_worker.id != 0, decoded = row.decode_worker.id != 0;
     accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, row.cost.prefill_compute_usd,
                               decoded ? row.completion_tokens : 0, row.cost.decode_compute_usd);

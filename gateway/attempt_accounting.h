@@ -19,7 +19,7 @@ namespace pdserve::gateway {
 
 // Who asked and how the call is accounted.
 struct CallAccounting {
-  std::shared_ptr<Ledger> ledger;           // null: no ledger
+  std::shared_ptr<ledger::Ledger> ledger;   // null: no ledger
   bool store_text = false;                  // keep prompt and completion text in the ledger
   double egress_usd_per_gb = 0;             // KV bytes crossing zones
   std::string tenant;                       // from the API key; "" without authentication
@@ -37,7 +37,8 @@ class AttemptAccounting {
   // Prices `row` (its who, when and what filled in) from what the attempt used, appends it to
   // the ledger, and records its cost; returns the cost in USD. `upstream`: an external
   // attempt's upstream, whose prices it is paid at; null: a self-hosted attempt.
-  double Record(AttemptRow row, const AttemptUse& use, const router::UpstreamConfig* upstream);
+  double Record(ledger::AttemptRow row, const AttemptUse& use,
+                const router::UpstreamConfig* upstream);
 
  private:
   CallAccounting accounting_;

@@ -58,8 +58,8 @@ struct AttemptFault {
 // What an attempt used, once nothing holds it: its self-hosted workers' attributed step time
 // and KV bytes, or the tokens an external API is paid for.
 struct AttemptUse {
-  AttemptUsage workers;  // self-hosted (attempt_id set in both cases)
-  int upstream = -1;     // >= 0: an external attempt on this upstream
+  router::AttemptUsage workers;  // self-hosted (attempt_id set in both cases)
+  int upstream = -1;             // >= 0: an external attempt on this upstream
   int64_t api_prompt_tokens = 0, api_completion_tokens = 0;
 };
 

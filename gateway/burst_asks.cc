@@ -28,8 +28,9 @@ void BurstAsks::KeepAtMost(planner::Pool pool, int outstanding) {
 }
 
 std::optional<BurstAsks::TimePoint> BurstAsks::Claim(const std::string& role,
-                                                     const std::string& capacity_class) {
-  if (capacity_class != "burst" || (role != "prefill" && role != "decode")) return std::nullopt;
+                                                     CapacityClass capacity_class) {
+  if (capacity_class != CapacityClass::kBurst || (role != "prefill" && role != "decode"))
+    return std::nullopt;
   std::lock_guard lock(mu_);
   const planner::Pool pool = role == "prefill" ? planner::Pool::kPrefill : planner::Pool::kDecode;
   auto& q = asks_[pool];

@@ -42,7 +42,7 @@ class BurstAsks {
   // No more asks outstanding than workers still to come: the oldest beyond go.
   void KeepAtMost(planner::Pool pool, int outstanding);
   // A worker registered with this role and class: when it was asked for, if it was.
-  std::optional<TimePoint> Claim(const std::string& role, const std::string& capacity_class);
+  std::optional<TimePoint> Claim(const std::string& role, CapacityClass capacity_class);
   int outstanding(planner::Pool pool) const;
   // When the oldest burst worker of `pool` still to come should register: its ask plus the cold
   // start, or now when that has passed; an ask overdue by a whole cold start again is not

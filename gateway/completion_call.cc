@@ -38,7 +38,7 @@ int64_t UnixNow() {
 }  // namespace
 
 CompletionCall::CompletionCall(boost::asio::any_io_executor strand, CallWorkers workers,
-                               std::shared_ptr<const model::Tokenizer> tokenizer,
+                               std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                GenerationRequest request, std::vector<int32_t> prompt,
                                int max_tokens, std::string request_id, std::string model_id,
                                CallOutput output, std::shared_ptr<GatewayMetrics> metrics,
@@ -232,12 +232,12 @@ void CompletionCall::HandleTimeout(uint64_t id) {
   EndUnstarted(e, 1);
 }
 
-void CompletionCall::ForgetUnstartedAttempt(AttemptStatus prior_status) {
+void CompletionCall::ForgetUnstartedAttempt(ledger::AttemptStatus prior_status) {
   attempts_by_id_.erase(attempt_id_);
   // A retry that never ran: the attempt before it was the request's last.
   for (auto& [id, a] : attempts_by_id_) {
-    if (!a.written &&
-        (a.status == AttemptStatus::kRetried || a.status == AttemptStatus::kResumed)) {
+    if (!a.written && (a.status == ledger::AttemptStatus::kRetried ||
+                       a.status == ledger::AttemptStatus::kResumed)) {
       a.status = prior_status;
       MaybeWriteRow(id);
     }
@@ -250,7 +250,7 @@ void CompletionCall::ForgetUnstartedAttempt(AttemptStatus prior_status) {
 
 void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
   done_ = true;
-  ForgetUnstartedAttempt(AttemptStatus::kError);
+  ForgetUnstartedAttempt(ledger::AttemptStatus::kError);
   if (started_) {  // a retry: the request was counted as running
     metrics_->running().Decrement();
     metrics_->RecordFailed();
@@ -269,7 +269,7 @@ void CompletionCall::Fail(const ApiError& e) {
   metrics_->running().Decrement();
   metrics_->RecordFailed();
   finish_reason_ = "error";
-  EndAttempt(AttemptStatus::kError);
+  EndAttempt(ledger::AttemptStatus::kError);
   if (request_.stream) {
     output_.finish(e.http_status, ResponseStream::StreamError(e), {}, true);
   } else {
@@ -288,11 +288,11 @@ void CompletionCall::Cancel() {
   }
   if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
     ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
-    ForgetUnstartedAttempt(AttemptStatus::kCancelled);
+    ForgetUnstartedAttempt(ledger::AttemptStatus::kCancelled);
     return;
   }
   finish_reason_ = "abort";
-  EndAttempt(AttemptStatus::kCancelled);
+  EndAttempt(ledger::AttemptStatus::kCancelled);
   if (is_current_external()) {
     overflow_.attempts->Cancel(attempt_id_);
   } else {
@@ -300,7 +300,7 @@ void CompletionCall::Cancel() {
   }
 }
 
-void CompletionCall::EndAttempt(AttemptStatus status) {
+void CompletionCall::EndAttempt(ledger::AttemptStatus status) {
   end_ = std::chrono::steady_clock::now();
   Attempt& a = attempts_by_id_[attempt_id_];
   a.status = status;
@@ -328,12 +328,10 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
   const auto now = std::chrono::steady_clock::now();
   if (n > 0) {
     if (response_.completion_tokens() == 0) {
-      first_token_wall_ = std::chrono::system_clock::now();
       worker_queue_seconds_ = batch.queue_seconds();
       prefill_seconds_ = batch.prefill_seconds();
       transfer_seconds_ = batch.transfer_seconds();
-      first_token_ = now;
-      metrics_->RecordFirstToken(Seconds(now - arrival_));
+      NoteFirstOutput(now);
     } else {
       metrics_->RecordInterToken(Seconds(now - last_token_) / n);
     }
@@ -350,6 +348,12 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
   }
 }
 
+void CompletionCall::NoteFirstOutput(std::chrono::steady_clock::time_point now) {
+  first_token_wall_ = std::chrono::system_clock::now();
+  first_token_ = now;
+  metrics_->RecordFirstToken(Seconds(now - arrival_));
+}
+
 void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
   if (id != attempt_id_ || done_) return;
   HandleStarted(id);
@@ -357,9 +361,7 @@ void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
   const auto now = std::chrono::steady_clock::now();
   if (!external_text_) {
     external_text_ = true;
-    first_token_wall_ = std::chrono::system_clock::now();
-    first_token_ = now;
-    metrics_->RecordFirstToken(Seconds(now - arrival_));
+    NoteFirstOutput(now);
   }
   last_token_ = now;
   response_.AddText(text);
@@ -385,7 +387,7 @@ void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
     failed_upstreams_.insert(attempts_by_id_[id].upstream);
     // Nothing reached the client yet: another upstream, else self-hosted workers, may serve it.
     if (!external_text_ && fault.retryable && failures_ < kMaxExternalAttempts) {
-      EndAttempt(AttemptStatus::kRetried);
+      EndAttempt(ledger::AttemptStatus::kRetried);
       const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kExternalFailed));
       if (choice.where == RouteChoice::Where::kExternal) {
         NewAttempt();
@@ -409,7 +411,7 @@ void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
     // An attempt refused for room never ran: its request waits again, resumed or not.
     const bool resuming = sent > 0 && !fault.no_room;
     if (resuming) metrics_->RecordResumed(fault.preempted ? "preempted" : "worker_failed");
-    EndAttempt(resuming ? AttemptStatus::kResumed : AttemptStatus::kRetried);
+    EndAttempt(resuming ? ledger::AttemptStatus::kResumed : ledger::AttemptStatus::kRetried);
     Admit();
     return;
   }
@@ -434,7 +436,7 @@ void CompletionCall::Complete(const std::string& finish_reason) {
                            static_cast<int>(response_.prompt().size()),
                            response_.completion_tokens());
   finish_reason_ = finish_reason;
-  EndAttempt(AttemptStatus::kOk);
+  EndAttempt(ledger::AttemptStatus::kOk);
   if (attempts_by_id_[attempt_id_].written) return SendCompletion();
   // The workers' last step reports and end messages are behind the last tokens, or (after a
   // stop string) the decode worker confirms the cancel within a step: wait for them, boundedly.
@@ -480,11 +482,11 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
   a.cost_usd = accounting_.Record(BaseRow(attempt_id, a), *a.use, upstream);
 }
 
-AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
+ledger::AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
   const bool final_attempt = attempt_id == attempt_id_;
   const CallAccounting& accounting = accounting_.accounting();
   const int completion_tokens = response_.completion_tokens();
-  AttemptRow row;
+  ledger::AttemptRow row;
   row.request_id = response_.id();
   row.attempt = a.number;
   row.tenant = accounting.tenant;

@@ -90,7 +90,7 @@ struct CallOverflow {
 class CompletionCall : public AttemptListener, public std::enable_shared_from_this<CompletionCall> {
  public:
   CompletionCall(boost::asio::any_io_executor strand, CallWorkers workers,
-                 std::shared_ptr<const model::Tokenizer> tokenizer, GenerationRequest request,
+                 std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
                  std::vector<int32_t> prompt, int max_tokens, std::string request_id,
                  std::string model_id, CallOutput output, std::shared_ptr<GatewayMetrics> metrics,
                  CallAdmission admission, CallAccounting accounting = {});
@@ -116,7 +116,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // One attempt's ledger state; its row is written once it has both a status and its use.
   struct Attempt {
     int number = 0;
-    std::optional<AttemptStatus> status;  // none while it runs
+    std::optional<ledger::AttemptStatus> status;  // none while it runs
     std::optional<AttemptUse> use;
     std::chrono::system_clock::time_point end;
     bool written = false;
@@ -147,7 +147,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void HandleTimeout(uint64_t id);
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
   // `prior_status` and its row, and a request that never started gets its quota back.
-  void ForgetUnstartedAttempt(AttemptStatus prior_status);
+  void ForgetUnstartedAttempt(ledger::AttemptStatus prior_status);
   // Ends a call whose current attempt never left the queue, with Retry-After when > 0.
   void EndUnstarted(const ApiError& error, int retry_after_s);
   // Ends a started call with an error (its stream's error event, or the error body).
@@ -156,16 +156,19 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void Complete(const std::string& finish_reason);
   // Sends the completed response (its cost known, or given up waiting for it).
   void SendCompletion();
-  void EndAttempt(AttemptStatus status);
+  void EndAttempt(ledger::AttemptStatus status);
   // Writes the attempt's row when it has a status and its use (once).
   void MaybeWriteRow(uint64_t attempt_id);
-  AttemptRow BaseRow(uint64_t attempt_id, const Attempt& attempt) const;
+  ledger::AttemptRow BaseRow(uint64_t attempt_id, const Attempt& attempt) const;
   std::string ServerTiming() const;
   bool is_current_external() const;
+  // The request's first output (a token, or an external upstream's text) reached it at `now`:
+  // its first-token times and the TTFT metric.
+  void NoteFirstOutput(std::chrono::steady_clock::time_point now);
 
   boost::asio::any_io_executor strand_;
   CallWorkers workers_;
-  std::shared_ptr<const model::Tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
   const int max_tokens_;
   ResponseStream response_;

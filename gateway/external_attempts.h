@@ -34,7 +34,7 @@ class ExternalAttempts : public AttemptUpstream,
  public:
   ExternalAttempts(std::shared_ptr<router::ExternalUpstreams> upstreams,
                    std::shared_ptr<boost::asio::ssl::context> tls,
-                   std::shared_ptr<const model::Tokenizer> tokenizer,
+                   std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                    std::shared_ptr<GatewayMetrics> metrics, ExternalRequest request)
       : upstreams_(std::move(upstreams)),
         tls_(std::move(tls)),
@@ -60,7 +60,7 @@ class ExternalAttempts : public AttemptUpstream,
 
   std::shared_ptr<router::ExternalUpstreams> upstreams_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  std::shared_ptr<const model::Tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::shared_ptr<GatewayMetrics> metrics_;
   ExternalRequest request_;
   std::map<uint64_t, Running> running_;

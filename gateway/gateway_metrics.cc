@@ -157,7 +157,7 @@ int64_t GatewayMetrics::Started() const {
   return static_cast<int64_t>(queue_time_.Collect().histogram.sample_count);
 }
 
-void GatewayMetrics::RecordCost(const std::string& tenant, const AttemptRow& row) {
+void GatewayMetrics::RecordCost(const std::string& tenant, const ledger::AttemptRow& row) {
   const std::pair<CapacityClass, double> parts[] = {
       {row.prefill_worker.capacity_class, row.cost.prefill_compute_usd},
       {row.decode_worker.capacity_class, row.cost.decode_compute_usd},
@@ -191,13 +191,14 @@ void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e
   generation_tokens_.Increment(generation_tokens);
 }
 
-std::string GatewayMetrics::Scrape(const WorkerRegistry& workers, size_t waiting) {
+std::string GatewayMetrics::Scrape(const router::WorkerRegistry& workers, size_t waiting) {
   waiting_.Set(static_cast<double>(waiting));
-  std::map<std::pair<std::string, std::string>, int> counts;
+  std::map<std::pair<std::string, CapacityClass>, int> counts;
   for (const auto& w : workers.Workers()) ++counts[{w.role, w.capacity_class}];
-  for (const auto& pool : {"prefill", "decode", "both"}) {
-    for (const auto& cls : {"reserved", "burst"}) {
-      workers_.Add({{"pool", pool}, {"class", cls}}).Set(counts[{pool, cls}]);
+  for (const std::string pool : {"prefill", "decode", "both"}) {
+    for (const CapacityClass cls : {CapacityClass::kReserved, CapacityClass::kBurst}) {
+      workers_.Add({{"pool", pool}, {"class", std::string(ToString(cls))}})
+          .Set(counts[{pool, cls}]);
     }
   }
   return pm::TextSerializer().Serialize(registry_->Collect());

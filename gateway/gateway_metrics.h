@@ -17,9 +17,11 @@
 
 #include "ledger/ledger.h"
 
-namespace pdserve::gateway {
-
+namespace pdserve::router {
 class WorkerRegistry;
+}
+
+namespace pdserve::gateway {
 
 class GatewayMetrics {
  public:
@@ -47,7 +49,7 @@ class GatewayMetrics {
   // pdserve_cost_usd_total{tenant,class}: an attempt's cost as its row holds it, each part on
   // the class that incurred it: prefill compute on its prefill worker's class, decode compute on
   // its decode worker's, API tokens on api. (Egress is no class's and not counted here.)
-  void RecordCost(const std::string& tenant, const AttemptRow& row);
+  void RecordCost(const std::string& tenant, const ledger::AttemptRow& row);
   prometheus::Gauge& running() { return running_; }
   // A request of `prompt_tokens` left the admission queue for its workers, after `seconds` in it.
   void RecordQueueTime(double seconds, int64_t prompt_tokens) {
@@ -93,8 +95,8 @@ class GatewayMetrics {
   // direction,reason}: what the planner wants and how often it changed its mind, by the rule
   // (planner::Decision::cause); pdserve_planner_actuations_total{pool,result}: act mode's calls
   // to its actuator (result ok or error).
-  void SetPlannerDesired(const std::string& pool, const std::string& capacity_class, int n) {
-    planner_desired_.Add({{"pool", pool}, {"class", capacity_class}}).Set(n);
+  void SetPlannerDesired(const std::string& pool, CapacityClass capacity_class, int n) {
+    planner_desired_.Add({{"pool", pool}, {"class", std::string(ToString(capacity_class))}}).Set(n);
   }
   void RecordPlannerDecision(const std::string& pool, const std::string& direction,
                              const std::string& reason) {
@@ -107,7 +109,7 @@ class GatewayMetrics {
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
   // set to `waiting` (requests in the admission queue).
-  std::string Scrape(const WorkerRegistry& workers, size_t waiting);
+  std::string Scrape(const router::WorkerRegistry& workers, size_t waiting);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

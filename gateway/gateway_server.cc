@@ -24,7 +24,7 @@ Status StartUpstreams(const GatewayOptions& o, GatewayServer::Shared* shared) {
         "--external needs --prices: a price sheet (LiteLLM's format) that "
         "prices each upstream's model");
   }
-  PDSERVE_ASSIGN_OR_RETURN(PriceSheet sheet, PriceSheet::Load(o.prices_file));
+  PDSERVE_ASSIGN_OR_RETURN(ledger::PriceSheet sheet, ledger::PriceSheet::Load(o.prices_file));
   std::vector<router::UpstreamConfig> configs = o.external;
   for (router::UpstreamConfig& c : configs) {
     auto price = sheet.Select({c.model.empty() ? c.name : c.model});
@@ -53,7 +53,7 @@ Status StartUpstreams(const GatewayOptions& o, GatewayServer::Shared* shared) {
 Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions& o) {
   auto server = std::unique_ptr<GatewayServer>(new GatewayServer());
   auto shared = std::make_shared<Shared>();
-  PDSERVE_ASSIGN_OR_RETURN(shared->tokenizer, model::Tokenizer::Load(o.model_dir));
+  PDSERVE_ASSIGN_OR_RETURN(shared->tokenizer, tokenizer::Tokenizer::Load(o.model_dir));
   PDSERVE_ASSIGN_OR_RETURN(shared->parse.sampling, LoadSamplingDefaults(o.model_dir));
   shared->max_context = o.max_context;
   if (auto config = model::ModelConfig::Load(o.model_dir); config.ok()) {
@@ -79,7 +79,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   }
   shared->prompts = std::make_shared<PromptBuilder>(shared->tokenizer, shared->max_context,
                                                     shared->quota, shared->metrics);
-  RegistryOptions registry_options;
+  router::RegistryOptions registry_options;
   registry_options.cluster_token = o.cluster_token;
   // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
   std::shared_ptr<BurstAsks> asks;
@@ -87,12 +87,14 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
     asks = std::make_shared<BurstAsks>(o.burst_cold_start);
     shared->burst_asks = asks;
     registry_options.billed_from = [asks](const proto::Register& r) {
-      return asks->Claim(r.role(), r.capacity_class());
+      auto capacity_class = ParseWorkerCapacityClass(r.capacity_class());
+      return capacity_class.ok() ? asks->Claim(r.role(), *capacity_class) : std::nullopt;
     };
   }
   registry_options.model_id = server->model_id_;
   if (!o.ledger_path.empty()) {
-    PDSERVE_ASSIGN_OR_RETURN(shared->ledger, Ledger::Open({o.ledger_path, o.ledger_store_text}));
+    PDSERVE_ASSIGN_OR_RETURN(shared->ledger,
+                             ledger::Ledger::Open({o.ledger_path, o.ledger_store_text}));
     shared->ledger_store_text = o.ledger_store_text;
     shared->egress_usd_per_gb = o.egress_usd_per_gb;
     // This run's worker periods: unique against earlier runs in the same ledger file.
@@ -100,7 +102,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
         std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count());
-    registry_options.on_period = [ledger = shared->ledger, run_id](const WorkerPeriodUpdate& u) {
+    registry_options.on_period = [ledger = shared->ledger,
+                                  run_id](const router::WorkerPeriodUpdate& u) {
       if (Status s = ledger->UpsertPeriod(ToWorkerPeriod(run_id, u)); !s.ok()) {
         spdlog::error("ledger: could not record worker {}'s period: {}", u.worker_id, s.ToString());
       }
@@ -113,11 +116,11 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   registry_options.on_capacity = [admission] {
     if (auto queue = admission->lock()) queue->Pump();
   };
-  server->registry_ = std::make_shared<WorkerRegistry>(server->io_, registry_options);
+  server->registry_ = std::make_shared<router::WorkerRegistry>(server->io_, registry_options);
   shared->registry = server->registry_;
   shared->workers = std::make_shared<WorkerAttempts>(server->registry_);
   shared->admission = std::make_shared<router::AdmissionQueue>(
-      [registry = std::weak_ptr<WorkerRegistry>(server->registry_)] {
+      [registry = std::weak_ptr<router::WorkerRegistry>(server->registry_)] {
         auto r = registry.lock();
         return r ? r->Prefill() : router::PrefillCapacity{};
       });

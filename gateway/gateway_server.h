@@ -76,20 +76,20 @@ class GatewayServer {
   uint16_t http_port() const { return http_port_; }
   uint16_t control_port() const { return registry_->port(); }
   const std::string& model_id() const { return model_id_; }
-  WorkerRegistry& registry() { return *registry_; }
+  router::WorkerRegistry& registry() { return *registry_; }
   void Stop();
   void Wait();  // until Stop
 
   // Per-request context the HTTP sessions read (immutable after Start).
   struct Shared {
-    std::shared_ptr<const model::Tokenizer> tokenizer;
-    std::shared_ptr<WorkerRegistry> registry;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+    std::shared_ptr<router::WorkerRegistry> registry;
     std::shared_ptr<WorkerAttempts> workers;  // attempts on the registry's workers
     std::shared_ptr<const ApiKeys> keys;      // null: no authentication
     std::shared_ptr<TenantQuota> quota;       // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
     std::shared_ptr<const PromptBuilder> prompts;  // template, tokens, context, quota
-    std::shared_ptr<Ledger> ledger;                // null: no ledger
+    std::shared_ptr<ledger::Ledger> ledger;        // null: no ledger
     std::shared_ptr<router::AdmissionQueue> admission;
     std::chrono::milliseconds queue_timeout{30000}, ttft_slo{0};
     bool ledger_store_text = false;
@@ -116,7 +116,7 @@ class GatewayServer {
   boost::asio::io_context io_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<AcceptBackoff> accept_backoff_;  // the accept handler's
-  std::shared_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<router::WorkerRegistry> registry_;
   std::unique_ptr<boost::asio::steady_timer> admission_timer_;
   std::unique_ptr<PlannerAdvisor> planner_;  // null: off
   std::chrono::milliseconds planner_interval_{5000};

@@ -143,11 +143,11 @@ void HttpSession::Handle(Request request) {
       return Respond(200, DumpJson(nlohmann::json{{"status", "ok"}, {"workers", workers.size()}}));
     }
     nlohmann::json load = nlohmann::json::array();
-    for (const WorkerSummary& w : workers) {
+    for (const router::WorkerSummary& w : workers) {
       load.push_back({{"id", w.id},
                       {"name", w.name},
                       {"role", w.role},
-                      {"class", w.capacity_class},
+                      {"class", std::string(ToString(w.capacity_class))},
                       {"running", w.running},
                       {"inflight", w.inflight},
                       {"free_pages", w.free_pages},

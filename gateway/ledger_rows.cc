@@ -9,8 +9,8 @@ double UnixSeconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r) {
-  WorkerRef w;
+ledger::WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r) {
+  ledger::WorkerRef w;
   w.id = worker_id;
   w.name = r.name();
   w.role = r.role();
@@ -23,8 +23,9 @@ WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r) {
   return w;
 }
 
-WorkerPeriod ToWorkerPeriod(const std::string& run_id, const WorkerPeriodUpdate& update) {
-  WorkerPeriod p;
+ledger::WorkerPeriod ToWorkerPeriod(const std::string& run_id,
+                                    const router::WorkerPeriodUpdate& update) {
+  ledger::WorkerPeriod p;
   p.period_id = run_id + "-" + std::to_string(update.worker_id);
   p.worker = ToWorkerRef(update.worker_id, update.info);
   p.start_unix = UnixSeconds(update.start);
@@ -33,24 +34,25 @@ WorkerPeriod ToWorkerPeriod(const std::string& run_id, const WorkerPeriodUpdate&
   return p;
 }
 
-void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* row) {
+void PriceRow(const router::AttemptUsage& usage, double egress_usd_per_gb,
+              ledger::AttemptRow* row) {
   row->prefill_worker = ToWorkerRef(usage.prefill_worker, usage.prefill_info);
   row->decode_worker = ToWorkerRef(usage.decode_worker, usage.decode_info);
   row->prefill_step_seconds = usage.prefill_step_seconds;
   row->decode_step_seconds = usage.decode_step_seconds;
   row->kv_bytes = usage.kv_bytes;
-  row->cost = PriceAttempt(*row, {.egress_usd_per_gb = egress_usd_per_gb});
+  row->cost = ledger::PriceAttempt(*row, {.egress_usd_per_gb = egress_usd_per_gb});
 }
 
 double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
                        int64_t completion_tokens) {
-  return ApiTokensCostUsd(prompt_tokens, completion_tokens, upstream.input_cost_per_token,
-                          upstream.output_cost_per_token);
+  return ledger::ApiTokensCostUsd(prompt_tokens, completion_tokens, upstream.input_cost_per_token,
+                                  upstream.output_cost_per_token);
 }
 
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                      int64_t completion_tokens, AttemptRow* row) {
-  WorkerRef w;
+                      int64_t completion_tokens, ledger::AttemptRow* row) {
+  ledger::WorkerRef w;
   w.id = 0;
   w.name = upstream.name;
   w.role = ToString(CapacityClass::kApi);
@@ -63,8 +65,8 @@ void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tok
   row->kv_bytes = 0;
   row->prompt_tokens = prompt_tokens;
   row->completion_tokens = completion_tokens;
-  row->cost = PriceAttempt(*row, {.input_usd_per_token = upstream.input_cost_per_token,
-                                  .output_usd_per_token = upstream.output_cost_per_token});
+  row->cost = ledger::PriceAttempt(*row, {.input_usd_per_token = upstream.input_cost_per_token,
+                                          .output_usd_per_token = upstream.output_cost_per_token});
 }
 
 }  // namespace pdserve::gateway

@@ -16,20 +16,21 @@
 
 namespace pdserve::gateway {
 
-WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r);
+ledger::WorkerRef ToWorkerRef(uint64_t worker_id, const proto::Register& r);
 
 // `run_id` tells this gateway run's periods from earlier runs' in the same ledger.
-WorkerPeriod ToWorkerPeriod(const std::string& run_id, const WorkerPeriodUpdate& update);
+ledger::WorkerPeriod ToWorkerPeriod(const std::string& run_id,
+                                    const router::WorkerPeriodUpdate& update);
 
 // Fills the row's workers, attributed step seconds and KV bytes from `usage`, and its cost:
 // their compute and the KV's egress at `egress_usd_per_gb` (PriceAttempt).
-void PriceRow(const AttemptUsage& usage, double egress_usd_per_gb, AttemptRow* row);
+void PriceRow(const router::AttemptUsage& usage, double egress_usd_per_gb, ledger::AttemptRow* row);
 
 // An external attempt's row (class api): its upstream stands as both of the row's workers (id 0:
 // none of ours), the tokens given are its tokens and its cost is theirs at the upstream's prices
 // (PriceAttempt: api_tokens_usd, the only part); no step seconds, KV bytes or egress.
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                      int64_t completion_tokens, AttemptRow* row);
+                      int64_t completion_tokens, ledger::AttemptRow* row);
 // USD for those tokens at the upstream's prices: what PriceExternalRow charges for them, for a
 // prediction before the attempt runs.
 double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,

@@ -18,8 +18,9 @@ std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::Wor
   for (const router::WorkerLoad& w : workers) {
     if (w.draining || (w.role != "prefill" && w.role != "decode")) continue;
     planner::PoolSignals& s = w.role == "prefill" ? prefill : decode;
-    (w.capacity_class == "burst" ? s.burst : s.reserved)++;
-    if (w.capacity_class == "burst") s.burst_idle_s = std::max(s.burst_idle_s, w.idle_seconds);
+    const bool burst = w.capacity_class == CapacityClass::kBurst;
+    (burst ? s.burst : s.reserved)++;
+    if (burst) s.burst_idle_s = std::max(s.burst_idle_s, w.idle_seconds);
     if (w.role == "decode") {
       pages += w.kv_pages;
       used += w.kv_pages - w.free_pages;
@@ -40,7 +41,7 @@ int StartingWorkers(int desired_burst, int registered_burst,
 }
 
 PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
-                               std::shared_ptr<WorkerRegistry> registry,
+                               std::shared_ptr<router::WorkerRegistry> registry,
                                std::shared_ptr<router::AdmissionQueue> queue,
                                std::shared_ptr<GatewayMetrics> metrics,
                                std::shared_ptr<BurstAsks> asks)
@@ -65,8 +66,8 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
 
 void PlannerAdvisor::ExportDesired(Pool pool) {
   const planner::Desired d = planner_.desired(pool);
-  metrics_->SetPlannerDesired(planner::PoolName(pool), "reserved", d.reserved);
-  metrics_->SetPlannerDesired(planner::PoolName(pool), "burst", d.burst);
+  metrics_->SetPlannerDesired(planner::PoolName(pool), CapacityClass::kReserved, d.reserved);
+  metrics_->SetPlannerDesired(planner::PoolName(pool), CapacityClass::kBurst, d.burst);
 }
 
 void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
@@ -107,7 +108,7 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
     if (asks_ && d.delta < 0) asks_->Withdrawn(d.pool);
     const char* pool = planner::PoolName(d.pool);
     spdlog::info("planner ({}): {} {:+d} {} worker(s): {}; desired now {} reserved, {} burst",
-                 mode_, pool, d.delta, d.capacity_class, d.reason,
+                 mode_, pool, d.delta, ToString(d.capacity_class), d.reason,
                  planner_.desired(d.pool).reserved, planner_.desired(d.pool).burst);
     metrics_->RecordPlannerDecision(pool, d.delta > 0 ? "up" : "down", d.cause);
     ExportDesired(d.pool);

@@ -59,7 +59,7 @@ std::map<planner::Pool, planner::PoolSignals> PoolSignalsFrom(
 class PlannerAdvisor {
  public:
   // `asks` (optional) records each step up for the ledger; the registry claims them.
-  PlannerAdvisor(PlannerAdvisorOptions options, std::shared_ptr<WorkerRegistry> registry,
+  PlannerAdvisor(PlannerAdvisorOptions options, std::shared_ptr<router::WorkerRegistry> registry,
                  std::shared_ptr<router::AdmissionQueue> queue,
                  std::shared_ptr<GatewayMetrics> metrics, std::shared_ptr<BurstAsks> asks);
   void Tick(planner::Planner::Clock::time_point now);
@@ -67,7 +67,7 @@ class PlannerAdvisor {
  private:
   // Sets the desired-workers gauges of `pool` to what the planner wants now.
   void ExportDesired(planner::Pool pool);
-  std::shared_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<router::WorkerRegistry> registry_;
   std::shared_ptr<router::AdmissionQueue> queue_;
   std::shared_ptr<GatewayMetrics> metrics_;
   planner::Planner planner_;

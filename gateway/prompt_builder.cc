@@ -10,7 +10,7 @@ std::variant<BuiltPrompt, PromptRefusal> PromptBuilder::Build(const GenerationRe
   const bool chat = req.endpoint == Endpoint::kChatCompletions;
   const char* prompt_param = chat ? "messages" : "prompt";
   if (chat) {
-    std::vector<model::ChatMessage> messages;
+    std::vector<tokenizer::ChatMessage> messages;
     for (auto& m : req.messages)
       messages.push_back({m.role == "developer" ? "system" : m.role, m.content});
     auto text = tokenizer_->chat_template().Apply(messages, /*add_generation_prompt=*/true);

@@ -36,7 +36,7 @@ struct PromptRefusal {
 class PromptBuilder {
  public:
   // `quota` null: none charged; `metrics` counts quota refusals.
-  PromptBuilder(std::shared_ptr<const model::Tokenizer> tokenizer, int max_context,
+  PromptBuilder(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, int max_context,
                 std::shared_ptr<TenantQuota> quota, std::shared_ptr<GatewayMetrics> metrics)
       : tokenizer_(std::move(tokenizer)),
         max_context_(max_context),
@@ -50,7 +50,7 @@ class PromptBuilder {
   std::optional<PromptRefusal> Charge(const std::string& tenant, BuiltPrompt& built) const;
 
  private:
-  std::shared_ptr<const model::Tokenizer> tokenizer_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   int max_context_;
   std::shared_ptr<TenantQuota> quota_;
   std::shared_ptr<GatewayMetrics> metrics_;

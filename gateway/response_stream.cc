@@ -7,7 +7,7 @@
 namespace pdserve::gateway {
 
 ResponseStream::ResponseStream(const GenerationRequest& request,
-                               std::shared_ptr<const model::Tokenizer> tokenizer,
+                               std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                std::string request_id, std::string model_id, int64_t created,
                                std::vector<int32_t> prompt)
     : stream_(request.stream),

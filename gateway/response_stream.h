@@ -26,7 +26,7 @@ class ResponseStream {
  public:
   // `prompt`: the request's prompt ids (vLLM's prompt_token_ids); `created`: Unix seconds.
   ResponseStream(const GenerationRequest& request,
-                 std::shared_ptr<const model::Tokenizer> tokenizer, std::string request_id,
+                 std::shared_ptr<const tokenizer::Tokenizer> tokenizer, std::string request_id,
                  std::string model_id, int64_t created, std::vector<int32_t> prompt);
 
   const std::string& id() const { return builder_.id(); }
@@ -65,8 +65,8 @@ class ResponseStream {
   const bool stream_, include_usage_, return_token_ids_;
   ResponseBuilder builder_;
   std::vector<int32_t> prompt_;
-  model::IncrementalDetokenizer detok_;
-  model::StopStringMatcher stops_;
+  tokenizer::IncrementalDetokenizer detok_;
+  tokenizer::StopStringMatcher stops_;
   std::string text_;
   int completion_tokens_ = 0;
   std::vector<int32_t> token_ids_;  // every completion token's id

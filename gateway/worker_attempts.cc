@@ -6,7 +6,7 @@ namespace pdserve::gateway {
 
 namespace {
 // The registry's sink for one attempt: posts what it hears to the listener's strand.
-class AttemptSink : public RequestSink {
+class AttemptSink : public router::RequestSink {
  public:
   AttemptSink(uint64_t id, boost::asio::any_io_executor strand,
               std::shared_ptr<AttemptListener> listener)
@@ -18,7 +18,7 @@ class AttemptSink : public RequestSink {
                         l->AttemptTokens(id, batch, read_at);
                       });
   }
-  void OnFailure(const AttemptFailure& failure) override {
+  void OnFailure(const router::AttemptFailure& failure) override {
     AttemptFault fault;
     fault.message = failure.message;
     fault.retryable = failure.retryable;
@@ -27,7 +27,7 @@ class AttemptSink : public RequestSink {
     fault.failed_worker = failure.failed_worker;
     boost::asio::post(strand_, [l = listener_, id = id_, fault] { l->AttemptFailed(id, fault); });
   }
-  void OnAttemptClosed(const AttemptUsage& usage) override {
+  void OnAttemptClosed(const router::AttemptUsage& usage) override {
     AttemptUse use;
     use.workers = usage;
     boost::asio::post(strand_, [l = listener_, use] { l->AttemptClosed(use); });

@@ -13,7 +13,7 @@ namespace pdserve::gateway {
 
 class WorkerAttempts : public AttemptUpstream, public WorkerCapacity {
  public:
-  explicit WorkerAttempts(std::shared_ptr<WorkerRegistry> registry)
+  explicit WorkerAttempts(std::shared_ptr<router::WorkerRegistry> registry)
       : registry_(std::move(registry)) {}
 
   bool Start(const AttemptSpec& spec, std::shared_ptr<AttemptListener> listener) override;
@@ -22,7 +22,7 @@ class WorkerAttempts : public AttemptUpstream, public WorkerCapacity {
   router::PrefillCapacity Prefill() const override { return registry_->Prefill(); }
 
  private:
-  std::shared_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<router::WorkerRegistry> registry_;
 };
 
 }  // namespace pdserve::gateway

@@ -4,7 +4,7 @@
 #include "ledger/cost_model.h"
 #include "ledger/ledger.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 AttemptCost PriceAttempt(const AttemptRow& row, const AttemptPrices& prices) {
   AttemptCost c;
@@ -17,4 +17,4 @@ AttemptCost PriceAttempt(const AttemptRow& row, const AttemptPrices& prices) {
   return c;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -5,7 +5,7 @@
 // again. Pure: any thread.
 #pragma once
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 struct AttemptRow;
 
@@ -34,4 +34,4 @@ struct AttemptCost {
 // workers, step seconds, kv_bytes and tokens only.
 AttemptCost PriceAttempt(const AttemptRow& row, const AttemptPrices& prices);
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 constexpr std::array<std::pair<AttemptStatus, std::string_view>, 5> kStatusText = {{
@@ -14,13 +14,6 @@ constexpr std::array<std::pair<AttemptStatus, std::string_view>, 5> kStatusText 
     {AttemptStatus::kError, "error"},
     {AttemptStatus::kRetried, "retried"},
     {AttemptStatus::kResumed, "resumed"},
-}};
-
-constexpr std::array<std::pair<CapacityClass, std::string_view>, 4> kClassText = {{
-    {CapacityClass::kNone, ""},
-    {CapacityClass::kReserved, "reserved"},
-    {CapacityClass::kBurst, "burst"},
-    {CapacityClass::kApi, "api"},
 }};
 
 template <typename Enum, size_t N>
@@ -43,19 +36,13 @@ Result<Enum> EnumOf(const std::array<std::pair<Enum, std::string_view>, N>& tabl
 }  // namespace
 
 std::string_view ToString(AttemptStatus status) { return TextOf(kStatusText, status); }
-std::string_view ToString(CapacityClass capacity_class) {
-  return TextOf(kClassText, capacity_class);
-}
 
 Result<AttemptStatus> ParseAttemptStatus(std::string_view text) {
   return EnumOf(kStatusText, text, "attempt status");
-}
-Result<CapacityClass> ParseCapacityClass(std::string_view text) {
-  return EnumOf(kClassText, text, "capacity class");
 }
 
 bool IsAcceptedStatus(AttemptStatus status) {
   return status == AttemptStatus::kOk || status == AttemptStatus::kCancelled;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -1,7 +1,7 @@
 // The cost model's arithmetic; see cost_model.h.
 #include "ledger/cost_model.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 double ComputeCostUsd(double seconds, const WorkerRef& w) {
   return seconds * w.gpu_count * w.price_per_gpu_hour / 3600.0;
@@ -21,4 +21,4 @@ double ApiTokensCostUsd(int64_t prompt_tokens, int64_t completion_tokens,
   return input + output;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -11,7 +11,7 @@
 
 #include "ledger/attempt_labels.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 // A worker as its Register described it, copied into each ledger row so a row stays priced
 // after the worker is gone.
@@ -40,4 +40,4 @@ double EgressCostUsd(int64_t kv_bytes, const WorkerRef& from, const WorkerRef& t
 double ApiTokensCostUsd(int64_t prompt_tokens, int64_t completion_tokens,
                         double input_usd_per_token, double output_usd_per_token);
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

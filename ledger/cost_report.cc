@@ -8,7 +8,7 @@
 #include <cmath>
 #include <tuple>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 using Json = nlohmann::json;
@@ -586,4 +586,4 @@ std::string CostReportTable(const CostReport& r) {
   return out;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

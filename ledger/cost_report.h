@@ -56,7 +56,7 @@
 #include "ledger/ledger.h"
 #include "ledger/price_sheet.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 struct ReportOptions {
   std::optional<double> from_unix, to_unix;  // the window; unset: all rows and periods
@@ -163,4 +163,4 @@ struct OnBurst {
 };
 OnBurst ExternalOnBurst(const ReportSection& section, const ExternalFigures& external);
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

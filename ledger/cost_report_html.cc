@@ -8,7 +8,7 @@
 
 #include "common/html_escape.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 constexpr size_t kMaxApisCharted = 20;  // a full LiteLLM sheet has thousands; JSON has them all
@@ -253,4 +253,4 @@ std::string CostReportHtml(const CostReport& r) {
   return html + "</body></html>\n";
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

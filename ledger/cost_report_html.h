@@ -9,8 +9,8 @@
 
 #include "ledger/cost_report.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 std::string CostReportHtml(const CostReport& report);
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 constexpr int kSchemaVersion = 2;           // see ledger.h, "Schema versions"
@@ -591,4 +591,4 @@ std::string FormatUnixTime(double unix_seconds) {
   return buf;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

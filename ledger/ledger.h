@@ -35,7 +35,7 @@
 
 struct sqlite3;
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 struct AttemptRow {
   std::string request_id;  // OpenAI id (cmpl-.../chatcmpl-...), shared by a request's attempts
@@ -127,4 +127,4 @@ Result<double> ParseTimeArg(std::string_view text);
 // Unix seconds as ISO-8601 UTC with whole seconds ("2026-11-29T10:00:00Z").
 std::string FormatUnixTime(double unix_seconds);
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

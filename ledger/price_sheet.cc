@@ -9,7 +9,7 @@
 #include <optional>
 #include <sstream>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 // The cost under `key`: nullopt when absent or null (the entry is skipped), an error when it
@@ -81,4 +81,4 @@ Result<std::vector<ApiPrice>> PriceSheet::Select(const std::vector<std::string>&
   return selected;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -13,7 +13,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 
 struct ApiPrice {
   std::string name;                  // the sheet's key, e.g. "gpt-4o-mini"
@@ -40,4 +40,4 @@ class PriceSheet {
   std::vector<ApiPrice> prices_;
 };
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

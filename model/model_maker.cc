@@ -76,7 +76,7 @@ Status WriteJson(const fs::path& path, const nlohmann::json& j) {
 // Copies a real model's tokenizer files from `from` into `to` and sizes `c`'s vocabulary (rounded
 // up to 64 rows) and special ids to that tokenizer.
 Status CopyTokenizer(const std::string& from, const std::string& to, ModelConfig* c) {
-  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::Load(from));
+  PDSERVE_ASSIGN_OR_RETURN(auto tokenizer, tokenizer::Tokenizer::Load(from));
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                            "special_tokens_map.json"}) {
     const fs::path source = fs::path(from) / name;
@@ -243,10 +243,11 @@ Status MakeModel(const MakeModelOptions& o) {
   if (o.tokenizer_dir.empty()) {
     // Round the embedding up to a multiple of 64 rows, as real checkpoints pad their
     // vocabularies; the tokenizer pads with reserved special tokens to match.
-    c.vocab_size = std::max(c.vocab_size, (kByteLevelMinVocabSize + 63) / 64 * 64);
-    PDSERVE_ASSIGN_OR_RETURN(c.vocab_size, WriteByteLevelTokenizer(o.out_dir, c.vocab_size));
-    c.bos_token_id = kByteLevelBosId;
-    c.eos_token_ids = {kByteLevelEndOfTextId, kByteLevelEotId};
+    c.vocab_size = std::max(c.vocab_size, (tokenizer::kByteLevelMinVocabSize + 63) / 64 * 64);
+    PDSERVE_ASSIGN_OR_RETURN(c.vocab_size,
+                             tokenizer::WriteByteLevelTokenizer(o.out_dir, c.vocab_size));
+    c.bos_token_id = tokenizer::kByteLevelBosId;
+    c.eos_token_ids = {tokenizer::kByteLevelEndOfTextId, tokenizer::kByteLevelEotId};
   } else {
     PDSERVE_RETURN_IF_ERROR(CopyTokenizer(o.tokenizer_dir, o.out_dir, &c));
   }

@@ -140,7 +140,7 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
       state.desired.burst += step;
       state.last_up = now;
       state.comfortable_since = {};
-      decisions.push_back({pool, "burst", step, shortage.reason, shortage.cause});
+      decisions.push_back({pool, CapacityClass::kBurst, step, shortage.reason, shortage.cause});
       continue;
     }
     const bool idle = options_.burst_idle.count() > 0 && state.desired.burst > 0 && s.burst > 0 &&
@@ -150,7 +150,7 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
       state.last_down = now;
       state.comfortable_since = comfortable ? now : Clock::time_point{};
       decisions.push_back(
-          {pool, "burst", -1,
+          {pool, CapacityClass::kBurst, -1,
            Format("a burst worker has had no request for %.0f s (idle limit %.0f s)",
                   s.burst_idle_s, static_cast<double>(options_.burst_idle.count())),
            "burst_idle"});
@@ -164,7 +164,7 @@ std::vector<Decision> Planner::Decide(Clock::time_point now,
     --state.desired.burst;
     state.last_down = now;
     state.comfortable_since = now;  // the next step down waits a whole window again
-    decisions.push_back({pool, "burst", -1,
+    decisions.push_back({pool, CapacityClass::kBurst, -1,
                          "comfortable for " + std::to_string(options_.down_hold.count()) + " s",
                          "comfortable"});
   }

@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "common/capacity_class.h"
+
 namespace pdserve::planner {
 
 enum class Pool { kPrefill, kDecode };
@@ -79,9 +81,9 @@ struct PlannerOptions {
 
 struct Decision {
   Pool pool = Pool::kPrefill;
-  std::string capacity_class;  // "reserved" or "burst"
-  int delta = 0;               // workers: +N up, -1 down
-  std::string reason;          // e.g. "predicted TTFT 3.1 s > SLO 2.0 s"
+  CapacityClass capacity_class = CapacityClass::kReserved;
+  int delta = 0;       // workers: +N up, -1 down
+  std::string reason;  // e.g. "predicted TTFT 3.1 s > SLO 2.0 s"
   // The rule, for a metric's label: "no_worker", "ttft", "refused", "kv_use", "itl" (up),
   // "comfortable", "burst_idle" (down).
   std::string cause;

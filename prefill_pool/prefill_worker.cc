@@ -38,8 +38,8 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   if (path != kv_transfer::PayloadPath::kTcp) {
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
-  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, StartWorkerMetrics(options, "prefill"));
-  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, OpenStepLog(options));
+  PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, "prefill"));
+  PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
   return worker;
 }
 
@@ -68,16 +68,16 @@ void PrefillWorker::Drain() {
 }
 
 Status PrefillWorker::Run() {
-  proto::Register r = RegisterFor("prefill", *engine_, options_.identity);
+  proto::Register r = worker::RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
-  Status served = ConnectAndServe(
+  Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
   return step_failure_.Or(std::move(served));
 }
 
 Status PrefillWorker::Serve() {
-  ServeTurn turn;
+  worker::ServeTurn turn;
   turn.handle = [this](proto::Envelope& m) {
     if (m.has_prefill()) HandlePrefill(m.prefill());
     if (m.has_cancel()) HandleCancel(m.cancel().request_id());
@@ -93,7 +93,8 @@ Status PrefillWorker::Serve() {
   };
   turn.send_load = [this] { SendLoad(); };
   turn.announce_drain = [this] { spdlog::info("draining: finishing {} prompts", pending_.size()); };
-  Status served = ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
+  Status served =
+      worker::ServeUntilDrainedOrLost(*link_, options_.heartbeat_seconds, draining_, turn);
   // What a drain left behind (none, unless a request leaked its pages).
   if (served.ok() && draining_) {
     spdlog::info("drained: {} KV pages in use", engine_->pages().used_pages());
@@ -135,7 +136,7 @@ void PrefillWorker::DropTransfer(Pending& p, const char* why) {
 
 void PrefillWorker::SendError(uint64_t request_id, const std::string& message, bool retryable,
                               bool peer_failed) {
-  SendRequestError(*link_, request_id, message, retryable, peer_failed);
+  worker::SendRequestError(*link_, request_id, message, retryable, peer_failed);
 }
 
 double PrefillWorker::PageLayerBytes() const {
@@ -215,7 +216,7 @@ Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
 
 void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   if (draining_) return SendError(p.request_id(), "worker is draining", true);
-  const auto deadline = DeadlineFromGateway(p.deadline_seconds());
+  const auto deadline = worker::DeadlineFromGateway(p.deadline_seconds());
   if (!deadline.ok()) return SendError(p.request_id(), deadline.status().message(), false);
   const proto::Reserved& dst = p.destination();
   if (dst.transfer_secret().size() != kv_transfer::kTransferSecretBytes) {
@@ -322,7 +323,7 @@ void PrefillWorker::RunStep() {
     return;
   }
   // Its engine runs prompts only (max_tokens 1), so every part of a step is prompt work.
-  ReportStep(
+  worker::ReportStep(
       *link_, metrics_.get(), step_log_.get(), stats,
       [&](uint64_t seq) -> uint64_t {
         auto it = pending_.find(seq);

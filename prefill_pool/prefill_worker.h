@@ -40,7 +40,7 @@
 
 namespace pdserve::prefill_pool {
 
-struct PrefillWorkerOptions : SharedWorkerOptions {
+struct PrefillWorkerOptions : worker::SharedWorkerOptions {
   // How KV bytes reach decode workers: "tcp" (host pools), "nccl" (GPU to GPU) or "ipc" (CUDA
   // IPC, both workers on one GPU); "auto" is tcp on the cpu, and on a GPU ipc to a decode worker
   // on the same GPU and machine (its Reserved says), nccl to others.
@@ -133,12 +133,12 @@ class PrefillWorker {
   const kv_transfer::KvLayout layout_;
   kv_transfer::PayloadPath kv_path_ = kv_transfer::PayloadPath::kTcp;  // set by Create
   int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
-  std::unique_ptr<GatewayLink> link_;
-  std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<worker::GatewayLink> link_;
+  std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   std::atomic<bool> draining_{false};
-  StepFailure step_failure_;  // Run() returns it
-  double busy_seconds_ = 0;   // engine thread
+  worker::StepFailure step_failure_;  // Run() returns it
+  double busy_seconds_ = 0;           // engine thread
 
   // Engine thread only.
   std::map<std::string, std::shared_ptr<kv_transfer::Transport>> transports_;  // by endpoint

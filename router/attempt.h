@@ -9,7 +9,7 @@
 
 #include "proto/control.pb.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 // What one attempt used: its workers (as registered) and the step time attributed to it.
 struct AttemptUsage {
@@ -43,4 +43,4 @@ class RequestSink {
   virtual void OnAttemptClosed(const AttemptUsage& cost) = 0;
 };
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -5,7 +5,16 @@
 
 #include <algorithm>
 
-namespace pdserve::gateway {
+namespace pdserve::router {
+namespace {
+
+// A registered worker's class: reserved or burst, checked when it registered (CheckRegister).
+CapacityClass RegisteredClass(const proto::Register& info) {
+  auto parsed = ParseWorkerCapacityClass(info.capacity_class());
+  return parsed.ok() ? *parsed : CapacityClass::kReserved;
+}
+
+}  // namespace
 
 void LoadView::Join(uint64_t worker, const proto::Register& info, Clock::time_point now) {
   Worker& w = workers_[worker];
@@ -129,7 +138,7 @@ std::vector<router::WorkerLoad> LoadView::Snapshot() const {
     router::WorkerLoad l;
     l.id = id;
     l.role = w.info.role();
-    l.capacity_class = w.info.capacity_class();
+    l.capacity_class = RegisteredClass(w.info);
     l.zone = w.info.zone();
     l.layout_hash = w.info.layout_hash();
     l.kv_pages = w.info.kv_pages();
@@ -212,10 +221,10 @@ router::PrefillCapacity LoadView::Prefill(Clock::time_point now) const {
 std::vector<WorkerSummary> LoadView::Summaries() const {
   std::vector<WorkerSummary> out;
   for (const auto& [id, w] : workers_) {
-    out.push_back({id, w.info.role(), w.info.capacity_class(), w.info.name(), w.load.free_pages(),
+    out.push_back({id, w.info.role(), RegisteredClass(w.info), w.info.name(), w.load.free_pages(),
                    w.load.running(), static_cast<int>(w.attempts.size()), w.load.draining()});
   }
   return out;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

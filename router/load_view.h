@@ -27,12 +27,14 @@
 #include "proto/control.pb.h"
 #include "router/router.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 // A registered worker as /health and /metrics list it.
 struct WorkerSummary {
   uint64_t id;
-  std::string role, capacity_class, name;
+  std::string role;
+  CapacityClass capacity_class = CapacityClass::kReserved;
+  std::string name;
   int free_pages, running, inflight;
   bool draining;
 };
@@ -118,4 +120,4 @@ class LoadView {
   std::map<uint64_t, Attempt> attempts_;  // routed and not yet closed, by id
 };
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -12,13 +12,15 @@
 #include <span>
 #include <string>
 
+#include "common/capacity_class.h"
+
 namespace pdserve::router {
 
 // One registered worker as the registry sees it now.
 struct WorkerLoad {
   uint64_t id = 0;
   std::string role;  // "prefill", "decode" or "both"
-  std::string capacity_class;
+  CapacityClass capacity_class = CapacityClass::kReserved;
   std::string zone;
   uint64_t layout_hash = 0;
   int kv_pages = 0;     // as registered

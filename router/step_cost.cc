@@ -7,7 +7,7 @@
 
 #include "router/step_shares.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 bool WellFormedStep(const proto::StepReport& step) {
   const int n = step.request_ids_size();
@@ -62,4 +62,4 @@ WorkerPeriodUpdate WorkerBillingPeriod::Update(std::chrono::system_clock::time_p
   return u;
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

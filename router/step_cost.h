@@ -17,7 +17,7 @@
 #include "proto/control.pb.h"
 #include "router/attempt.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 // A worker's registration period, for the ledger (docs/architecture.md, "Cost model").
 struct WorkerPeriodUpdate {
@@ -67,4 +67,4 @@ class WorkerBillingPeriod {
   double busy_seconds_ = 0;
 };
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

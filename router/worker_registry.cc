@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/capacity_class.h"
 #include "router/routers.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -125,9 +126,8 @@ Status CheckRegister(const proto::Register& r, const RegistryOptions& options) {
   if (r.role() == "prefill" && r.layout_hash() == 0) {
     return InvalidArgument("a prefill worker must register its KV layout hash");
   }
-  if (r.capacity_class() != "reserved" && r.capacity_class() != "burst") {
-    return InvalidArgument("capacity class must be reserved or burst, got '" + r.capacity_class() +
-                           "'");
+  if (auto capacity_class = ParseWorkerCapacityClass(r.capacity_class()); !capacity_class.ok()) {
+    return capacity_class.status();
   }
   if (!(r.price_per_gpu_hour() >= 0) || !std::isfinite(r.price_per_gpu_hour()) ||
       r.gpu_count() < 1) {
@@ -322,4 +322,4 @@ router::PrefillCapacity WorkerRegistry::Prefill() const {
   return loads_.Prefill(std::chrono::steady_clock::now());
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

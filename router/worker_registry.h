@@ -42,7 +42,7 @@
 #include "router/router.h"
 #include "router/step_cost.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 struct RegistryOptions {
   std::string cluster_token;  // empty: any worker may join (local use)
@@ -198,4 +198,4 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   LoadView loads_;                         // the registered workers' load; guarded by mu_
 };
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

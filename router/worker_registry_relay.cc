@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 
 namespace {
 // The KV an attempt reserves on its decode worker, in tokens: its prompt and every token it may
@@ -305,4 +305,4 @@ void WorkerRegistry::Cancel(uint64_t attempt_id) {
   actions.Run();
 }
 
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -7,7 +7,7 @@
 #include "common/utf8.h"
 #include "tokenizer/byte_level.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using json = nlohmann::json;
@@ -290,4 +290,4 @@ void BpeModel::ApplyMerges(const std::vector<int32_t>& initial, std::vector<int3
   for (int32_t i = 0; i >= 0 && i < n; i = symbols[i].next) ids.push_back(symbols[i].id);
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

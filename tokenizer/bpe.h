@@ -22,7 +22,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class BpeModel {
  public:
@@ -80,4 +80,4 @@ class BpeModel {
   std::unique_ptr<WordCache> cache_;
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -2,7 +2,7 @@
 
 #include <array>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 // GPT-2's bytes_to_unicode(): the code point that stands for each byte value.
@@ -75,4 +75,4 @@ std::string BytesToSymbols(std::string_view bytes) {
   return out;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

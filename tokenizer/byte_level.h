@@ -12,7 +12,7 @@
 
 #include "common/utf8.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 // The character (as UTF-8) that GPT-2's bytes_to_unicode() assigns to `byte`: printable Latin-1
 // bytes map to themselves, the others to U+0100.. in order ("Ġ" is the space byte 0x20).
@@ -25,4 +25,4 @@ std::optional<std::string> SymbolsToBytes(std::string_view symbols);
 // Spells raw bytes in symbols: " the" -> "Ġthe".
 std::string BytesToSymbols(std::string_view bytes);
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

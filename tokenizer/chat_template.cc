@@ -5,7 +5,7 @@
 #include "jinja/builtins.h"
 #include "jinja/template.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 // The special tokens transformers passes to a chat template (its special_tokens_map), as
@@ -215,4 +215,4 @@ Result<std::string> ChatTemplate::ApplyBuiltIn(std::span<const ChatMessage> mess
   return prompt;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

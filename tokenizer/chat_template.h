@@ -27,7 +27,7 @@ namespace pdserve::jinja {
 class Template;
 }
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (a model's template may accept others)
@@ -104,4 +104,4 @@ class ChatTemplate {
   std::vector<std::pair<std::string, std::string>> special_tokens_;  // for jinja_
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -8,7 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using json = nlohmann::json;
@@ -319,4 +319,4 @@ void DecodeStream::EmitText(std::string_view text, std::string& out) {
   out += current;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -23,7 +23,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class Decoder {
  public:
@@ -90,4 +90,4 @@ class DecodeStream {
   std::vector<size_t> stripped_;  // per after-fuse step: leading characters Strip may still take
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

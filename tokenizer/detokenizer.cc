@@ -1,6 +1,6 @@
 #include "tokenizer/detokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> tokenizer,
                                                bool skip_special)
@@ -22,4 +22,4 @@ std::string IncrementalDetokenizer::Flush() {
   return text;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

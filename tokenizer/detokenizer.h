@@ -15,7 +15,7 @@
 #include "tokenizer/decoder.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class IncrementalDetokenizer {
  public:
@@ -36,4 +36,4 @@ class IncrementalDetokenizer {
   DecodeStream stream_;  // reads tokenizer_'s decoder, which tokenizer_ keeps alive
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

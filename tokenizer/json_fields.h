@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 // The component's "type" string, or "<not an object>" / "<no type>" for error messages.
 inline std::string ComponentType(const nlohmann::json& config) {
@@ -22,4 +22,4 @@ inline const std::string* StringField(const nlohmann::json& config, const char* 
   return it != config.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

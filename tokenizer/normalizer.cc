@@ -7,7 +7,7 @@
 
 #include "tokenizer/json_fields.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 using json = nlohmann::json;
 
 Result<Normalizer> Normalizer::FromJson(const json& config) {
@@ -112,4 +112,4 @@ Result<std::string> Normalizer::Apply(std::string_view text) const {
   return current;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -13,7 +13,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class Normalizer {
  public:
@@ -41,4 +41,4 @@ class Normalizer {
   std::vector<Step> steps_;  // applied in order
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

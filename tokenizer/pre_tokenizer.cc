@@ -12,7 +12,7 @@
 #include "common/utf8.h"
 #include "tokenizer/json_fields.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using json = nlohmann::json;
@@ -458,4 +458,4 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<Segment>& segme
   if (plain_begin < text.size()) segments.push_back({plain_begin, text.size(), -1});
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

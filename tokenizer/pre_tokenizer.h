@@ -18,7 +18,7 @@
 #include "common/status.h"
 #include "tokenizer/normalizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 // A compiled PCRE2 pattern (UTF, Unicode properties, JIT when available).
 class Regex {
@@ -124,4 +124,4 @@ class AddedTokenMatcher {
   std::vector<std::vector<uint32_t>> lengths_by_first_byte_;
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

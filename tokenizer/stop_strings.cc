@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
   stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
@@ -41,4 +41,4 @@ std::string StopStringMatcher::Flush() {
   return stopped_ ? std::string() : out;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

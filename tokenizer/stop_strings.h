@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class StopStringMatcher {
  public:
@@ -27,4 +27,4 @@ class StopStringMatcher {
   bool stopped_ = false;
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -13,7 +13,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using json = nlohmann::json;
@@ -372,4 +372,4 @@ bool Tokenizer::IsSpecial(int32_t id) const {
   return it != added_.end() && it->second.special;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -23,7 +23,7 @@
 #include "common/status.h"
 #include "tokenizer/chat_template.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 class BpeModel;
 class Decoder;
@@ -122,4 +122,4 @@ class Tokenizer {
   ChatTemplate chat_template_;
 };
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

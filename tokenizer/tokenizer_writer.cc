@@ -9,7 +9,7 @@
 
 #include "tokenizer/byte_level.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using ordered_json = nlohmann::ordered_json;
@@ -193,4 +193,4 @@ Result<int32_t> WriteByteLevelTokenizer(const std::string& model_dir, int32_t vo
   return vocab_size;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

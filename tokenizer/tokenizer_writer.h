@@ -9,7 +9,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 
 // Ids in the tokenizer WriteByteLevelTokenizer writes:
 //   0..255                 the 256 byte tokens, id = byte value (spelt with GPT-2's byte symbols)
@@ -33,4 +33,4 @@ inline constexpr int32_t kByteLevelMinVocabSize = kByteLevelSpecialBase + 5;  //
 // Returns the vocab size written.
 Result<int32_t> WriteByteLevelTokenizer(const std::string& model_dir, int32_t vocab_size = 0);
 
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

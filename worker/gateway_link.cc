@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace pdserve {
+namespace pdserve::worker {
 
 Result<std::chrono::steady_clock::time_point> DeadlineFromGateway(double seconds) {
   constexpr double kDefaultSeconds = 30, kMaxSeconds = 24 * 3600;
@@ -241,4 +241,4 @@ void GatewayLink::CloseAfterFlush(std::chrono::milliseconds timeout) {
   cv_.wait_for(lock, timeout, [&] { return lost_; });
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -32,7 +32,7 @@
 #include "common/framed_connection.h"
 #include "common/status.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 // When a request's KV must have moved, from a gateway message's deadline_seconds counted from
 // now: 30 s when it gives none (0 or less). One that is not a number, infinite or past a day is
@@ -139,4 +139,4 @@ class GatewayLink {
   Status lost_status_;                 // guarded by mu_
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -2,7 +2,7 @@
 
 #include "model/sampling_proto.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 void ReportStep(GatewayLink& link, WorkerMetrics* metrics, model::StepLog* step_log,
                 const model::StepStats& stats, const std::function<uint64_t(uint64_t)>& request_of,
@@ -41,4 +41,4 @@ void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string&
   link.Send(e);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -12,7 +12,7 @@
 #include "worker/gateway_link.h"
 #include "worker/worker_metrics.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 // After an engine step: adds its wall time to `*busy_seconds`, records it in `metrics` and
 // `step_log` (null: none), and when the step ran sequences, sends its StepReport, each sequence
@@ -34,4 +34,4 @@ void SendRequestError(GatewayLink& link, uint64_t request_id, const std::string&
 // the gateway resumes it, with the tokens it already has, where there is room.
 void SendPreempted(GatewayLink& link, uint64_t request_id);
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -11,7 +11,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
-namespace pdserve {
+namespace pdserve::worker {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -126,4 +126,4 @@ MetricsHttpServer::MetricsHttpServer(std::unique_ptr<Impl> impl) : impl_(std::mo
 MetricsHttpServer::~MetricsHttpServer() = default;
 uint16_t MetricsHttpServer::port() const { return impl_->port(); }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

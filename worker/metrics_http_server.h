@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 class MetricsHttpServer {
  public:
@@ -27,4 +27,4 @@ class MetricsHttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -2,13 +2,12 @@
 
 #include <unistd.h>
 
-namespace pdserve {
+#include "common/capacity_class.h"
+
+namespace pdserve::worker {
 
 Status WorkerIdentity::Validate() const {
-  if (capacity_class != "reserved" && capacity_class != "burst") {
-    return InvalidArgument("capacity class must be reserved or burst, got '" + capacity_class +
-                           "'");
-  }
+  if (auto parsed = ParseWorkerCapacityClass(capacity_class); !parsed.ok()) return parsed.status();
   if (!(price_per_gpu_hour >= 0)) return InvalidArgument("price per GPU-hour must be >= 0");
   if (gpu_count < 1) return InvalidArgument("GPU count must be >= 1");
   return Status::Ok();
@@ -40,4 +39,4 @@ proto::Register RegisterFor(const std::string& role, model::Engine& engine,
   return r;
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

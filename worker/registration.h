@@ -10,7 +10,7 @@
 #include "model/engine.h"
 #include "proto/control.pb.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 // What every worker kind tells the gateway about how it is billed and where it runs.
 struct WorkerIdentity {
@@ -35,4 +35,4 @@ struct WorkerIdentity {
 proto::Register RegisterFor(const std::string& role, model::Engine& engine,
                             const WorkerIdentity& identity);
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <deque>
 
-namespace pdserve {
+namespace pdserve::worker {
 
 void StepFailure::Record(const Status& step, std::atomic<bool>& draining) {
   if (failure_.ok()) {
@@ -91,4 +91,4 @@ Status ConnectAndServe(const GatewayLinkOptions& gateway, const proto::Register&
   return ServeWithReconnects(**link, reconnect_seconds, serve, abandon, stopping);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -11,7 +11,7 @@
 #include "common/status.h"
 #include "worker/gateway_link.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 // What a worker does on each turn of ServeUntilDrainedOrLost. Every callback is required.
 struct ServeTurn {
@@ -57,4 +57,4 @@ Status ConnectAndServe(const GatewayLinkOptions& gateway, const proto::Register&
                        const std::function<Status()>& serve, const std::function<void()>& abandon,
                        const std::function<bool()>& stopping);
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

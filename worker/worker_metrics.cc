@@ -1,6 +1,6 @@
 #include "worker/worker_metrics.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& bind_address,
                                                             int port, const std::string& role) {
@@ -53,4 +53,4 @@ void WorkerMetrics::AddKvTransfer(int64_t bytes, double seconds) {
   kv_seconds_->Observe(seconds);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

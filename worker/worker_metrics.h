@@ -17,7 +17,7 @@
 #include "common/status.h"
 #include "worker/metrics_http_server.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 class WorkerMetrics {
  public:
@@ -48,4 +48,4 @@ class WorkerMetrics {
   prometheus::Histogram* kv_seconds_ = nullptr;
 };
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

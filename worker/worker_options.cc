@@ -1,6 +1,6 @@
 #include "worker/worker_options.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 Status SharedWorkerOptions::Validate() const {
   PDSERVE_RETURN_IF_ERROR(identity.Validate());
@@ -19,4 +19,4 @@ Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& o
   return model::StepLog::Open(options.step_log);
 }
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

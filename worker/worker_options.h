@@ -13,7 +13,7 @@
 #include "worker/registration.h"
 #include "worker/worker_metrics.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 
 struct SharedWorkerOptions {
   GatewayLinkOptions gateway;  // the gateway's control address; port required
@@ -39,4 +39,4 @@ Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& o
 Result<std::unique_ptr<WorkerMetrics>> StartWorkerMetrics(const SharedWorkerOptions& options,
                                                           const std::string& role);
 
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -22,7 +22,7 @@
 #include "model/model_maker.h"
 #include "tokenizer/tokenizer_writer.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -32,10 +32,10 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 // One timed run at one batch size: {prefill tokens/s, decode tokens/s}.
-Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const EngineBenchOptions& o,
-                                           uint32_t seed) {
+Result<std::pair<double, double>> RunBatch(model::Engine& engine, int batch,
+                                           const EngineBenchOptions& o, uint32_t seed) {
   std::mt19937 rng(seed);
-  SamplingParams params;
+  model::SamplingParams params;
   params.temperature = 0;
   params.ignore_eos = true;
   params.max_tokens = o.decode_steps + 1;
@@ -45,7 +45,7 @@ Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const Engi
     auto id = engine.Add(std::move(prompt), params);
     if (!id.ok()) return id.status();
   }
-  std::vector<TokenEvent> events;
+  std::vector<model::TokenEvent> events;
   // Prefill: steps until every sequence has its first token.
   int first_tokens = 0;
   const auto t0 = Clock::now();
@@ -70,8 +70,8 @@ Result<std::pair<double, double>> RunBatch(Engine& engine, int batch, const Engi
 MemoryBandwidthProbe::MemoryBandwidthProbe(int threads, size_t bytes)
     : threads_(threads),
       n_(bytes / sizeof(float) / 64 * 64),
-      src_buffer_(AllocateHugePageBuffer(n_ * sizeof(float))),
-      dst_buffer_(AllocateHugePageBuffer(n_ * sizeof(float))),
+      src_buffer_(model::AllocateHugePageBuffer(n_ * sizeof(float))),
+      dst_buffer_(model::AllocateHugePageBuffer(n_ * sizeof(float))),
       src_(static_cast<float*>(src_buffer_.get())),
       dst_(static_cast<float*>(dst_buffer_.get())) {
   std::fill_n(src_, n_, 1.0f);
@@ -133,14 +133,14 @@ double MemoryBandwidthProbe::CopyGbps(int passes) {
 namespace {
 
 // Elements of the matrices one token reads: every layer's projections and the LM head.
-double MatrixElementsPerToken(const ModelConfig& c, bool with_lm_head) {
+double MatrixElementsPerToken(const model::ModelConfig& c, bool with_lm_head) {
   const double layer = static_cast<double>(c.dim) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
                        3.0 * c.dim * static_cast<double>(c.hidden_dim);
   return layer * c.n_layers + (with_lm_head ? static_cast<double>(c.vocab_size) * c.dim : 0.0);
 }
 
 // Parameters of a model of this shape, as a checkpoint would hold them.
-double ParameterCount(const ModelConfig& c) {
+double ParameterCount(const model::ModelConfig& c) {
   const double embed = static_cast<double>(c.vocab_size) * c.dim;
   const double vectors =
       c.n_layers * (2.0 * c.dim + (c.attention_bias ? c.q_dim() + 2.0 * c.kv_dim() : 0.0)) + c.dim;
@@ -150,19 +150,21 @@ double ParameterCount(const ModelConfig& c) {
 }  // namespace
 
 // An engine on a CUDA backend with random weights of a make-model preset's shape.
-Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
-                                                  const EngineOptions& eo, ModelConfig* config) {
-  PDSERVE_ASSIGN_OR_RETURN(*config, PresetConfig(o.random_shape));
-  config->vocab_size = std::max(config->vocab_size, (kByteLevelMinVocabSize + 63) / 64 * 64);
+Result<std::unique_ptr<model::Engine>> RandomShapeEngine(const EngineBenchOptions& o,
+                                                         const model::EngineOptions& eo,
+                                                         model::ModelConfig* config) {
+  PDSERVE_ASSIGN_OR_RETURN(*config, model::PresetConfig(o.random_shape));
+  config->vocab_size =
+      std::max(config->vocab_size, (tokenizer::kByteLevelMinVocabSize + 63) / 64 * 64);
   config->model_id = "random-" + o.random_shape;
-  config->dtype = DType::kBF16;
-  CudaBackendOptions cuda;
-  PDSERVE_ASSIGN_OR_RETURN(cuda.device, ParseCudaDevice(o.device));
-  cuda.num_pages = KvPages(*config, eo, DType::kBF16);
+  config->dtype = model::DType::kBF16;
+  model::CudaBackendOptions cuda;
+  PDSERVE_ASSIGN_OR_RETURN(cuda.device, model::ParseCudaDevice(o.device));
+  cuda.num_pages = model::KvPages(*config, eo, model::DType::kBF16);
   cuda.page_size = eo.page_size;
   cuda.random_weights_seed = 1;
-  PDSERVE_ASSIGN_OR_RETURN(auto backend, CreateCudaBackend(nullptr, *config, cuda));
-  return std::make_unique<Engine>(std::move(backend), eo);
+  PDSERVE_ASSIGN_OR_RETURN(auto backend, model::CreateCudaBackend(nullptr, *config, cuda));
+  return std::make_unique<model::Engine>(std::move(backend), eo);
 }
 
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
@@ -178,32 +180,33 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     return InvalidArgument("--compare-dtype is for the cpu: a GPU holds its weights in bf16");
   }
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-  EngineOptions eo;
+  model::EngineOptions eo;
   eo.device = o.device;
   eo.dtype = o.dtype;
   eo.threads = o.threads;
   eo.max_running = max_batch;
   eo.max_batch_tokens = max_batch * o.prompt_len;
   const int tokens_per_seq = o.prompt_len + o.decode_steps + 1;
-  eo.num_pages = max_batch * PagesForTokens(tokens_per_seq, eo.page_size) + 1;
+  eo.num_pages = max_batch * model::PagesForTokens(tokens_per_seq, eo.page_size) + 1;
 
   EngineBenchResult r;
   r.device = o.device;
-  ModelConfig config;
-  std::unique_ptr<Engine> engine;
+  model::ModelConfig config;
+  std::unique_ptr<model::Engine> engine;
   if (!o.random_shape.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(engine, RandomShapeEngine(o, eo, &config));
     r.dtype = "bf16";
     r.params_millions = ParameterCount(config) / 1e6;
   } else {
-    PDSERVE_ASSIGN_OR_RETURN(config, ModelConfig::Load(model_dir));
-    PDSERVE_ASSIGN_OR_RETURN(engine, Engine::Load(model_dir, eo));
-    auto weights = Weights::Load(model_dir, config);  // cheap: a second map of the same files
+    PDSERVE_ASSIGN_OR_RETURN(config, model::ModelConfig::Load(model_dir));
+    PDSERVE_ASSIGN_OR_RETURN(engine, model::Engine::Load(model_dir, eo));
+    auto weights =
+        model::Weights::Load(model_dir, config);  // cheap: a second map of the same files
     if (!weights.ok()) return weights.status();
     // A GPU holds every matrix in bf16, whatever the file's dtype.
     r.dtype = cuda                ? "bf16"
               : o.dtype != "auto" ? o.dtype
-                                  : std::string(DTypeName((*weights)->layers[0].wq.dtype));
+                                  : std::string(model::DTypeName((*weights)->layers[0].wq.dtype));
     double params = 0;
     for (const auto& f : (*weights)->files)
       for (const auto& [name, t] : f->tensors()) params += static_cast<double>(t.numel());
@@ -212,19 +215,19 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   if (tokens_per_seq > config.max_seq_len)
     return OutOfRange("prompt_len + decode_steps exceed the context");
   r.model_id = config.model_id;
-  const size_t weight_bytes = cuda ? 2 : DTypeSize(*ParseDType(r.dtype));
+  const size_t weight_bytes = cuda ? 2 : model::DTypeSize(*model::ParseDType(r.dtype));
   r.weight_bytes_per_token = MatrixElementsPerToken(config, true) * weight_bytes;
   r.prefill_flops_per_token = 2.0 * MatrixElementsPerToken(config, false);
   r.decode_flops_per_token = 2.0 * MatrixElementsPerToken(config, true);
-  r.cpu_kernels = MatMulIsaName(ActiveMatMulIsa());
+  r.cpu_kernels = model::MatMulIsaName(model::ActiveMatMulIsa());
   r.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   PDSERVE_RETURN_IF_ERROR(RunBatch(*engine, 1, o, 1).status());  // warm-up: caches, page faults
   if (cuda) {
     // After the warm-up, so that the GPU's clocks are up for the peaks as for the runs.
-    PDSERVE_ASSIGN_OR_RETURN(int device, ParseCudaDevice(o.device));
-    PDSERVE_ASSIGN_OR_RETURN(CudaPeaks peaks, MeasureCudaPeaks(device));
+    PDSERVE_ASSIGN_OR_RETURN(int device, model::ParseCudaDevice(o.device));
+    PDSERVE_ASSIGN_OR_RETURN(model::CudaPeaks peaks, model::MeasureCudaPeaks(device));
     r.device_name = peaks.device_name;
     r.copy_gbps = peaks.copy_gbps;
     r.matmul_tflops = peaks.bf16_tflops;
@@ -244,7 +247,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
       // Batch 1 is held against the bandwidth of the same moment (the probe's reads are short).
       if (probe && batch == 1) {
         round.read_gbps = probe->ReadGbps(3);
-        round.fma_gflops = FmaPeakGflops(r.threads, ActiveMatMulIsa());
+        round.fma_gflops = FmaPeakGflops(r.threads, model::ActiveMatMulIsa());
       }
       PDSERVE_ASSIGN_OR_RETURN(auto tps, RunBatch(*engine, batch, o, 100 + rep));
       round.prefill_tokens_per_s[batch] = tps.first;
@@ -283,7 +286,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
     r.read_gbps = median_over_rounds([](const auto& round) { return round.read_gbps; });
     if (r.read_gbps == 0) r.read_gbps = probe->ReadGbps(5);
     r.fma_gflops = median_over_rounds([](const auto& round) { return round.fma_gflops; });
-    if (r.fma_gflops == 0) r.fma_gflops = FmaPeakGflops(r.threads, ActiveMatMulIsa());
+    if (r.fma_gflops == 0) r.fma_gflops = FmaPeakGflops(r.threads, model::ActiveMatMulIsa());
     for (auto [batch, tps] : r.decode_tokens_per_s) {
       r.decode_peak_ratio[batch] = tps * r.decode_flops_per_token / (r.fma_gflops * 1e9);
     }
@@ -296,9 +299,9 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   }
 
   if (!o.compare_dtype.empty()) {
-    EngineOptions other = eo;
+    model::EngineOptions other = eo;
     other.dtype = o.compare_dtype;
-    PDSERVE_ASSIGN_OR_RETURN(auto compared, Engine::Load(model_dir, other));
+    PDSERVE_ASSIGN_OR_RETURN(auto compared, model::Engine::Load(model_dir, other));
     PDSERVE_RETURN_IF_ERROR(RunBatch(*compared, 1, o, 1).status());  // warm-up
     std::vector<double> base, with, ratios;
     for (int rep = 0; rep < o.repeats; ++rep) {
@@ -462,4 +465,4 @@ std::string EngineBenchResult::ToTable() const {
   return out.str();
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

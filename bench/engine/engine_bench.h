@@ -16,7 +16,7 @@
 #include "model/engine.h"
 #include "model/weights.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 
 struct EngineBenchOptions {
   std::vector<int> batches = {1, 8, 32};
@@ -25,7 +25,7 @@ struct EngineBenchOptions {
   int repeats = 3;             // the median of this many runs is reported
   int threads = 0;             // 0: all
   std::string device = "cpu";  // or "cuda:N"
-  std::string dtype = "auto";  // the engine's matrix dtype (EngineOptions::dtype)
+  std::string dtype = "auto";  // the engine's matrix dtype (model::EngineOptions::dtype)
   // CPU: also time batch-1 decode with the matrices in this dtype ("bf16", ...), each run paired
   // with one of the first engine, so their ratio is taken in the same minute of the machine.
   std::string compare_dtype;
@@ -112,10 +112,11 @@ class MemoryBandwidthProbe {
 
 // An engine on a CUDA backend with random bf16 weights of the make-model preset
 // o.random_shape, made on the device; its config in *config.
-Result<std::unique_ptr<Engine>> RandomShapeEngine(const EngineBenchOptions& o,
-                                                  const EngineOptions& eo, ModelConfig* config);
+Result<std::unique_ptr<model::Engine>> RandomShapeEngine(const EngineBenchOptions& o,
+                                                         const model::EngineOptions& eo,
+                                                         model::ModelConfig* config);
 
 Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
                                          const EngineBenchOptions& options);
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

@@ -8,7 +8,7 @@
 
 #include "model/simd.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 namespace {
 
 // Twelve independent chains hide the FMA latency (4 cycles) on two pipes with room to spare.
@@ -25,7 +25,7 @@ float ChainsAvx2(float seed) {
   }
   __m256 sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
-  return HorizontalSum(sum);
+  return model::HorizontalSum(sum);
 }
 
 // The same chains 16 lanes wide. A copy rather than a template: the AVX-512 target attribute
@@ -48,8 +48,8 @@ PDSERVE_AVX512 float ChainsAvx512(float seed) {
 
 }  // namespace
 
-double FmaPeakGflops(int threads, MatMulIsa isa, int passes) {
-  const bool wide = isa == MatMulIsa::kAvx512;
+double FmaPeakGflops(int threads, model::MatMulIsa isa, int passes) {
+  const bool wide = isa == model::MatMulIsa::kAvx512;
   const int lanes = wide ? 16 : 8;
   double best = 0;
   float sink = 0;
@@ -67,4 +67,4 @@ double FmaPeakGflops(int threads, MatMulIsa isa, int passes) {
   return best;
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

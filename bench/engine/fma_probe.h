@@ -7,9 +7,9 @@
 
 #include "model/cpu_matmul.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 
 // Best of `passes` timings, in GFLOP/s (an FMA counts two), with the vector width of `isa`.
-double FmaPeakGflops(int threads, MatMulIsa isa, int passes = 3);
+double FmaPeakGflops(int threads, model::MatMulIsa isa, int passes = 3);
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

@@ -11,7 +11,7 @@
 #include "model/cuda/cuda_backend.h"
 #include "model/engine.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -45,11 +45,11 @@ std::vector<int32_t> RandomPrompt(std::mt19937& rng, int n, int vocab) {
 
 // Steps until no work is left, keeping every step that ran prompts only or decode only (a
 // mixed step would blur the two fits).
-Status RunSteps(Engine& engine, std::vector<StepSample>* samples) {
-  std::vector<TokenEvent> events;
+Status RunSteps(model::Engine& engine, std::vector<model::StepSample>* samples) {
+  std::vector<model::TokenEvent> events;
   while (engine.HasWork()) {
     events.clear();
-    StepStats stats;
+    model::StepStats stats;
     PDSERVE_RETURN_IF_ERROR(engine.Step(&events, &stats));
     if ((stats.prompt_tokens > 0) != (stats.decode_tokens > 0)) {
       samples->push_back({stats.shape, stats.seconds});
@@ -59,7 +59,7 @@ Status RunSteps(Engine& engine, std::vector<StepSample>* samples) {
 }
 
 // "18.51 ms at 1, 23.95 at 2, ... + 0.0022 ms/context token", or "" for no curve.
-std::string CurveSummary(const MeasuredCurve& c, const char* unit) {
+std::string CurveSummary(const model::MeasuredCurve& c, const char* unit) {
   if (c.empty()) return "";
   std::string points;
   for (const auto& [x, seconds] : c.points) {
@@ -71,32 +71,32 @@ std::string CurveSummary(const MeasuredCurve& c, const char* unit) {
 
 }  // namespace
 
-Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
-                                          const ProfileSweepOptions& o) {
-  EngineOptions eo;
+Result<model::PerformanceProfile> MeasureProfile(const std::string& model_dir,
+                                                 const ProfileSweepOptions& o) {
+  model::EngineOptions eo;
   eo.device = o.engine.device;
   eo.dtype = o.engine.dtype;
   eo.threads = o.engine.threads;
   eo.page_size = o.page_size;
   eo.max_batch_tokens = o.max_batch_tokens;
   eo.kv_memory_mb = o.kv_memory_mb;
-  ModelConfig config;
+  model::ModelConfig config;
   const auto load_start = Clock::now();
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<model::Engine> engine;
   if (!o.engine.random_shape.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(engine, RandomShapeEngine(o.engine, eo, &config));
   } else {
-    PDSERVE_ASSIGN_OR_RETURN(config, ModelConfig::Load(model_dir));
-    PDSERVE_ASSIGN_OR_RETURN(engine, Engine::Load(model_dir, eo));
+    PDSERVE_ASSIGN_OR_RETURN(config, model::ModelConfig::Load(model_dir));
+    PDSERVE_ASSIGN_OR_RETURN(engine, model::Engine::Load(model_dir, eo));
   }
   const double cold_start = std::chrono::duration<double>(Clock::now() - load_start).count();
 
   std::mt19937 rng(11);
   const int vocab = config.vocab_size;
-  SamplingParams params;
+  model::SamplingParams params;
   params.temperature = 0;
   params.ignore_eos = true;
-  std::vector<StepSample> samples;
+  std::vector<model::StepSample> samples;
   // Prompt-only steps: one prompt of each length, then two and four of a quarter of it.
   for (int r = 0; r < o.repeats; ++r) {
     for (int len : o.prompt_lens) {
@@ -116,7 +116,7 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   for (int r = 0; r < o.repeats; ++r) {
     for (int ctx : o.contexts) {
       for (int batch : o.batches) {
-        const int per_seq = PagesForTokens(ctx + o.decode_steps + 1, eo.page_size);
+        const int per_seq = model::PagesForTokens(ctx + o.decode_steps + 1, eo.page_size);
         if (ctx + o.decode_steps + 1 > config.max_seq_len ||
             per_seq * batch > engine->pages().num_pages()) {
           continue;
@@ -130,13 +130,13 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
     }
   }
 
-  PerformanceProfile p;
-  PDSERVE_RETURN_IF_ERROR(FitProfile(samples, &p));
+  model::PerformanceProfile p;
+  PDSERVE_RETURN_IF_ERROR(model::FitProfile(samples, &p));
   const bool gpu = eo.device.rfind("cuda", 0) == 0;
   p.device = eo.device;
   p.device_name = CpuName();
   if (gpu) {
-    const auto* cuda = dynamic_cast<const CudaBackend*>(&engine->backend());
+    const auto* cuda = dynamic_cast<const model::CudaBackend*>(&engine->backend());
     p.device_name = cuda ? cuda->device_name() : engine->backend().device();
   }
   p.model_id = config.model_id;
@@ -145,7 +145,7 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   p.threads = o.engine.threads;
   p.command = o.command;
   p.date = UtcNow();
-  const KvCacheShape& shape = engine->backend().kv_shape();
+  const model::KvCacheShape& shape = engine->backend().kv_shape();
   p.n_layers = shape.n_layers;
   p.page_size = shape.page_size;
   p.kv_pages = shape.num_pages;
@@ -157,7 +157,7 @@ Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
   return p;
 }
 
-std::string ProfileSummary(const PerformanceProfile& p) {
+std::string ProfileSummary(const model::PerformanceProfile& p) {
   return fmt::format(
       "profile of {} on {} ({}), {} steps measured\n"
       "  prefill step: {:.3f} ms + {:.4f} ms/token + {:.3g} ms/attention pair\n{}"
@@ -175,4 +175,4 @@ std::string ProfileSummary(const PerformanceProfile& p) {
       p.cold_start_seconds);
 }
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

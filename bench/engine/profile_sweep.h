@@ -13,7 +13,7 @@
 #include "common/status.h"
 #include "model/performance_profile.h"
 
-namespace pdserve::model {
+namespace pdserve::bench {
 
 struct ProfileSweepOptions {
   // Device, dtype, threads and random_shape as for the engine benchmark.
@@ -33,10 +33,10 @@ struct ProfileSweepOptions {
   std::string command;  // what produced the profile, recorded in it
 };
 
-Result<PerformanceProfile> MeasureProfile(const std::string& model_dir,
-                                          const ProfileSweepOptions& options);
+Result<model::PerformanceProfile> MeasureProfile(const std::string& model_dir,
+                                                 const ProfileSweepOptions& options);
 
 // The profile's fit and range as a short table.
-std::string ProfileSummary(const PerformanceProfile& profile);
+std::string ProfileSummary(const model::PerformanceProfile& profile);
 
-}  // namespace pdserve::model
+}  // namespace pdserve::bench

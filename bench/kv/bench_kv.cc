@@ -31,7 +31,7 @@
 #include "kv_transfer/tcp_congestion.h"
 #include "kv_transfer/tcp_transport.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 namespace {
 
 namespace kvt = kv_transfer;
@@ -474,4 +474,4 @@ Status RunBenchKv(const BenchKvOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -9,11 +9,11 @@
 #include "bench/kv/bench_kv_setup.h"
 #include "common/status.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 // Runs the sweep `o` describes, prints its table and writes its JSON (o.json_path). OK once
 // everything was measured and written; the first error otherwise (a flag that cannot be
 // served, a peer that fails, a file that cannot be written).
 Status RunBenchKv(const BenchKvOptions& o);
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

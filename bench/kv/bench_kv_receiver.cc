@@ -15,7 +15,7 @@
 #include "kv_transfer/tcp_transport.h"
 #include "model/kv_pool.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 namespace kvt = kv_transfer;
 using json = nlohmann::json;
@@ -125,4 +125,4 @@ Status ServeBenchKv(const BenchKvOptions& o, int listen_fd) {
   }
 }
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -8,10 +8,10 @@
 #include "bench/kv/bench_kv_setup.h"
 #include "common/status.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 // `listen_fd`: a listening socket; the driver's control connection, then its data connection,
 // are accepted on it.
 Status ServeBenchKv(const BenchKvOptions& o, int listen_fd);
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -9,7 +9,7 @@
 #include "kv_transfer/device_payload.h"
 #include "model/huge_pages.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 kv_transfer::KvLayout BenchLayout() {
   return *kv_transfer::KvLayout::Make("pdserve-bench-kv", model::DType::kBF16, 1, 8, 128, 16);
@@ -46,4 +46,4 @@ Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool) {
   return Status::Ok();
 }
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

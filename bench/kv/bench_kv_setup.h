@@ -12,7 +12,7 @@
 #include "kv_transfer/kv_layout.h"
 #include "kv_transfer/tcp_transport.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 struct BenchKvOptions {
   std::string transport = "tcp";
@@ -71,4 +71,4 @@ struct BenchPool {
 // Fills `pool` with `bytes` of random data (TCP), or allocates them on the GPU (o.device).
 Status MakePool(const BenchKvOptions& o, size_t bytes, BenchPool* pool);
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

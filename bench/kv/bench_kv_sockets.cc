@@ -14,7 +14,7 @@
 
 #include "kv_transfer/tcp_congestion.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 namespace {
 
 constexpr int kSocketTimeoutSeconds = 120;
@@ -114,4 +114,4 @@ Result<int> Dial(const std::string& host, uint16_t port, const std::string& cong
   return fd;
 }
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 // The options of the KV sockets: no Nagle, and the same congestion control (which moves
 // loopback bandwidth more than anything else), plus a timeout on every send and receive.
@@ -36,4 +36,4 @@ Result<int> ListenOn(int port, bool any_host, uint16_t* bound);
 // A connected, configured socket to host:port.
 Result<int> Dial(const std::string& host, uint16_t port, const std::string& congestion);
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

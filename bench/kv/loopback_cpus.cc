@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace pdserve::app {
+namespace pdserve::bench {
 namespace {
 
 // The CPUs sharing a core with `cpu` (itself included), from sysfs ("0,64" or "0-1"); empty if
@@ -66,4 +66,4 @@ std::optional<CpuSplit> SplitCpus() {
   return split;
 }
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -7,7 +7,7 @@
 
 #include <optional>
 
-namespace pdserve::app {
+namespace pdserve::bench {
 
 // The CPUs this process may use, split in two: the driver gets the first half of the cores, the
 // receiver the rest; hyper-threads stay with their core (one core's threads are split). Empty
@@ -17,4 +17,4 @@ struct CpuSplit {
 };
 std::optional<CpuSplit> SplitCpus();
 
-}  // namespace pdserve::app
+}  // namespace pdserve::bench

@@ -244,7 +244,7 @@ std::shared_ptr<const std::vector<int32_t>> TextTokenIds(const std::string& mode
   auto it = cache.find(model_dir);
   if (it != cache.end()) return it->second;
   std::shared_ptr<const std::vector<int32_t>> ids;
-  if (auto tokenizer = Tokenizer::Load(model_dir); tokenizer.ok()) {
+  if (auto tokenizer = tokenizer::Tokenizer::Load(model_dir); tokenizer.ok()) {
     auto text = std::make_shared<std::vector<int32_t>>();
     for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
       if (!(*tokenizer)->IsSpecial(id) && !(*tokenizer)->TokenBytes(id).empty()) {

@@ -27,9 +27,9 @@ std::vector<std::string_view> SplitAtNul(std::string_view text) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using pdserve::model::ChatFormat;
-  using pdserve::model::ChatMessage;
-  using pdserve::model::ChatTemplate;
+  using pdserve::tokenizer::ChatFormat;
+  using pdserve::tokenizer::ChatMessage;
+  using pdserve::tokenizer::ChatTemplate;
   const auto parts = SplitAtNul(std::string_view(reinterpret_cast<const char*>(data), size));
   const std::string_view bos = parts.size() > 1 ? parts[1] : std::string_view();
   std::vector<ChatMessage> messages;

@@ -14,8 +14,8 @@
 #include "tokenizer/pre_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using pdserve::model::Normalizer;
-  using pdserve::model::PreTokenizer;
+  using pdserve::tokenizer::Normalizer;
+  using pdserve::tokenizer::PreTokenizer;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t newline = input.find('\n');
   if (newline == std::string_view::npos) return 0;

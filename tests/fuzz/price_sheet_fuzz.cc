@@ -11,7 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto sheet = pdserve::gateway::PriceSheet::Parse(text, "fuzz.json");
+  auto sheet = pdserve::ledger::PriceSheet::Parse(text, "fuzz.json");
   if (!sheet.ok()) {
     if (sheet.status().message().find("fuzz.json") == std::string::npos) abort();
     return 0;

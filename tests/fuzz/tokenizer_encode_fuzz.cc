@@ -14,9 +14,9 @@
 
 namespace {
 
-const pdserve::model::Tokenizer& Tiny() {
-  static const std::shared_ptr<const pdserve::model::Tokenizer> tokenizer = [] {
-    auto loaded = pdserve::model::Tokenizer::Load(PDSERVE_FUZZ_DATA);
+const pdserve::tokenizer::Tokenizer& Tiny() {
+  static const std::shared_ptr<const pdserve::tokenizer::Tokenizer> tokenizer = [] {
+    auto loaded = pdserve::tokenizer::Tokenizer::Load(PDSERVE_FUZZ_DATA);
     if (!loaded.ok()) abort();
     return *loaded;
   }();

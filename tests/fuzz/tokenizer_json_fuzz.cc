@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     parts[i] = rest.substr(0, nul);
     rest = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
   }
-  auto loaded = pdserve::model::Tokenizer::FromJsonText(parts[0], parts[1], "fuzz", parts[2]);
+  auto loaded = pdserve::tokenizer::Tokenizer::FromJsonText(parts[0], parts[1], "fuzz", parts[2]);
   if (!loaded.ok()) {
     if (loaded.status().message().find("fuzz") == std::string::npos) abort();
     return 0;
@@ -38,8 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)tokenizer.Decode(*ids, /*skip_special=*/false);
     }
   }
-  const std::vector<pdserve::model::ChatMessage> chat = {{"system", " Be brief. "},
-                                                         {"user", "Hi <|im_end|>"}};
+  const std::vector<pdserve::tokenizer::ChatMessage> chat = {{"system", " Be brief. "},
+                                                             {"user", "Hi <|im_end|>"}};
   (void)tokenizer.chat_template().Apply(chat, /*add_generation_prompt=*/true);
   const std::vector<int32_t> out_of_range = {-1, tokenizer.vocab_size(), 0, 1 << 30};
   (void)tokenizer.Decode(out_of_range, false);

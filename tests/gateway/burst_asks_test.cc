@@ -17,12 +17,13 @@ TEST(BurstAsksTest, ABurstWorkerClaimsTheOldestAskOfItsPool) {
   asks.Asked(Pool::kDecode, t0);
   asks.Asked(Pool::kDecode, t0 + 10s);
   asks.Asked(Pool::kPrefill, t0 + 5s);
-  EXPECT_FALSE(asks.Claim("decode", "reserved")) << "reserved workers are the operator's";
-  EXPECT_FALSE(asks.Claim("both", "burst")) << "colocated workers are in no pool";
-  EXPECT_EQ(asks.Claim("decode", "burst"), t0);
-  EXPECT_EQ(asks.Claim("prefill", "burst"), t0 + 5s);
-  EXPECT_EQ(asks.Claim("decode", "burst"), t0 + 10s);
-  EXPECT_FALSE(asks.Claim("decode", "burst")) << "nobody asked for a third";
+  EXPECT_FALSE(asks.Claim("decode", CapacityClass::kReserved))
+      << "reserved workers are the operator's";
+  EXPECT_FALSE(asks.Claim("both", CapacityClass::kBurst)) << "colocated workers are in no pool";
+  EXPECT_EQ(asks.Claim("decode", CapacityClass::kBurst), t0);
+  EXPECT_EQ(asks.Claim("prefill", CapacityClass::kBurst), t0 + 5s);
+  EXPECT_EQ(asks.Claim("decode", CapacityClass::kBurst), t0 + 10s);
+  EXPECT_FALSE(asks.Claim("decode", CapacityClass::kBurst)) << "nobody asked for a third";
 }
 
 TEST(BurstAsksTest, AStepDownWithdrawsTheNewestAndStaleAsksGoOldestFirst) {
@@ -33,7 +34,7 @@ TEST(BurstAsksTest, AStepDownWithdrawsTheNewestAndStaleAsksGoOldestFirst) {
   EXPECT_EQ(asks.outstanding(Pool::kDecode), 3);
   asks.KeepAtMost(Pool::kDecode, 1);  // t0 and t0 + 1s go
   EXPECT_EQ(asks.outstanding(Pool::kDecode), 1);
-  EXPECT_EQ(asks.Claim("decode", "burst"), t0 + 2s);
+  EXPECT_EQ(asks.Claim("decode", CapacityClass::kBurst), t0 + 2s);
   asks.KeepAtMost(Pool::kDecode, -2);
   asks.Withdrawn(Pool::kDecode);
   EXPECT_EQ(asks.outstanding(Pool::kDecode), 0);
@@ -49,7 +50,7 @@ TEST(BurstAsksTest, TheNextArrivalIsTheOldestAskPlusTheMeasuredColdStart) {
   EXPECT_EQ(asks.NextArrival(Pool::kPrefill), t0 + 20s) << "the assumed cold start";
   // It registers after 8 s: the pool's cold start is measured, and the next ask's due at +9 s.
   now = t0 + 8s;
-  EXPECT_EQ(asks.Claim("prefill", "burst"), t0);
+  EXPECT_EQ(asks.Claim("prefill", CapacityClass::kBurst), t0);
   EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 8s);
   EXPECT_EQ(asks.NextArrival(Pool::kPrefill), t0 + 9s);
   // Overdue: due now, not in the past; overdue by a whole cold start again: not counted on.
@@ -61,9 +62,9 @@ TEST(BurstAsksTest, TheNextArrivalIsTheOldestAskPlusTheMeasuredColdStart) {
   asks.Asked(Pool::kPrefill, now - 2s);
   asks.Asked(Pool::kPrefill, now);
   EXPECT_EQ(asks.NextArrival(Pool::kPrefill), now + 6s) << "the next ask, not the lost one";
-  ASSERT_TRUE(asks.Claim("prefill", "burst"));  // t0 + 1s, after 17 s
+  ASSERT_TRUE(asks.Claim("prefill", CapacityClass::kBurst));  // t0 + 1s, after 17 s
   EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 12500ms) << "8 and 17 s: numpy's median, between";
-  ASSERT_TRUE(asks.Claim("prefill", "burst"));  // now - 2s, after 2 s
+  ASSERT_TRUE(asks.Claim("prefill", CapacityClass::kBurst));  // now - 2s, after 2 s
   EXPECT_EQ(asks.ColdStart(Pool::kPrefill), 8s);
   EXPECT_FALSE(asks.NextArrival(Pool::kDecode)) << "the decode pool asked for nothing";
 }

@@ -247,7 +247,7 @@ TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
   const std::string path = (TestDir() / "ledger.sqlite").string();
   std::filesystem::remove(path);
   CallAccounting accounting;
-  accounting.ledger = std::shared_ptr<Ledger>(Ledger::Open({path}).value());
+  accounting.ledger = std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
   auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting);
   ASSERT_TRUE(call->Start());
   Run();

@@ -17,13 +17,13 @@
 
 namespace pdserve::gateway::testing {
 
-inline std::shared_ptr<const model::Tokenizer> TestTokenizer() {
+inline std::shared_ptr<const tokenizer::Tokenizer> TestTokenizer() {
   static const auto tokenizer = [] {
     // One folder per process: ctest runs tests in parallel processes.
     const auto dir = std::filesystem::path(PDSERVE_TEST_TMP) / "gateway_test_tokenizer" /
                      std::to_string(::getpid());
-    if (!model::WriteByteLevelTokenizer(dir.string()).ok()) std::abort();
-    return model::Tokenizer::Load(dir.string()).value();
+    if (!tokenizer::WriteByteLevelTokenizer(dir.string()).ok()) std::abort();
+    return tokenizer::Tokenizer::Load(dir.string()).value();
   }();
   return tokenizer;
 }

@@ -21,7 +21,7 @@ proto::Register Registered(const std::string& name, const std::string& capacity_
 }
 
 TEST(LedgerRowsTest, ASelfHostedRowCarriesItsWorkersAndIsPricedByPart) {
-  AttemptUsage usage;
+  router::AttemptUsage usage;
   usage.prefill_worker = 3;
   usage.decode_worker = 4;
   usage.prefill_info = Registered("p", "reserved", "zone-a", 3.6, 2);
@@ -29,7 +29,7 @@ TEST(LedgerRowsTest, ASelfHostedRowCarriesItsWorkersAndIsPricedByPart) {
   usage.prefill_step_seconds = 1.5;
   usage.decode_step_seconds = 4;
   usage.kv_bytes = 3'000'000'000;
-  AttemptRow row;
+  ledger::AttemptRow row;
   PriceRow(usage, 0.02, &row);
   EXPECT_EQ(row.prefill_worker.id, 3u);
   EXPECT_EQ(row.prefill_worker.capacity_class, CapacityClass::kReserved);
@@ -54,7 +54,7 @@ TEST(LedgerRowsTest, AnExternalRowIsClassApiAndCostsItsTokensAtTheSheetsPrices) 
   upstream.name = "openai";
   upstream.input_cost_per_token = 1.5e-07;
   upstream.output_cost_per_token = 6e-07;
-  AttemptRow row;
+  ledger::AttemptRow row;
   row.kv_bytes = 99;  // whatever was there is replaced
   PriceExternalRow(upstream, 1234, 567, &row);
   EXPECT_EQ(row.prefill_worker.id, 0u);

@@ -15,7 +15,7 @@ router::WorkerLoad Load(const std::string& role, const std::string& capacity_cla
                         int kv_pages = 0, int free_pages = 0, bool draining = false) {
   router::WorkerLoad w;
   w.role = role;
-  w.capacity_class = capacity_class;
+  w.capacity_class = *ParseWorkerCapacityClass(capacity_class);
   w.kv_pages = kv_pages;
   w.free_pages = free_pages;
   w.draining = draining;

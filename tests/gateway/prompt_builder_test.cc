@@ -43,7 +43,7 @@ TEST_F(PromptBuilderTest, AChatIsRenderedThroughTheTemplate) {
   r.messages = {{"developer", "be brief"}, {"user", "hi"}};
   auto built = b.Build(r);
   ASSERT_TRUE(std::holds_alternative<BuiltPrompt>(built));
-  const std::vector<model::ChatMessage> messages = {{"system", "be brief"}, {"user", "hi"}};
+  const std::vector<tokenizer::ChatMessage> messages = {{"system", "be brief"}, {"user", "hi"}};
   const auto text = TestTokenizer()->chat_template().Apply(messages, true);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(std::get<BuiltPrompt>(built).prompt, TestTokenizer()->Encode(*text, false).value());

@@ -7,7 +7,7 @@
 
 #include "ledger/ledger.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 AttemptRow SelfHosted() {
@@ -64,4 +64,4 @@ TEST(AttemptCostTest, AnExternalAttemptIsItsTokensAtTheUpstreamsPricesExactly) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

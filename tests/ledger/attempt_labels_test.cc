@@ -1,10 +1,10 @@
-// The ledger's labels (ledger/attempt_labels.h): each enum's text round-trips, the text is the
-// ledger's column values, and unknown text is refused.
+// The ledger's attempt statuses (ledger/attempt_labels.h): each one's text round-trips, the text
+// is the ledger's column values, and unknown text is refused.
 #include "ledger/attempt_labels.h"
 
 #include <gtest/gtest.h>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 TEST(AttemptLabelsTest, StatusesRoundTripAsTheLedgerSpellsThem) {
@@ -23,22 +23,6 @@ TEST(AttemptLabelsTest, StatusesRoundTripAsTheLedgerSpellsThem) {
   EXPECT_FALSE(ParseAttemptStatus("").ok());
 }
 
-TEST(AttemptLabelsTest, CapacityClassesRoundTripAsTheLedgerSpellsThem) {
-  const std::pair<CapacityClass, const char*> all[] = {{CapacityClass::kNone, ""},
-                                                       {CapacityClass::kReserved, "reserved"},
-                                                       {CapacityClass::kBurst, "burst"},
-                                                       {CapacityClass::kApi, "api"}};
-  for (const auto& [capacity_class, text] : all) {
-    EXPECT_EQ(ToString(capacity_class), text);
-    auto parsed = ParseCapacityClass(text);
-    ASSERT_TRUE(parsed.ok()) << text;
-    EXPECT_EQ(*parsed, capacity_class);
-  }
-  auto spot = ParseCapacityClass("spot");
-  ASSERT_FALSE(spot.ok());
-  EXPECT_NE(spot.status().message().find("'spot'"), std::string::npos);
-}
-
 TEST(AttemptLabelsTest, OnlyOkAndCancelledAreAccepted) {
   EXPECT_TRUE(IsAcceptedStatus(AttemptStatus::kOk));
   EXPECT_TRUE(IsAcceptedStatus(AttemptStatus::kCancelled));
@@ -48,4 +32,4 @@ TEST(AttemptLabelsTest, OnlyOkAndCancelledAreAccepted) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

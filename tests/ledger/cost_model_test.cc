@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 TEST(CostModelTest, ComputeCostIsSecondsTimesGpusTimesHourlyPrice) {
@@ -34,4 +34,4 @@ TEST(CostModelTest, ApiTokensAreEachProductRoundedThenSummed) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -29,7 +29,7 @@
 #include "tests/command_run.h"
 #include "tests/model/random_model.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 using model::testing::TempDir;
@@ -497,4 +497,4 @@ TEST_F(ReportCommandTest, LedgerExportFiltersAndForgetDeletesATenant) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

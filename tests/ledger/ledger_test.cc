@@ -13,7 +13,7 @@
 
 #include "tests/model/random_model.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 using model::testing::TempDir;
@@ -530,4 +530,4 @@ TEST(LedgerTest, ParsesUnixSecondsAndIsoTimes) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

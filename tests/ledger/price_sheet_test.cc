@@ -8,7 +8,7 @@
 
 #include "tests/model/random_model.h"
 
-namespace pdserve::gateway {
+namespace pdserve::ledger {
 namespace {
 
 using model::testing::TempDir;
@@ -111,4 +111,4 @@ TEST(PriceSheetTest, ANumberPastAnyDoubleIsAnErrorNotACrash) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::ledger

@@ -53,7 +53,7 @@ TEST(PlannerTest, AShortPoolGetsOneBurstWorkerPerCooldownUpToItsMaximum) {
   auto d = p.Decide(t, {{Pool::kPrefill, ShortPrefill()}});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].pool, Pool::kPrefill);
-  EXPECT_EQ(d[0].capacity_class, "burst");
+  EXPECT_EQ(d[0].capacity_class, CapacityClass::kBurst);
   EXPECT_EQ(d[0].delta, 1);
   EXPECT_NE(d[0].reason.find("predicted TTFT 3.50 s > SLO 2.00 s"), std::string::npos)
       << d[0].reason;
@@ -140,7 +140,7 @@ TEST(PlannerTest, ScalesDownOneBurstWorkerPerWholeComfortableWindow) {
   auto d = p.Decide(t + 230s, {{Pool::kPrefill, Idle()}});
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].delta, -1);
-  EXPECT_EQ(d[0].capacity_class, "burst");
+  EXPECT_EQ(d[0].capacity_class, CapacityClass::kBurst);
   EXPECT_EQ(d[0].reason, "comfortable for 120 s");
   EXPECT_TRUE(p.Decide(t + 300s, {{Pool::kPrefill, Idle()}}).empty()) << "one step a window";
   EXPECT_EQ(p.Decide(t + 350s, {{Pool::kPrefill, Idle()}}).size(), 1u);

@@ -10,7 +10,7 @@
 
 #include "router/routers.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 namespace {
 
 using namespace std::chrono_literals;
@@ -253,4 +253,4 @@ TEST(LoadViewTest, SummariesAndAttemptsHeldFollowRoutingAndLeaving) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -10,7 +10,7 @@
 #include <map>
 #include <vector>
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 namespace {
 
 using namespace std::chrono_literals;
@@ -136,4 +136,4 @@ TEST(WorkerBillingPeriodTest, ARunningWorkersPeriodIsReportedAtMostOnceASecond) 
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -19,7 +19,7 @@
 #include "tests/fakes/fake_router.h"
 #include "tests/router/worker_stand_in.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 namespace {
 
 using pdserve::testing::Eventually;
@@ -246,4 +246,4 @@ TEST_F(StepChargingTest, ColocatedStepsChargePromptAndDecodeWorkToTheirSides) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

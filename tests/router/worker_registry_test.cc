@@ -27,7 +27,7 @@
 #include "tests/fakes/fake_router.h"
 #include "tests/router/worker_stand_in.h"
 
-namespace pdserve::gateway {
+namespace pdserve::router {
 namespace {
 
 using pdserve::testing::Eventually;
@@ -596,4 +596,4 @@ TEST_F(RegistryTest, AcceptBacksOffWhenOutOfFileDescriptors) {
 }
 
 }  // namespace
-}  // namespace pdserve::gateway
+}  // namespace pdserve::router

@@ -1,6 +1,6 @@
 // scripts/check-layering against the source tree and against copies of it with a violation
-// planted: an include up the folder table, and the engine added to a library that must not
-// link it.
+// planted: an include up the folder table, the engine added to a library that must not link it,
+// and code in a namespace other than its folder's.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -175,6 +175,53 @@ TEST_F(CheckLayeringCopyTest, EngineInALedgerOrGatewayLinkLineFails) {
   EXPECT_NE(run.out.find("library " + library + " may not reach pdserve_model"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find(fs::relative(cmake, root_).string() + ":"), std::string::npos) << run.out;
+}
+
+std::string Replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST_F(CheckLayeringCopyTest, CodeInAnotherFoldersNamespaceFails) {
+  // The ledger's code back in the gateway's namespace, as it once was.
+  const fs::path planted = root_ / "ledger" / "price_sheet.h";
+  ASSERT_TRUE(fs::exists(planted));
+  const std::string text = ReadFile(planted);
+  ASSERT_NE(text.find("namespace pdserve::ledger {"), std::string::npos);
+  WriteFile(planted, Replaced(text, "namespace pdserve::ledger {", "namespace pdserve::gateway {"));
+
+  const ScriptRun run = CheckLayering(root_);
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("ledger/price_sheet.h:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("opens namespace pdserve::gateway, not pdserve::ledger"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST_F(CheckLayeringCopyTest, AForwardDeclarationUpTheTableFails) {
+  // Declaring a gateway type from common/ reaches up the table as an include would.
+  const fs::path planted = root_ / "common" / "status.h";
+  ASSERT_TRUE(fs::exists(planted));
+  WriteFile(planted,
+            ReadFile(planted) + "\nnamespace pdserve::gateway {\nclass GatewayServer;\n}\n");
+
+  const ScriptRun run = CheckLayering(root_);
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_NE(run.out.find("common/status.h:"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("opens namespace pdserve::gateway, of no folder it may depend on"),
+            std::string::npos)
+      << run.out;
+}
+
+TEST_F(CheckLayeringCopyTest, ADeclarationOfAFolderBelowPasses) {
+  // A gateway header may declare a router type it only points to.
+  const fs::path planted = root_ / "gateway" / "gateway_metrics.h";
+  ASSERT_TRUE(fs::exists(planted));
+  const std::string text = ReadFile(planted);
+  ASSERT_NE(text.find("namespace pdserve::router {"), std::string::npos);
+  const ScriptRun run = CheckLayering(root_);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
 }
 
 TEST_F(CheckLayeringCopyTest, DocWithoutTheTableIsAnError) {

@@ -16,7 +16,7 @@
 #include "tests/temp_dir.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 const std::vector<ChatMessage> kConversation = {
@@ -295,4 +295,4 @@ TEST(ChatTemplateTest, RealLlama3TokenizerConfig) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

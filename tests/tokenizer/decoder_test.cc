@@ -11,7 +11,7 @@
 
 #include "common/utf8.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using json = nlohmann::json;
@@ -193,4 +193,4 @@ TEST(DecoderTest, UnsupportedChainsAreRefused) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

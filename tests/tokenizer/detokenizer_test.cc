@@ -13,7 +13,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_writer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 std::shared_ptr<const Tokenizer> WrittenTokenizer() {
@@ -220,4 +220,4 @@ TEST(DetokenizerTest, RandomSequencesStreamLikeDecode) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 nlohmann::json SplitOnSpace(const nlohmann::json& behavior) {
@@ -138,4 +138,4 @@ TEST(PreTokenizerTest, WhiteSpaceClassIsUnicodeWhiteSpace) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

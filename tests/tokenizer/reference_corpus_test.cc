@@ -24,7 +24,7 @@
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using ::pdserve::testing::StdoutOf;
@@ -172,4 +172,4 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, ReferenceCorpusTest,
                          });
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

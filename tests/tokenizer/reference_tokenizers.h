@@ -17,7 +17,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::model::tokenizer_testing {
+namespace pdserve::tokenizer::tokenizer_testing {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -77,4 +77,4 @@ inline std::vector<int32_t> EncodeOrDie(const Tokenizer& t, std::string_view tex
   return ids.ok() ? *ids : std::vector<int32_t>{};
 }
 
-}  // namespace pdserve::model::tokenizer_testing
+}  // namespace pdserve::tokenizer::tokenizer_testing

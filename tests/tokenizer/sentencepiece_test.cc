@@ -12,7 +12,7 @@
 #include "tests/tokenizer/reference_tokenizers.h"
 #include "tokenizer/tokenizer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using namespace tokenizer_testing;
@@ -148,4 +148,4 @@ TEST(SentencePieceTest, LongInputsAreNotQuadratic) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 TEST(StopStringMatcherTest, HoldsBackAPossibleStartAndCutsAtTheStop) {
@@ -33,4 +33,4 @@ TEST(StopStringMatcherTest, EarliestStopWinsAndNoStopsPassesThrough) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -19,7 +19,7 @@
 #include "tests/tokenizer/reference_tokenizers.h"
 #include "tokenizer/tokenizer_writer.h"
 
-namespace pdserve::model {
+namespace pdserve::tokenizer {
 namespace {
 
 using namespace tokenizer_testing;
@@ -355,4 +355,4 @@ TEST(TokenizerTest, Qwen2StyleTokenizer) {
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::tokenizer

@@ -14,7 +14,7 @@
 #include "tests/eventually.h"
 #include "tests/fakes/fake_gateway.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 namespace {
 
 using pdserve::testing::Eventually;
@@ -254,4 +254,4 @@ TEST(GatewayLinkTest, DeadlinesFromTheGatewayDefaultAndAreBounded) {
 }
 
 }  // namespace
-}  // namespace pdserve
+}  // namespace pdserve::worker

@@ -11,7 +11,7 @@
 #include "tests/eventually.h"
 #include "tests/fakes/fake_gateway.h"
 
-namespace pdserve {
+namespace pdserve::worker {
 namespace {
 
 using pdserve::testing::Eventually;
@@ -136,4 +136,4 @@ TEST(ServeLoopTest, ServeWithReconnectsAbandonsTheLostGatewaysRequestsAndServesA
 }
 
 }  // namespace
-}  // namespace pdserve
+}  // namespace pdserve::worker

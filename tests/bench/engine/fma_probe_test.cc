@@ -8,27 +8,27 @@
 #include <algorithm>
 #include <thread>
 
-namespace pdserve::model {
+namespace pdserve::bench {
 namespace {
 
 // One core: at most two 512-bit FMAs a cycle (64 FLOPs) at under 6 GHz.
 constexpr double kMaxGflopsPerCore = 64 * 6.0;
 
 TEST(FmaProbe, OneThreadRunsAtAPlausibleRate) {
-  for (MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
-    if (isa == MatMulIsa::kAvx512 && !__builtin_cpu_supports("avx512f")) continue;
+  for (model::MatMulIsa isa : {model::MatMulIsa::kAvx2, model::MatMulIsa::kAvx512}) {
+    if (isa == model::MatMulIsa::kAvx512 && !__builtin_cpu_supports("avx512f")) continue;
     const double gflops = FmaPeakGflops(1, isa);
-    EXPECT_GT(gflops, 1.0) << MatMulIsaName(isa);
-    EXPECT_LT(gflops, kMaxGflopsPerCore) << MatMulIsaName(isa);
+    EXPECT_GT(gflops, 1.0) << model::MatMulIsaName(isa);
+    EXPECT_LT(gflops, kMaxGflopsPerCore) << model::MatMulIsaName(isa);
   }
 }
 
 TEST(FmaProbe, AllThreadsTogetherRunAtAPlausibleRate) {
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const double all = FmaPeakGflops(threads, MatMulIsa::kAvx2);
+  const double all = FmaPeakGflops(threads, model::MatMulIsa::kAvx2);
   EXPECT_GT(all, 1.0);
   EXPECT_LT(all, kMaxGflopsPerCore * threads);
 }
 
 }  // namespace
-}  // namespace pdserve::model
+}  // namespace pdserve::bench
