@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
-#include <unordered_set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -116,7 +116,8 @@ Result<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
     return a.timestamp_ms < b.timestamp_ms;
   });
   const double earliest_ms = lines.front().timestamp_ms;
-  std::unordered_set<uint64_t> sent;
+  // Per hash id, the most of its block's words sent so far (a last block may be partial).
+  std::unordered_map<uint64_t, int64_t> sent;
   std::vector<TraceRequest> requests;
   requests.reserve(lines.size());
   for (const TraceLine& t : lines) {
@@ -125,15 +126,20 @@ Result<std::vector<TraceRequest>> LoadMooncakeTrace(const std::string& path,
     r.prompt.prompt_tokens = counter ? counter(r.prompt.prompt) : t.input_length;
     r.prompt.output_len = options.fixed_output_len.value_or(t.output_length);
     r.send_offset_s = (t.timestamp_ms - earliest_ms) / 1000.0 * options.time_scale;
-    // Equal ids stand for equal prefixes, so the leading ids sent before are cached ideally.
-    int64_t leading = 0;
-    while (leading < static_cast<int64_t>(t.hash_ids.size()) &&
-           sent.count(t.hash_ids[static_cast<size_t>(leading)]) > 0) {
-      ++leading;
+    // Equal ids stand for equal prefixes: the leading blocks sent before are cached ideally, up
+    // to the first one sent shorter than this request uses it.
+    int64_t shared = 0;
+    bool leading = true;
+    for (size_t j = 0; j < t.hash_ids.size(); ++j) {
+      int64_t used = std::min(kMooncakeBlockTokens,
+                              t.input_length - static_cast<int64_t>(j) * kMooncakeBlockTokens);
+      if (used <= 0) break;
+      int64_t& before = sent[t.hash_ids[j]];
+      if (leading) shared += std::min(used, before);
+      leading = leading && before >= used;
+      before = std::max(before, used);
     }
-    r.ideal_cached_tokens = IdealSharedPrefixCachedTokens(
-        std::min(leading * kMooncakeBlockTokens, t.input_length), r.prompt.prompt_tokens);
-    sent.insert(t.hash_ids.begin(), t.hash_ids.end());
+    r.ideal_cached_tokens = IdealSharedPrefixCachedTokens(shared, r.prompt.prompt_tokens);
     requests.push_back(std::move(r));
   }
   return requests;

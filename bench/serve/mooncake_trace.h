@@ -5,8 +5,9 @@
 // run (the words drawn from a generator seeded by the id), and a prompt is its blocks' words in
 // order, cut to input_length words (one token each in common BPE vocabs); words past the last
 // block are unique to the request. Requests are sent at their timestamps, relative to the
-// earliest, times a scale. The ideal cached tokens of a request (prefix_cache_metrics.h) are its
-// leading hash ids already sent, in tokens. Pure functions over files and values: thread-safe.
+// earliest, times a scale. The ideal cached tokens of a request (prefix_cache_metrics.h) are the
+// words of its leading blocks already sent, up to the first block sent shorter than it uses it.
+// Pure functions over files and values: thread-safe.
 #pragma once
 
 #include <cstdint>
