@@ -254,12 +254,16 @@ Result<ServeSession> RunServeSession(const ServeConfig& given, const TokenCounte
     run.cache = CalculatePrefixCacheMetrics(run.load.records);
     run.cost = ComputeCost(run.metrics, run.load.duration_s, config.gpu_hour_price, config.gpus,
                            session.slo.any());
+    // Offered and achieved in the same unit: conversations (of their mean turns) or requests.
     double achieved = run.metrics.request_throughput;
+    if (IsMultiTurn(config) && planned > 0) {
+      achieved *= static_cast<double>(workload.conversations.size()) / static_cast<double>(planned);
+    }
     session.runs.push_back(std::move(run));
     if (saturation) {
       bool saturated = achieved < config.saturation_ratio * rates[step];
       if (saturated) {
-        spdlog::info("bench serve: saturated at {:g} req/s offered ({:.2f} achieved)", rates[step],
+        spdlog::info("bench serve: saturated at {:g}/s offered ({:.2f} achieved)", rates[step],
                      achieved);
       } else if (static_cast<int64_t>(rates.size()) < config.sweep_max_steps) {
         rates.push_back(rates[step] * 2);
