@@ -71,7 +71,7 @@ struct LoadRun {
   std::vector<RequestRecord> records;   // in request order; only requests that were sent
   int64_t requests_not_sent = 0;        // a script's requests given up (a turn after a failure)
   double duration_s = 0;                // first send to last completion (vLLM's duration)
-  int64_t max_concurrent_requests = 0;  // peak in flight
+  int64_t max_concurrent_requests = 0;  // peak units in flight (a conversation: one request)
   double generator_cpu_s = 0;           // CPU time of the generator's thread during the run
   int64_t connections_opened = 0;
 };

@@ -26,7 +26,10 @@ void AddServeFlags(CLI::App& cmd, ServeConfig& c, ServeOutputs& out) {
   cmd.add_option("--dataset", c.dataset,
                  "random, multi-turn, or a file: ShareGPT JSON, JSONL prompts or a Mooncake trace "
                  "(told apart by content); overrides --dataset-name/--dataset-path");
-  cmd.add_option("--num-prompts", c.num_prompts, "Requests per run")->capture_default_str();
+  cmd.add_option("--num-prompts", c.num_prompts,
+                 "Requests per run (multi-turn: turns in all, unless --num-conversations; a "
+                 "Mooncake trace: its first lines)")
+      ->capture_default_str();
   cmd.add_option("--random-input-len", c.random_input_len,
                  "Mean prompt length in tokens (fitted with --tokenizer; else words ~ tokens)")
       ->capture_default_str();
