@@ -76,6 +76,8 @@ void AddBenchServeCommand(CLI::App& bench) {
   server->add_option("--tokens", fake->default_tokens, "Tokens when a request sets no max_tokens")
       ->capture_default_str();
   server->add_option("--threads", fake->threads, "IO threads")->capture_default_str();
+  server->add_flag("--prefix-cache", fake->prefix_cache,
+                   "Report cached_tokens as one unbounded prefix cache of 16-word blocks would");
   server->add_option("--faults", *faults,
                      "Faults cycled by request: none, 500, hang, close, badjson");
   server->callback([fake, ttft_ms, itl_ms, faults] {

@@ -72,6 +72,9 @@ Result<OpenAiChunk> ReadChunk(std::string_view text, const char* holder) {
   if (auto it = doc.find("usage"); it != doc.end() && it->is_object()) {
     chunk.prompt_tokens = Count(*it, "prompt_tokens");
     chunk.completion_tokens = Count(*it, "completion_tokens");
+    if (auto d = it->find("prompt_tokens_details"); d != it->end() && d->is_object()) {
+      chunk.cached_prompt_tokens = Count(*d, "cached_tokens");
+    }
   }
   return chunk;
 }

@@ -28,6 +28,9 @@ struct OpenAiChunk {
   std::string finish_reason;   // choices[0].finish_reason; "" while none
   // usage.prompt_tokens and usage.completion_tokens when present; a negative count is none.
   std::optional<int64_t> prompt_tokens, completion_tokens;
+  // usage.prompt_tokens_details.cached_tokens: prompt tokens the server took from its prefix
+  // cache; a negative count is none.
+  std::optional<int64_t> cached_prompt_tokens;
   // An `error` member's message (its `message` field, or itself when a string, else its JSON):
   // the stream failed. The other fields are then empty.
   std::optional<std::string> error;

@@ -28,17 +28,6 @@ constexpr std::string_view kWords[] = {
     "world", "state", "work",  "water", "life",  "day",   "house", "city",  "night", "road",
     "light", "stone", "river", "music", "paper", "table", "green", "small", "large", "open"};
 
-std::string SlurpFile(const std::string& path, Status& status) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    status = NotFound(fmt::format("cannot open dataset file '{}'", path));
-    return {};
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
-}
-
 std::string JoinWords(const std::vector<std::string_view>& words) {
   std::string text;
   text.reserve(words.size() * 7);
@@ -49,14 +38,46 @@ std::string JoinWords(const std::vector<std::string_view>& words) {
   return text;
 }
 
-int64_t Count(const TokenCounter& counter, std::string_view text) {
-  return counter ? counter(text) : EstimateTokens(text);
-}
-
 }  // namespace
+
+Result<std::string> ReadDatasetFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot open dataset file '{}'", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return std::move(ss).str();
+}
 
 int64_t EstimateTokens(std::string_view text) {
   return static_cast<int64_t>((text.size() + 3) / 4);
+}
+
+int64_t CountTokens(const TokenCounter& counter, std::string_view text) {
+  return counter ? counter(text) : EstimateTokens(text);
+}
+
+WordText RandomWordText(int64_t tokens, std::mt19937_64& rng, const TokenCounter& counter) {
+  std::uniform_int_distribution<size_t> word(0, std::size(kWords) - 1);
+  std::vector<std::string_view> words;
+  words.reserve(static_cast<size_t>(std::max<int64_t>(0, tokens)));
+  while (static_cast<int64_t>(words.size()) < tokens) words.push_back(kWords[word(rng)]);
+  WordText out{JoinWords(words), tokens};
+  if (!counter) return out;
+  out.tokens = counter(out.text);
+  // A tokenizer may split a word into several tokens: rescale the word count until the text is
+  // `tokens` tokens or the closest it gets (vLLM's random dataset is exact in tokens too).
+  for (int round = 0; round < 8 && out.tokens != tokens; ++round) {
+    const double per_word =
+        static_cast<double>(out.tokens) / static_cast<double>(std::max<size_t>(1, words.size()));
+    int64_t want = static_cast<int64_t>(std::llround(static_cast<double>(tokens) / per_word));
+    if (want == static_cast<int64_t>(words.size())) want += out.tokens < tokens ? 1 : -1;
+    want = std::max<int64_t>(1, want);
+    while (static_cast<int64_t>(words.size()) > want) words.pop_back();
+    while (static_cast<int64_t>(words.size()) < want) words.push_back(kWords[word(rng)]);
+    out.text = JoinWords(words);
+    out.tokens = counter(out.text);
+  }
+  return out;
 }
 
 Result<std::vector<BenchPrompt>> SampleRandomPrompts(const RandomDatasetOptions& options,
@@ -78,34 +99,15 @@ Result<std::vector<BenchPrompt>> SampleRandomPrompts(const RandomDatasetOptions&
   std::mt19937_64 rng(options.seed);
   auto input_len = bounds(options.input_len);
   auto output_len = bounds(options.output_len);
-  std::uniform_int_distribution<size_t> word(0, std::size(kWords) - 1);
   std::vector<BenchPrompt> prompts;
   prompts.reserve(static_cast<size_t>(options.num_prompts));
   for (int64_t i = 0; i < options.num_prompts; ++i) {
     BenchPrompt p;
     const int64_t target = input_len(rng);
     p.output_len = output_len(rng);
-    std::vector<std::string_view> words;
-    words.reserve(static_cast<size_t>(target));
-    while (static_cast<int64_t>(words.size()) < target) words.push_back(kWords[word(rng)]);
-    p.prompt = JoinWords(words);
-    p.prompt_tokens = counter ? counter(p.prompt) : target;
-    if (counter) {
-      // A tokenizer may split a word into several tokens: rescale the word count until the
-      // prompt is `target` tokens or the closest it gets (vLLM's random dataset is exact in
-      // tokens too).
-      for (int round = 0; round < 8 && p.prompt_tokens != target; ++round) {
-        const double per_word = static_cast<double>(p.prompt_tokens) /
-                                static_cast<double>(std::max<size_t>(1, words.size()));
-        int64_t want = static_cast<int64_t>(std::llround(static_cast<double>(target) / per_word));
-        if (want == static_cast<int64_t>(words.size())) want += p.prompt_tokens < target ? 1 : -1;
-        want = std::max<int64_t>(1, want);
-        while (static_cast<int64_t>(words.size()) > want) words.pop_back();
-        while (static_cast<int64_t>(words.size()) < want) words.push_back(kWords[word(rng)]);
-        p.prompt = JoinWords(words);
-        p.prompt_tokens = counter(p.prompt);
-      }
-    }
+    WordText words = RandomWordText(target, rng, counter);
+    p.prompt = std::move(words.text);
+    p.prompt_tokens = words.tokens;
     prompts.push_back(std::move(p));
   }
   return prompts;
@@ -115,9 +117,7 @@ Result<std::vector<BenchPrompt>> LoadShareGptPrompts(const std::string& path, in
                                                      uint64_t seed,
                                                      std::optional<int64_t> fixed_output_len,
                                                      const TokenCounter& counter) {
-  Status status;
-  std::string text = SlurpFile(path, status);
-  PDSERVE_RETURN_IF_ERROR(status);
+  PDSERVE_ASSIGN_OR_RETURN(std::string text, ReadDatasetFile(path));
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   text = std::string();
   if (doc.is_discarded() || !doc.is_array()) {
@@ -141,8 +141,8 @@ Result<std::vector<BenchPrompt>> LoadShareGptPrompts(const std::string& path, in
   std::vector<BenchPrompt> prompts;
   for (const auto& [prompt, completion] : pairs) {
     if (static_cast<int64_t>(prompts.size()) >= num_prompts) break;
-    int64_t prompt_len = Count(counter, *prompt);
-    int64_t output_len = fixed_output_len ? *fixed_output_len : Count(counter, *completion);
+    int64_t prompt_len = CountTokens(counter, *prompt);
+    int64_t output_len = fixed_output_len ? *fixed_output_len : CountTokens(counter, *completion);
     if (prompt_len < 4 || (!fixed_output_len && output_len < 4)) continue;
     if (prompt_len > 1024 || prompt_len + output_len > 2048) continue;
     prompts.push_back({*prompt, prompt_len, output_len});
@@ -190,7 +190,7 @@ Result<std::vector<BenchPrompt>> LoadJsonlPrompts(const std::string& path, int64
     } else {
       return bad("expected a JSON string or object");
     }
-    p.prompt_tokens = Count(counter, p.prompt);
+    p.prompt_tokens = CountTokens(counter, p.prompt);
     file_prompts.push_back(std::move(p));
   }
   if (file_prompts.empty()) return InvalidArgument(fmt::format("'{}' holds no prompts", path));
@@ -200,6 +200,30 @@ Result<std::vector<BenchPrompt>> LoadJsonlPrompts(const std::string& path, int64
     prompts.push_back(file_prompts[static_cast<size_t>(i) % file_prompts.size()]);
   }
   return prompts;
+}
+
+Result<std::string> DetectDatasetFormat(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("cannot open dataset file '{}'", path));
+  std::string line;
+  int64_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    if (line[first] == '[') return std::string("sharegpt");
+    json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) {
+      return InvalidArgument(fmt::format(
+          "{}:{}: neither a JSON array (ShareGPT) nor a JSON line (JSONL, Mooncake trace)", path,
+          line_number));
+    }
+    if (doc.is_object() && (doc.contains("hash_ids") || doc.contains("input_length"))) {
+      return std::string("mooncake");
+    }
+    return std::string("jsonl");
+  }
+  return InvalidArgument(fmt::format("'{}' is empty", path));
 }
 
 }  // namespace pdserve::bench

@@ -1,12 +1,15 @@
 // The prompts a serving benchmark sends: random words of a chosen length in tokens (vLLM's
 // `random` dataset; in words without a tokenizer), the first turn of ShareGPT conversations, or a
-// JSONL file of prompts. Token counts come from a TokenCounter: a tokenizer when one is given,
-// else an estimate (see EstimateTokens). Pure functions over files and values: thread-safe.
+// JSONL file of prompts; and which of the file formats a dataset file holds (multi-turn
+// conversations are in conversation.h, Mooncake traces in mooncake_trace.h). Token counts come from
+// a TokenCounter: a tokenizer when one is given, else an estimate (see EstimateTokens). Pure
+// functions over files and values: thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +28,21 @@ using TokenCounter = std::function<int64_t(std::string_view)>;
 
 // One token per four bytes, rounded up: the usual rule of thumb for English with BPE tokenizers.
 int64_t EstimateTokens(std::string_view text);
+// By `counter` when there is one, else EstimateTokens.
+int64_t CountTokens(const TokenCounter& counter, std::string_view text);
+
+// The whole file; NotFound naming it when it cannot be read.
+Result<std::string> ReadDatasetFile(const std::string& path);
+
+// Random common English words: without a `counter`, `tokens` words (each one token in common BPE
+// vocabs) and tokens == that; with one, words fitted so that the counter gives `tokens` (or
+// within a word of it) and tokens is what it says. Draws the words from `rng` in order, so the
+// first n words of a longer text from the same state are the text of n words.
+struct WordText {
+  std::string text;
+  int64_t tokens = 0;
+};
+WordText RandomWordText(int64_t tokens, std::mt19937_64& rng, const TokenCounter& counter);
 
 struct RandomDatasetOptions {
   int64_t num_prompts = 1000;
@@ -56,5 +74,11 @@ Result<std::vector<BenchPrompt>> LoadShareGptPrompts(const std::string& path, in
 Result<std::vector<BenchPrompt>> LoadJsonlPrompts(const std::string& path, int64_t num_prompts,
                                                   int64_t default_output_len,
                                                   const TokenCounter& counter);
+
+// What a dataset file holds, from its content: "sharegpt" (a JSON array), "mooncake" (JSONL
+// whose first record has "hash_ids" or "input_length") or "jsonl" (other JSONL). NotFound when
+// the file cannot be read; InvalidArgument, naming the file and line, when its first record is
+// not JSON.
+Result<std::string> DetectDatasetFormat(const std::string& path);
 
 }  // namespace pdserve::bench

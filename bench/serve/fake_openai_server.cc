@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <boost/asio/ip/tcp.hpp>
@@ -38,21 +39,58 @@ struct FakeOpenAiServer::State {
   std::mutex mu;
   std::condition_variable stopped_cv;
   bool stopped = false;  // guarded by mu
+  std::mutex cache_mu;
+  std::unordered_set<uint64_t> cached_blocks;  // guarded by cache_mu: keys of 16-word blocks
 };
 
 namespace {
 
 using State = FakeOpenAiServer::State;
 
-int64_t CountWords(std::string_view text) {
-  int64_t words = 0;
-  bool in_word = false;
-  for (char c : text) {
-    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-    if (!space && !in_word) ++words;
-    in_word = !space;
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// Appends the words of `text` to `words`.
+void SplitWords(std::string_view text, std::vector<std::string_view>& words) {
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && IsSpace(text[i])) ++i;
+    size_t start = i;
+    while (i < text.size() && !IsSpace(text[i])) ++i;
+    if (i > start) words.push_back(text.substr(start, i - start));
   }
-  return words;
+}
+
+constexpr size_t kFakeBlockWords = 16;
+
+// Block keys of the whole 16-word blocks among words[0, count), each chained on its parent's
+// (FNV-1a over the parent key and the words).
+std::vector<uint64_t> BlockKeys(const std::vector<std::string_view>& words, size_t count) {
+  std::vector<uint64_t> keys;
+  uint64_t key = 14695981039346656037ULL;
+  for (size_t block = 0; (block + 1) * kFakeBlockWords <= count; ++block) {
+    for (size_t w = block * kFakeBlockWords; w < (block + 1) * kFakeBlockWords; ++w) {
+      for (char c : words[w]) key = (key ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+      key = (key ^ 0x20) * 1099511628211ULL;
+    }
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+// The prompt's cached words (leading blocks held, never the last word), then its blocks and
+// those of its answer but the answer's last word are held.
+int64_t LookUpAndCache(State& state, std::vector<std::string_view> words, int64_t answer_words) {
+  const size_t prompt_words = words.size();
+  for (int64_t i = 0; i + 1 < answer_words; ++i) words.push_back("hello");
+  std::vector<uint64_t> keys = BlockKeys(words, words.size());
+  std::lock_guard lock(state.cache_mu);
+  size_t hits = 0;
+  while (hits < keys.size() && (hits + 1) * kFakeBlockWords <= prompt_words - 1 &&
+         state.cached_blocks.count(keys[hits]) > 0) {
+    ++hits;
+  }
+  state.cached_blocks.insert(keys.begin(), keys.end());
+  return static_cast<int64_t>(hits * kFakeBlockWords);
 }
 
 std::chrono::steady_clock::duration Delay(double seconds) {
@@ -119,16 +157,21 @@ class Session : public std::enable_shared_from_this<Session> {
         tokens_ = std::max<int64_t>(1, it->get<int64_t>());
       }
     }
-    prompt_tokens_ = 0;
+    std::vector<std::string_view> words;
     if (auto it = body.find("prompt"); it != body.end() && it->is_string()) {
-      prompt_tokens_ = CountWords(it->get_ref<const std::string&>());
+      SplitWords(it->get_ref<const std::string&>(), words);
     }
     if (auto it = body.find("messages"); it != body.end() && it->is_array()) {
       for (const json& m : *it) {
         if (m.is_object() && m.contains("content") && m["content"].is_string()) {
-          prompt_tokens_ += CountWords(m["content"].get_ref<const std::string&>());
+          SplitWords(m["content"].get_ref<const std::string&>(), words);
         }
       }
+    }
+    prompt_tokens_ = static_cast<int64_t>(words.size());
+    cached_tokens_ = -1;
+    if (state_->options.prefix_cache && !words.empty()) {
+      cached_tokens_ = LookUpAndCache(*state_, std::move(words), tokens_);
     }
     bool stream = body.value("stream", false);
     include_usage_ = false;
@@ -165,15 +208,21 @@ class Session : public std::enable_shared_from_this<Session> {
         id_, finish);
   }
 
+  json Usage() const {
+    json usage = {{"prompt_tokens", prompt_tokens_},
+                  {"completion_tokens", tokens_},
+                  {"total_tokens", prompt_tokens_ + tokens_}};
+    if (cached_tokens_ >= 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
+    return usage;
+  }
+
   std::string Tail() const {
     std::string tail;
     if (include_usage_) {
       tail = fmt::format(
           "data: {{\"id\":\"cmpl-{}\",\"object\":\"{}\",\"created\":0,\"model\":\"fake\","
-          "\"choices\":[],\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},"
-          "\"total_tokens\":{}}}}}\n\n",
-          id_, chat_ ? "chat.completion.chunk" : "text_completion", prompt_tokens_, tokens_,
-          prompt_tokens_ + tokens_);
+          "\"choices\":[],\"usage\":{}}}\n\n",
+          id_, chat_ ? "chat.completion.chunk" : "text_completion", Usage().dump());
     }
     return tail + "data: [DONE]\n\n";
   }
@@ -205,14 +254,12 @@ class Session : public std::enable_shared_from_this<Session> {
       res->set(http::field::content_type, "application/json");
       std::string text;
       for (int64_t i = 0; i < tokens_; ++i) text += " hello";
-      res->body() = json{{"id", fmt::format("cmpl-{}", id_)},
-                         {"object", "text_completion"},
-                         {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", "length"}}}},
-                         {"usage",
-                          {{"prompt_tokens", prompt_tokens_},
-                           {"completion_tokens", tokens_},
-                           {"total_tokens", prompt_tokens_ + tokens_}}}}
-                        .dump();
+      res->body() = json{
+          {"id", fmt::format("cmpl-{}", id_)},
+          {"object", "text_completion"},
+          {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", "length"}}}},
+          {"usage",
+           Usage()}}.dump();
     }
     res->prepare_payload();
     Write(std::move(res));
@@ -308,6 +355,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t id_ = 0;
   int64_t tokens_ = 0;
   int64_t prompt_tokens_ = 0;
+  int64_t cached_tokens_ = -1;  // -1: not reported
   bool chat_ = false;
   bool include_usage_ = false;
   bool keep_alive_ = true;

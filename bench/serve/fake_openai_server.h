@@ -3,7 +3,12 @@
 // with `max_tokens` SSE chunks after an injected TTFT and inter-token gap (both zero: the whole
 // stream in one write, the fastest a server can be), honours `stream_options.include_usage`, and
 // can inject faults, cycled by request number: a 500 with an OpenAI error body, a hang, a close
-// mid-stream, a chunk that is not JSON. Listens on loopback by default; port 0 lets the OS pick.
+// mid-stream, a chunk that is not JSON. With `prefix_cache`, it plays one unbounded prefix cache
+// over words (one word, one token): a request's usage carries prompt_tokens_details.cached_tokens,
+// the leading whole 16-word blocks of its prompt (the message contents in order, for chat) that an
+// earlier request's prompt and answer held, never its last word; a request's blocks, answer but
+// its last word included, are cached when it arrives. Listens on loopback by default; port 0
+// lets the OS pick.
 // Thread-safety: Start/Stop/port/counters may be called from any thread; the server runs on its
 // own threads.
 #pragma once
@@ -34,6 +39,7 @@ struct FakeServerOptions {
   int64_t default_tokens = 16;        // when the request sets no max_tokens
   int threads = 1;                    // io threads
   std::vector<FakeFault> faults;      // request i gets faults[i % size]; empty: none
+  bool prefix_cache = false;          // report cached_tokens as described above
   std::string tls_cert_pem;           // PEM; with tls_key_pem, serve https
   std::string tls_key_pem;            // PEM
 };

@@ -228,6 +228,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     }
     if (chunk->completion_tokens) usage_completion_ = chunk->completion_tokens;
     if (chunk->prompt_tokens) usage_prompt_ = chunk->prompt_tokens;
+    if (chunk->cached_prompt_tokens) record_.cached_tokens = *chunk->cached_prompt_tokens;
   }
 
   void Complete(bool keep_alive) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,46 @@ json CostJson(const CostSummary& c) {
           {"usd_per_1m_total_tokens", c.usd_per_1m_total_tokens}};
 }
 
+// The server's cached share beside the ideal (prefix_cache_metrics.h); nulls where not known.
+json PrefixCacheJson(const PrefixCacheMetrics& c) {
+  auto known = [](bool is_known, auto value) { return is_known ? json(value) : json(nullptr); };
+  json j = {{"reporting_requests", c.reporting_requests},
+            {"cached_prompt_tokens", known(c.reported(), c.cached_tokens)},
+            {"cached_share", known(c.reported(), c.cached_share)},
+            {"cached_above_prompt", c.cached_above_prompt},
+            {"ideal_cached_prompt_tokens", known(c.ideal_known(), c.ideal_cached_tokens)},
+            {"ideal_cached_share", known(c.ideal_known(), c.ideal_cached_share)},
+            {"share_of_ideal", known(c.reported() && c.ideal_known(), c.share_of_ideal)}};
+  if (c.multi_turn) {
+    j["median_ttft_ms_by_turn"] = c.median_ttft_ms_by_turn;
+    j["median_ttft_ms_first_turn"] = c.median_ttft_ms_first_turn;
+    j["median_ttft_ms_later_turns"] = c.median_ttft_ms_later_turns;
+  }
+  return j;
+}
+
+void AppendPrefixCacheLines(const ServeRun& run,
+                            const std::function<void(std::string_view, const std::string&)>& line) {
+  const PrefixCacheMetrics& c = run.cache;
+  auto f2 = [](double v) { return fmt::format("{:.2f}", v); };
+  auto f3 = [](double v) { return fmt::format("{:.3f}", v); };
+  line("Cached prompt tokens:",
+       c.reported() ? std::to_string(c.cached_tokens) : std::string("not reported"));
+  if (c.reported()) line("Cached share of prompt tokens:", f3(c.cached_share));
+  if (c.ideal_known()) line("Ideal cached share (unbounded cache):", f3(c.ideal_cached_share));
+  if (c.reported() && c.ideal_known()) line("Cached share / ideal:", f3(c.share_of_ideal));
+  if (c.cached_above_prompt > 0) {
+    line("Requests with cached > prompt tokens:", std::to_string(c.cached_above_prompt));
+  }
+  if (c.multi_turn) {
+    line("Median TTFT, turn 1 (ms):", f2(c.median_ttft_ms_first_turn));
+    line("Median TTFT, turns 2+ (ms):", f2(c.median_ttft_ms_later_turns));
+  }
+  if (run.load.requests_not_sent > 0) {
+    line("Turns not sent (a turn before failed):", std::to_string(run.load.requests_not_sent));
+  }
+}
+
 }  // namespace
 
 json RunResultJson(const ServeSession& session, const ServeRun& run) {
@@ -56,6 +97,7 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
       {"model_id", c.model},
       {"tokenizer_id", c.tokenizer_path.empty() ? json(nullptr) : json(c.tokenizer_path)},
       {"dataset_name", c.dataset_name},
+      {"dataset_path", c.dataset_path.empty() ? json(nullptr) : json(c.dataset_path)},
       {"num_prompts", c.num_prompts},
       {"request_rate", RateJson(run.request_rate)},
       {"burstiness", c.burstiness},
@@ -83,9 +125,13 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
   json input_lens = json::array(), output_lens = json::array(), ttfts = json::array(),
        itls = json::array(), errors = json::array(), texts = json::array(),
        statuses = json::array(), retry_afters = json::array(), latencies = json::array(),
-       start_times = json::array();
+       start_times = json::array(), cached = json::array(), conversations = json::array(),
+       turns = json::array();
   json sources = json::object();
   for (const RequestRecord& r : run.load.records) {
+    cached.push_back(r.cached_tokens >= 0 ? json(r.cached_tokens) : json(nullptr));
+    conversations.push_back(r.conversation);
+    turns.push_back(r.turn);
     input_lens.push_back(r.prompt_tokens);
     output_lens.push_back(r.success ? r.output_tokens : 0);
     ttfts.push_back(r.success ? r.ttft_s : 0.0);
@@ -114,6 +160,15 @@ json RunResultJson(const ServeSession& session, const ServeRun& run) {
   j["latencies"] = std::move(latencies);
   j["start_times"] = std::move(start_times);
   if (c.save_detailed) j["generated_texts"] = std::move(texts);
+  // Per request: the server's cached_tokens (null: not reported); multi-turn: the conversation
+  // and turn (0-based) of each request, in send order within a conversation.
+  j["cached_tokens"] = std::move(cached);
+  if (run.cache.multi_turn) {
+    j["conversation_ids"] = std::move(conversations);
+    j["turn_indices"] = std::move(turns);
+    j["requests_not_sent"] = run.load.requests_not_sent;
+  }
+  j["prefix_cache"] = PrefixCacheJson(run.cache);
   // pdserve's extras.
   j["failures_by_reason"] = m.failures_by_reason;
   json slo = json::object();
@@ -196,6 +251,10 @@ std::string SummaryTable(const ServeSession& session, const ServeRun& run) {
       }
     }
   }
+  if (run.cache.reported() || run.cache.ideal_known() || run.cache.multi_turn) {
+    rule("Prefix Cache", '-');
+    AppendPrefixCacheLines(run, line);
+  }
   if (run.cost.priced) {
     rule("Cost", '-');
     line("Run cost (USD):", fmt::format("{:.4f}", run.cost.run_cost_usd));
@@ -240,7 +299,8 @@ std::string ResultCsv(const ServeSession& session) {
     }
   }
   for (const char* c : {"run_cost_usd", "usd_per_request", "usd_per_1m_output_tokens",
-                        "usd_per_1m_total_tokens", "generator_cpu_us_per_request"}) {
+                        "usd_per_1m_total_tokens", "generator_cpu_us_per_request", "cached_share",
+                        "ideal_cached_share", "median_ttft_ms_later_turns"}) {
     header.push_back(c);
   }
   auto quote = [](const std::string& s) {
@@ -280,6 +340,10 @@ std::string ResultCsv(const ServeSession& session) {
     row.push_back(priced(run.cost.usd_per_1m_total_tokens));
     size_t sent = run.load.records.size();
     row.push_back(fmt::format("{}", sent ? run.load.generator_cpu_s * 1e6 / sent : 0.0));
+    const PrefixCacheMetrics& cache = run.cache;
+    row.push_back(cache.reported() ? fmt::format("{}", cache.cached_share) : "");
+    row.push_back(cache.ideal_known() ? fmt::format("{}", cache.ideal_cached_share) : "");
+    row.push_back(cache.multi_turn ? fmt::format("{}", cache.median_ttft_ms_later_turns) : "");
     out += fmt::format("{}\n", fmt::join(row, ","));
   }
   return out;

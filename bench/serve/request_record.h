@@ -44,7 +44,14 @@ struct RequestRecord {
   int64_t output_tokens = 0;  // see output_token_source
   TokenCountSource output_token_source = TokenCountSource::kChunks;
   bool server_reported_prompt_tokens = false;
-  int64_t chunks = 0;  // choice chunks received
+  // usage.prompt_tokens_details.cached_tokens; -1 when the server reported none.
+  int64_t cached_tokens = -1;
+  // What one unbounded prefix cache would hit for this request (prefix_cache_metrics.h); -1 when
+  // the workload does not say (single-turn random, ShareGPT and JSONL prompts).
+  int64_t ideal_cached_tokens = -1;
+  int64_t conversation = -1;  // multi-turn: the conversation's index; -1 for single requests
+  int64_t turn = -1;          // multi-turn: 0 for the first turn; -1 for single requests
+  int64_t chunks = 0;         // choice chunks received
   bool success = false;
   FailureKind failure = FailureKind::kNone;
   int http_status = 0;         // 0 when no status line was read

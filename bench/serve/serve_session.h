@@ -1,6 +1,10 @@
 // A whole `pdserve bench serve` invocation: its configuration (the flags, as a plain struct),
-// the prompts, and one load run per request rate (one rate, a list, or doubling up to
-// saturation), each with its metrics and cost. Thread-safety: RunServeSession blocks the calling
+// the workload (prompts, a Mooncake trace's timed prompts, or multi-turn conversations), and one
+// load run per request rate (one rate, a list, or doubling up to saturation), each with its
+// metrics, prefix-cache figures and cost. Multi-turn workloads (`multi-turn`, ShareGPT with
+// `--sharegpt-turns all`) go to /v1/chat/completions, replacing the /v1/completions default, and
+// --request-rate counts conversations started per second; a Mooncake trace is sent at its own
+// timestamps, so it takes no rate sweep. Thread-safety: RunServeSession blocks the calling
 // thread; results are plain values.
 #pragma once
 
@@ -9,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/serve/conversation.h"
 #include "bench/serve/dataset.h"
 #include "bench/serve/load_generator.h"
 #include "bench/serve/metrics.h"
+#include "bench/serve/prefix_cache_metrics.h"
 #include "common/status.h"
 
 namespace pdserve::bench {
@@ -26,9 +32,12 @@ struct ServeConfig {
   bool tls_verify = true;                      // https: check certificate and host name
   std::string tls_ca_file;                     // https: CA bundle (PEM); "" = the system's
   // Data.
-  std::string dataset_name = "random";  // random, sharegpt or jsonl
-  std::string dataset_path;             // for sharegpt and jsonl
-  int64_t num_prompts = 1000;
+  std::string dataset_name = "random";  // random, sharegpt, jsonl, mooncake or multi-turn
+  std::string dataset_path;             // for sharegpt, jsonl and mooncake
+  // --dataset: a name (random, multi-turn) or a file whose format is detected from its content;
+  // "" = dataset_name and dataset_path as given. ResolveDataset applies it.
+  std::string dataset;
+  int64_t num_prompts = 1000;  // requests; multi-turn: turns in all, unless num_conversations
   int64_t random_input_len = 1024;
   int64_t random_output_len = 128;  // also the max_tokens of JSONL prompts that set none
   double random_range_ratio = 0.0;
@@ -36,6 +45,16 @@ struct ServeConfig {
   bool ignore_eos = false;          // always on for random data (vLLM's convention)
   std::string extra_body;           // JSON object merged into every request body
   std::string tokenizer_path;       // tokenizer.json, for token counts (noted in results)
+  // Multi-turn: conversations; 0 = as many as --num-prompts turns need (rounded up).
+  int64_t num_conversations = 0;
+  int64_t turns = 6;                 // per conversation; ShareGPT replay: at most this many
+  int64_t system_prompt_len = 1024;  // tokens of the shared system prompt; 0 = none
+  int64_t user_turn_len = 128;       // tokens per user turn
+  // max_tokens of each answer (multi-turn), or of each request (ShareGPT, Mooncake) in place of
+  // the recorded length; 0 = --random-output-len for multi-turn, the recorded length otherwise.
+  int64_t output_len = 0;
+  std::string sharegpt_turns = "first";  // first (vLLM's), or all: replay every human turn
+  double trace_time_scale = 1.0;         // Mooncake: send offset = timestamp x scale
   // Load.
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
@@ -75,6 +94,7 @@ struct ServeRun {
   double request_rate = 0;  // offered; +inf for all at once
   LoadRun load;
   BenchmarkMetrics metrics;
+  PrefixCacheMetrics cache;
   CostSummary cost;
 };
 
@@ -91,7 +111,14 @@ struct ServeSession {
 // RunServeSession doubles it while the server keeps up.
 Result<std::vector<double>> SweepRates(const ServeConfig& config);
 
+// Applies --dataset (a name, or a file: its format detected) and, for multi-turn workloads, the
+// chat endpoint. InvalidArgument for a bad combination; the detection's errors name the file.
+Result<ServeConfig> ResolveDataset(ServeConfig config);
+
+// True for workloads sent as conversations (conversation_runner.h).
+bool IsMultiTurn(const ServeConfig& config);
+
 // Loads the data, then runs every rate. `counter` counts tokens (a tokenizer) or is null.
-Result<ServeSession> RunServeSession(const ServeConfig& config, const TokenCounter& counter);
+Result<ServeSession> RunServeSession(const ServeConfig& given, const TokenCounter& counter);
 
 }  // namespace pdserve::bench

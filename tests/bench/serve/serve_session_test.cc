@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/serve/fake_openai_server.h"
+#include "bench/serve/report.h"
 
 namespace pdserve::bench {
 namespace {
@@ -79,6 +80,75 @@ TEST(ServeSession, RejectsBadConfigurations) {
   c = SmallConfig(1);
   c.goodput = {"ttft"};
   EXPECT_FALSE(RunServeSession(c, nullptr).ok());
+}
+
+// `--dataset multi-turn` goes to the chat endpoint in place of the completions default, runs
+// conversations and reports the fake cache's share beside the ideal and TTFT by turn.
+TEST(ServeSession, MultiTurnDatasetReportsTheCachedShare) {
+  FakeServerOptions cached;
+  cached.prefix_cache = true;
+  auto server = FakeOpenAiServer::Start(cached);
+  ASSERT_TRUE(server.ok());
+  ServeConfig c = SmallConfig((*server)->port());
+  c.dataset = "multi-turn";
+  c.num_prompts = 12;  // 4 conversations of 3 turns
+  c.turns = 3;
+  c.system_prompt_len = 64;
+  c.user_turn_len = 16;
+  c.output_len = 8;
+  c.max_concurrency = 1;
+  auto session = RunServeSession(c, nullptr);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ(session->config.endpoint, "/v1/chat/completions");
+  EXPECT_EQ(session->config.dataset_name, "multi-turn");
+  const ServeRun& run = session->runs[0];
+  EXPECT_EQ(run.metrics.completed, 12);
+  EXPECT_EQ(run.cache.reporting_requests, 12);
+  EXPECT_TRUE(run.cache.multi_turn);
+  EXPECT_EQ(run.cache.median_ttft_ms_by_turn.size(), 3u);
+  EXPECT_DOUBLE_EQ(run.cache.share_of_ideal, 1.0);
+  EXPECT_GT(run.cache.cached_share, 0.5);
+  nlohmann::json j = SessionResultJson(*session);
+  EXPECT_EQ(j["prefix_cache"]["cached_prompt_tokens"], run.cache.cached_tokens);
+  EXPECT_EQ(j["turn_indices"].size(), 12u);
+  EXPECT_NE(SummaryTable(*session, run).find("Median TTFT, turns 2+ (ms):"), std::string::npos);
+
+  c.endpoint = "/v2/generate";  // chosen on purpose: not replaced
+  EXPECT_EQ(RunServeSession(c, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ServeSession, DatasetFilesAreToldApartAndATraceKeepsItsTimes) {
+  auto server = FakeOpenAiServer::Start({});
+  ASSERT_TRUE(server.ok());
+  std::filesystem::create_directories(PDSERVE_TEST_TMP);
+  std::string trace = std::string(PDSERVE_TEST_TMP) + "/session_trace.jsonl";
+  std::ofstream(trace)
+      << R"({"timestamp": 0, "input_length": 40, "output_length": 2, "hash_ids": [5]})"
+      << "\n"
+      << R"({"timestamp": 300, "input_length": 40, "output_length": 2, "hash_ids": [5]})"
+      << "\n";
+  ServeConfig c = SmallConfig((*server)->port());
+  c.dataset = trace;
+  auto resolved = ResolveDataset(c);
+  ASSERT_TRUE(resolved.ok());
+  EXPECT_EQ(resolved->dataset_name, "mooncake");
+  EXPECT_EQ(resolved->dataset_path, trace);
+  auto session = RunServeSession(c, nullptr);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const ServeRun& run = session->runs[0];
+  ASSERT_EQ(run.load.records.size(), 2u);
+  EXPECT_GE(run.load.records[1].start_s, 0.295);  // at its timestamp, not at once
+  EXPECT_EQ(run.cache.ideal_cached_tokens, 32);   // the second shares block 5: 39 -> 32
+  EXPECT_FALSE(run.cache.reported());
+
+  c.sweep = "1,2";
+  EXPECT_FALSE(ResolveDataset(c).ok());  // a trace has its own times
+  c = SmallConfig(1);
+  c.dataset = "random";
+  c.sharegpt_turns = "all";
+  EXPECT_FALSE(ResolveDataset(c).ok());  // not a ShareGPT dataset
+  c.dataset = std::string(PDSERVE_TEST_TMP) + "/no_such_dataset.json";
+  EXPECT_EQ(ResolveDataset(c).status().code(), StatusCode::kNotFound);
 }
 
 std::string Slurp(const std::string& path) {
