@@ -68,6 +68,21 @@ std::optional<size_t> PickDecode(std::span<const DecodeCandidate> candidates,
   return best;
 }
 
+PrefillCandidate PrefillCandidateOf(const WorkerLoad& w, int matched_blocks,
+                                    double tokens_per_second) {
+  return {.worker = w.id,
+          .matched_blocks = matched_blocks,
+          .tokens_per_second = tokens_per_second,
+          .queued_prompt_tokens = w.sent_prompt_tokens};
+}
+
+DecodeCandidate DecodeCandidateOf(const WorkerLoad& w, int matched_blocks) {
+  return {.worker = w.id,
+          .matched_blocks = matched_blocks,
+          .free_pages = w.free_pages - w.pending_pages,
+          .running = std::max(w.running, w.attempts)};
+}
+
 Placement ChoosePlacement(const PlacementInputs& in, const PlacementOptions& options) {
   Placement p;
   p.pair_seconds = in.pair.ttft_seconds() + in.transfer_seconds;

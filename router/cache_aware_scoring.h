@@ -25,6 +25,8 @@
 #include <span>
 #include <string>
 
+#include "router/router.h"
+
 namespace pdserve::router {
 
 struct PrefillCandidate {
@@ -68,7 +70,9 @@ struct DecodeCandidate {
   uint64_t worker = 0;
   int matched_blocks = 0;  // leading blocks of the prompt it holds: they are not sent
   int free_pages = 0;      // free less pending (WorkerLoad: free_pages - pending_pages)
-  int running = 0;         // sequences in its batch or routed to it (running + attempts)
+  // Sequences in its batch or routed to it: the more of its Load's running and the registry's
+  // attempts on it (which count the running ones too).
+  int running = 0;
 };
 
 struct DecodeJob {
@@ -86,6 +90,12 @@ double DecodeCost(const DecodeCandidate& c, const DecodeJob& job);
 // The index in `candidates` of the smallest DecodeCost; on ties the most free pages, then the
 // first. nullopt when there is none.
 std::optional<size_t> PickDecode(std::span<const DecodeCandidate> candidates, const DecodeJob& job);
+
+// The candidates of a snapshot's worker `w` that holds `matched_blocks` of the prompt; a prefill
+// candidate at its measured prompt rate `tokens_per_second` (0: not measured).
+PrefillCandidate PrefillCandidateOf(const WorkerLoad& w, int matched_blocks,
+                                    double tokens_per_second);
+DecodeCandidate DecodeCandidateOf(const WorkerLoad& w, int matched_blocks);
 
 // Conditional disaggregation: prefill on the decode worker itself (no KV transfer) or use a
 // prefill worker.

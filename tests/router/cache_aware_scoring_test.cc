@@ -95,6 +95,28 @@ TEST(CacheAwareScoringTest, DecodePrefersTheIdleUncachedWorkerOnceTheCachedOneRu
             1u);
 }
 
+TEST(CacheAwareScoringTest, CandidatesFromASnapshotsWorker) {
+  WorkerLoad w;
+  w.id = 4;
+  w.free_pages = 100;
+  w.pending_pages = 20;
+  w.running = 3;
+  w.attempts = 5;  // the three running and two reserved
+  w.sent_prompt_tokens = 700;
+  const DecodeCandidate d = DecodeCandidateOf(w, 9);
+  EXPECT_EQ(d.worker, 4u);
+  EXPECT_EQ(d.matched_blocks, 9);
+  EXPECT_EQ(d.free_pages, 80);
+  EXPECT_EQ(d.running, 5);
+  w.attempts = 1;  // its last Load is from before two of them finished
+  EXPECT_EQ(DecodeCandidateOf(w, 0).running, 3);
+  const PrefillCandidate p = PrefillCandidateOf(w, 2, 3000);
+  EXPECT_EQ(p.worker, 4u);
+  EXPECT_EQ(p.matched_blocks, 2);
+  EXPECT_EQ(p.queued_prompt_tokens, 700);
+  EXPECT_DOUBLE_EQ(p.tokens_per_second, 3000);
+}
+
 // Local prefill at 5,000 tokens a second; the pair's prefill worker runs 10,000.
 PlacementInputs Inputs(int64_t uncached, double pair_queue_seconds) {
   PlacementInputs in;
