@@ -19,11 +19,13 @@
 // dense worker slots (slots 0-63 in the entry itself, higher ones in a vector beside it). With
 // K distinct keys and W slots, memory is about K * (72 + W / 8) bytes on 64-bit Linux: 256
 // workers of 10,000 blocks each, with no key shared, take about 270 MB, and shared keys (a
-// system prompt every worker holds) are stored once. MatchedBlocks costs one hash lookup per
-// matched key plus W / 64 word operations per key, whatever the number of candidates: a prompt
-// of L cached blocks over 256 workers is L lookups and 4 * L word operations. Apply costs one
+// system prompt every worker holds) are stored once. MatchedBlocks costs a lookup per
+// candidate, then, for all candidates at once, one hash lookup and W / 64 word operations per
+// key until no candidate matches: a prompt of L cached blocks over 256 workers is about L
+// lookups and 4 * L word operations. Apply costs one
 // lookup per key in the message. Forgetting a worker's blocks (RemoveWorker, a gap, a snapshot)
 // walks all K keys.
+// StoredBlock.parent is not needed here: a match walks the prompt's own chain of keys.
 //
 // Threads: no lock; one caller at a time (the registry, under its mutex).
 #pragma once
