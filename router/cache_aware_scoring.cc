@@ -1,0 +1,106 @@
+#include "router/cache_aware_scoring.h"
+
+#include <algorithm>
+
+namespace pdserve::router {
+
+int64_t UncachedTokens(int prompt_tokens, int matched_blocks, int page_size) {
+  const int64_t cached = int64_t{std::max(0, matched_blocks)} * std::max(1, page_size);
+  return std::max<int64_t>(1, prompt_tokens - cached);
+}
+
+PrefillEstimate PredictPrefill(const PrefillCandidate& c, const PrefillJob& job,
+                               double tokens_per_second) {
+  const int64_t uncached = UncachedTokens(job.prompt_tokens, c.matched_blocks, job.page_size);
+  return {static_cast<double>(std::max<int64_t>(0, c.queued_prompt_tokens)) / tokens_per_second,
+          static_cast<double>(uncached) / tokens_per_second};
+}
+
+double PrefillRate(const PrefillCandidate& c, std::span<const PrefillCandidate> candidates,
+                   const PrefillJob& job) {
+  if (c.tokens_per_second > 0) return c.tokens_per_second;
+  if (job.default_tokens_per_second > 0) return job.default_tokens_per_second;
+  double sum = 0;
+  int measured = 0;
+  for (const PrefillCandidate& other : candidates) {
+    if (other.tokens_per_second > 0) {
+      sum += other.tokens_per_second;
+      ++measured;
+    }
+  }
+  return measured > 0 ? sum / measured : 1.0;
+}
+
+std::optional<size_t> PickPrefill(std::span<const PrefillCandidate> candidates,
+                                  const PrefillJob& job) {
+  std::optional<size_t> best;
+  double best_ttft = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const PrefillCandidate& c = candidates[i];
+    const double ttft = PredictPrefill(c, job, PrefillRate(c, candidates, job)).ttft_seconds();
+    if (!best || ttft < best_ttft ||
+        (ttft == best_ttft && c.matched_blocks > candidates[*best].matched_blocks)) {
+      best = i;
+      best_ttft = ttft;
+    }
+  }
+  return best;
+}
+
+double DecodeCost(const DecodeCandidate& c, const DecodeJob& job) {
+  const int missing = std::max(0, job.prompt_blocks - std::max(0, c.matched_blocks));
+  return missing * job.seconds_per_block_sent +
+         std::max(0, c.running) * job.seconds_per_running_sequence;
+}
+
+std::optional<size_t> PickDecode(std::span<const DecodeCandidate> candidates,
+                                 const DecodeJob& job) {
+  std::optional<size_t> best;
+  double best_cost = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double cost = DecodeCost(candidates[i], job);
+    if (!best || cost < best_cost ||
+        (cost == best_cost && candidates[i].free_pages > candidates[*best].free_pages)) {
+      best = i;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+PrefillCandidate PrefillCandidateOf(const WorkerLoad& w, int matched_blocks,
+                                    double tokens_per_second) {
+  return {.worker = w.id,
+          .matched_blocks = matched_blocks,
+          .tokens_per_second = tokens_per_second,
+          .queued_prompt_tokens = w.sent_prompt_tokens};
+}
+
+DecodeCandidate DecodeCandidateOf(const WorkerLoad& w, int matched_blocks) {
+  return {.worker = w.id,
+          .matched_blocks = matched_blocks,
+          .free_pages = w.free_pages - w.pending_pages,
+          .running = std::max(w.running, w.attempts)};
+}
+
+Placement ChoosePlacement(const PlacementInputs& in, const PlacementOptions& options) {
+  Placement p;
+  p.pair_seconds = in.pair.ttft_seconds() + in.transfer_seconds;
+  if (in.local_tokens_per_second > 0) {
+    p.local_seconds = (in.local_queue_seconds +
+                       static_cast<double>(in.uncached_tokens) / in.local_tokens_per_second) *
+                      options.local_slowdown;
+  }
+  if (in.uncached_tokens <= options.short_uncached_tokens) {
+    p.local = true;
+    p.reason = "short_uncached";
+  } else if (in.local_tokens_per_second > 0 && p.local_seconds < p.pair_seconds) {
+    p.local = true;
+    p.reason = "prefill_queue";
+  } else {
+    p.reason = "pair";
+  }
+  return p;
+}
+
+}  // namespace pdserve::router
