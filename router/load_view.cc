@@ -161,6 +161,7 @@ std::vector<router::WorkerLoad> LoadView::Snapshot() const {
       l.sent_prompt_tokens += r->second;
     }
     l.max_batch_tokens = w.info.max_batch_tokens();
+    l.prefill_tokens_per_second = w.prefill_tokens_per_second;
     l.draining = w.load.draining();
     out.push_back(std::move(l));
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -41,6 +42,8 @@ struct WorkerLoad {
   // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
   int64_t sent_prompt_tokens = 0;
   int max_batch_tokens = 0;  // its step budget, as registered (0: not said)
+  // Its prompt rate while running prompts, measured from its step reports (0: not yet).
+  double prefill_tokens_per_second = 0;
   bool draining = false;
 };
 
@@ -52,6 +55,14 @@ struct RouteRequest {
   int kv_tokens = 0;
   std::set<uint64_t> exclude;   // workers not to use (those that failed this request before)
   std::set<std::string> zones;  // where its workers must be (its tenant's residency); empty: any
+  // By worker id, the prompt's leading full KV blocks the worker is believed to hold
+  // (prefix_index.h); a worker not in it holds none. A hint: a wrong count costs time, never the
+  // request.
+  std::map<uint64_t, int> matched_blocks;
+  int Matched(uint64_t worker) const {
+    auto it = matched_blocks.find(worker);
+    return it == matched_blocks.end() ? 0 : it->second;
+  }
 };
 
 // The workers of one attempt: a prefill and a decode worker (disaggregated), or one worker of

@@ -1,7 +1,10 @@
 #include "router/routers.h"
 
+#include "router/cache_aware_scoring.h"
+
 #include <algorithm>
 #include <climits>
+#include <vector>
 
 namespace pdserve::router {
 namespace {
@@ -30,9 +33,11 @@ const WorkerLoad* Best(std::span<const WorkerLoad> workers, const std::string& r
   return best;
 }
 
-// Most free KV pages, then the fewest sequences running or routed to it.
-int64_t RoomForDecoding(const WorkerLoad& w) {
-  return int64_t{w.free_pages - w.pending_pages} * 1024 - (w.attempts + w.running);
+// Most free KV pages, a block of the prompt it holds counting as one (it takes no new page and
+// no transfer), then the fewest sequences running or routed to it.
+int64_t RoomForDecoding(const WorkerLoad& w, const RouteRequest& request) {
+  return int64_t{w.free_pages - w.pending_pages + request.Matched(w.id)} * 1024 -
+         (w.attempts + w.running);
 }
 
 }  // namespace
@@ -63,18 +68,28 @@ bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request) {
 
 std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
                                         const RouteRequest& request) const {
-  const WorkerLoad* d = Best(workers, "decode", request, 0, RoomForDecoding);
+  const WorkerLoad* d = Best(workers, "decode", request, 0,
+                             [&](const WorkerLoad& w) { return RoomForDecoding(w, request); });
   if (!d) return std::nullopt;
-  const WorkerLoad* p = Best(workers, "prefill", request, d->layout_hash, [](const WorkerLoad& w) {
-    return -w.sent_prompt_tokens * 1024 - w.attempts;
-  });
+  // The prefill worker of D's layout with the soonest predicted first token: its queue plus the
+  // prompt tokens it lacks, at its prompt rate (cache_aware_scoring.h).
+  std::vector<const WorkerLoad*> prefill;
+  std::vector<PrefillCandidate> candidates;
+  for (const WorkerLoad& w : workers) {
+    if (!Usable(w, "prefill", request) || w.layout_hash != d->layout_hash) continue;
+    prefill.push_back(&w);
+    candidates.push_back(PrefillCandidateOf(w, request.Matched(w.id), w.prefill_tokens_per_second));
+  }
+  const PrefillJob job{request.prompt_tokens, d->page_size > 0 ? d->page_size : 16, 0};
+  const std::optional<size_t> p = PickPrefill(candidates, job);
   if (!p) return std::nullopt;
-  return Route{p->id, d->id, true};
+  return Route{prefill[*p]->id, d->id, true};
 }
 
 std::optional<Route> ColocatedRouter::Pick(std::span<const WorkerLoad> workers,
                                            const RouteRequest& request) const {
-  const WorkerLoad* b = Best(workers, "both", request, 0, RoomForDecoding);
+  const WorkerLoad* b = Best(workers, "both", request, 0,
+                             [&](const WorkerLoad& w) { return RoomForDecoding(w, request); });
   if (!b) return std::nullopt;
   return Route{b->id, b->id, false};
 }

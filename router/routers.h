@@ -1,8 +1,12 @@
 // The routing policies of today's gateway (docs/architecture.md, "A request's life", step 2):
-// - PdPairRouter: a decode worker D with the most free KV pages (then the smallest batch and
-//   fewest attempts), and a prefill worker P with D's KV layout and the fewest prompt tokens
-//   sent to it and unanswered (then the fewest attempts);
-// - ColocatedRouter: the worker of role both with the most free pages (then the smallest batch);
+// - PdPairRouter: a decode worker D with the most free KV pages, each block of the prompt it is
+//   believed to hold counting as a free page (then the smallest batch and fewest attempts), and a
+//   prefill worker P with D's KV layout and the soonest predicted first token: the prompt tokens
+//   sent to it and unanswered plus those of this prompt it lacks, at its measured prompt rate
+//   (cache_aware_scoring.h: a cached prefix draws a request only while it saves more than the
+//   cached worker's extra queue costs);
+// - ColocatedRouter: the worker of role both with the most free pages, cached blocks counted as
+//   for D (then the smallest batch);
 // - FallbackRouter: the first of its routers that finds a route (the default: a P/D pair, else
 //   a colocated worker).
 // Ties go to the lowest worker id. Pure and immutable: safe from any thread.

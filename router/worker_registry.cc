@@ -174,6 +174,7 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
         if (options_.on_period) {
           actions.periods.push_back(w.period->Update(std::chrono::system_clock::now(), false));
         }
+        JoinPrefixIndexLocked(w, actions);
       }
     } else if (m.has_load()) {
       loads_.OnLoad(w.id, m.load());
@@ -190,6 +191,10 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
       HandleTokensLocked(w, m.tokens(), actions);
     } else if (m.has_error()) {
       HandleErrorLocked(w, m.error(), actions);
+    } else if (m.has_kv_events()) {
+      HandleKvEventsLocked(w, m.kv_events(), actions);
+    } else if (m.has_kv_snapshot()) {
+      HandleKvSnapshotLocked(w, m.kv_snapshot());
     }  // anything else from a worker is ignored
   }
   if (!refusal.empty()) {
@@ -201,7 +206,7 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
     conn->Close(FailedPrecondition(refusal));
     return;
   }
-  if (accepted) {
+  if (accepted) {  // before the actions: a KvResyncRequest follows the reply
     proto::Envelope reply;
     reply.mutable_register_reply()->set_accepted(true);
     reply.mutable_register_reply()->set_worker_id(conn_id);
@@ -250,6 +255,7 @@ void WorkerRegistry::OnClose(uint64_t conn_id, const Status& why) {
       ReleaseLocked(id, f->second, &w, actions);
     }
     loads_.Leave(conn_id);
+    LeavePrefixIndexLocked(conn_id);
     workers_.erase(it);
   }
   actions.Run();

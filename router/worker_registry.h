@@ -38,7 +38,9 @@
 #include "common/framed_connection.h"
 #include "common/status.h"
 #include "router/attempt.h"
+#include "router/kv_index.h"
 #include "router/load_view.h"
+#include "router/routed_prefixes.h"
 #include "router/router.h"
 #include "router/step_cost.h"
 
@@ -87,6 +89,14 @@ Status CheckRegister(const proto::Register& r, const RegistryOptions& options);
 
 using Attempt = router::Route;
 
+// What the registry knows of the workers' prefix caches, for /metrics.
+struct PrefixIndexStats {
+  size_t published_blocks = 0;  // blocks the workers that publish KV events hold (KvIndex)
+  size_t routed_blocks = 0;     // blocks recorded for workers that publish nothing
+  uint64_t resyncs = 0;         // full lists asked: one per worker that joined, one per gap
+  uint64_t gaps = 0;            // KV events out of order
+};
+
 class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
  public:
   WorkerRegistry(boost::asio::io_context& io, RegistryOptions options);
@@ -118,6 +128,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   int64_t LargestKvTokens() const;
   // The live prefill and colocated workers' prompt rate and backlog (admission's prediction).
   router::PrefillCapacity Prefill() const;
+  PrefixIndexStats PrefixStats() const;
 
  private:
   struct Worker {
@@ -181,6 +192,18 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void FailLocked(uint64_t attempt_id, InFlight& f, AttemptFailure failure, uint64_t except_worker,
                   Actions& actions);
   void SendLocked(uint64_t worker_id, proto::Envelope m, Actions& actions);
+  // The prefix cache's side (worker_registry_prefixes.cc), each requiring mu_: a worker that
+  // joined is indexed by its events (asked for its full list) or by where prompts were routed.
+  void JoinPrefixIndexLocked(const Worker& w, Actions& actions);
+  void LeavePrefixIndexLocked(uint64_t worker);
+  void HandleKvEventsLocked(Worker& w, const proto::KvEvents& events, Actions& actions);
+  void HandleKvSnapshotLocked(Worker& w, const proto::KvSnapshot& snapshot);
+  // Fills request.matched_blocks; returns each worker's keys for the prompt (for
+  // RecordRoutedLocked).
+  std::map<uint64_t, std::vector<BlockKey>> PromptKeysLocked(const std::vector<int32_t>& prompt,
+                                                             RouteRequest& request) const;
+  void RecordRoutedLocked(const Route& route,
+                          const std::map<uint64_t, std::vector<BlockKey>>& keys_of);
 
   boost::asio::io_context& io_;
   RegistryOptions options_;
@@ -196,6 +219,8 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   std::map<uint64_t, Worker> workers_;     // by connection id; guarded by mu_
   std::map<uint64_t, InFlight> attempts_;  // by attempt id; guarded by mu_
   LoadView loads_;                         // the registered workers' load; guarded by mu_
+  KvIndex kv_index_;                       // blocks of workers that publish; guarded by mu_
+  RoutedPrefixes routed_prefixes_;         // of those that do not; guarded by mu_
 };
 
 }  // namespace pdserve::router

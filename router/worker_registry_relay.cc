@@ -234,6 +234,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     request.kv_tokens = KvTokens(prompt.size(), sampling);
     request.exclude = exclude;
     request.zones = zones;
+    const auto keys_of = PromptKeysLocked(prompt, request);
     const std::vector<router::WorkerLoad> loads = loads_.Snapshot();
     const std::optional<router::Route> route = options_.router->Pick(loads, request);
     auto d_it = route ? workers_.find(route->decode_worker) : workers_.end();
@@ -252,6 +253,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
                       ", which cannot serve that route");
     }
     attempt = *route;
+    RecordRoutedLocked(*route, keys_of);
     InFlight f;
     f.sink = std::move(sink);
     proto::Envelope m;
