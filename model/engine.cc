@@ -83,19 +83,11 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
                              bool keep_pages) {
   PDSERVE_RETURN_IF_ERROR(params.Validate());
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
-  auto seq = std::make_unique<Sequence>(Sequence{next_id_++,
-                                                 std::move(prompt),
-                                                 0,
-                                                 0,
-                                                 0,
-                                                 {},
-                                                 params,
-                                                 Sampler(params),
-                                                 0,
-                                                 keep_pages,
-                                                 {},
-                                                 0,
-                                                 0});
+  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+                                                 .tokens = std::move(prompt),
+                                                 .params = params,
+                                                 .sampler = Sampler(params),
+                                                 .keep_pages = keep_pages});
   seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
   const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
   if (pages > pool_.num_pages()) {
@@ -116,19 +108,15 @@ Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first
                            " is outside the vocabulary");
   }
   const int prompt_len = static_cast<int>(prompt.size());
-  auto seq = std::make_unique<Sequence>(Sequence{next_id_++,
-                                                 std::move(prompt),
-                                                 prompt_len,
-                                                 prompt_len,
-                                                 prompt_len,
-                                                 std::move(pages),
-                                                 params,
-                                                 Sampler(params),
-                                                 1,
-                                                 false,
-                                                 {},
-                                                 0,
-                                                 0});
+  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+                                                 .tokens = std::move(prompt),
+                                                 .prompt_len = prompt_len,
+                                                 .prefill_len = prompt_len,
+                                                 .computed = prompt_len,
+                                                 .pages = std::move(pages),
+                                                 .params = params,
+                                                 .sampler = Sampler(params),
+                                                 .generated = 1});
   const bool up_front = options_.kv_lookahead_tokens == 0;
   const int needed =
       PagesForTokens(up_front ? ReservedTokens(*seq) : prompt_len, options_.page_size);

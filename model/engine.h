@@ -171,21 +171,21 @@ class Engine {
 
  private:
   struct Sequence {
-    uint64_t id;
+    uint64_t id = 0;
     std::vector<int32_t> tokens;  // prompt, then generated
-    int prompt_len;
+    int prompt_len = 0;
     // Tokens to run as prompt work before decoding: the prompt, or after a recompute
     // preemption every token so far.
-    int prefill_len;
+    int prefill_len = 0;
     int computed = 0;  // tokens whose KV is in the cache
-    std::vector<int32_t> pages;
+    std::vector<int32_t> pages{};
     SamplingParams params;
     Sampler sampler;
     int generated = 0;
     bool keep_pages = false;
     // Prefix cache: keys of full blocks of tokens computed or to compute; pages[0, cached_blocks)
     // are named in the cache (acquired from it, or cached after a step).
-    std::vector<BlockKey> block_keys;
+    std::vector<BlockKey> block_keys{};
     int cached_blocks = 0;
     int cached_tokens = 0;  // prompt tokens found cached at first admission
   };
