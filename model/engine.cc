@@ -83,8 +83,11 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
                              bool keep_pages) {
   PDSERVE_RETURN_IF_ERROR(params.Validate());
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
-  auto seq = std::make_unique<Sequence>(
-      Sequence{next_id_++, std::move(prompt), 0, 0, 0, {}, params, Sampler(params), 0, keep_pages});
+  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+                                                 .tokens = std::move(prompt),
+                                                 .params = params,
+                                                 .sampler = Sampler(params),
+                                                 .keep_pages = keep_pages});
   seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
   const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
   if (pages > pool_.num_pages()) {
@@ -105,9 +108,15 @@ Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first
                            " is outside the vocabulary");
   }
   const int prompt_len = static_cast<int>(prompt.size());
-  auto seq = std::make_unique<Sequence>(Sequence{next_id_++, std::move(prompt), prompt_len,
-                                                 prompt_len, prompt_len, std::move(pages), params,
-                                                 Sampler(params), 1, false});
+  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+                                                 .tokens = std::move(prompt),
+                                                 .prompt_len = prompt_len,
+                                                 .prefill_len = prompt_len,
+                                                 .computed = prompt_len,
+                                                 .pages = std::move(pages),
+                                                 .params = params,
+                                                 .sampler = Sampler(params),
+                                                 .generated = 1});
   const bool up_front = options_.kv_lookahead_tokens == 0;
   const int needed =
       PagesForTokens(up_front ? ReservedTokens(*seq) : prompt_len, options_.page_size);
@@ -136,6 +145,34 @@ std::vector<int32_t> Engine::TakeKeptPages(uint64_t seq_id) {
   return pages;
 }
 
+std::vector<BlockKey> Engine::BlockKeys(std::span<const int32_t> tokens) const {
+  return PromptBlockKeys(options_.cache_salt, tokens, options_.page_size);
+}
+
+void Engine::AcquireCachedPrefix(Sequence& s) {
+  const int page = options_.page_size;
+  ExtendBlockKeys(s.block_keys, options_.cache_salt, std::span(s.tokens).first(s.prefill_len),
+                  page);
+  // The last token is always computed: its logits give the next token.
+  const size_t most =
+      std::min(s.block_keys.size(), static_cast<size_t>((s.prefill_len - 1) / page));
+  s.pages = pool_.AcquirePrefix(std::span(s.block_keys).first(most));
+  s.cached_blocks = static_cast<int>(s.pages.size());
+  s.computed = s.cached_blocks * page;
+}
+
+void Engine::CacheComputedBlocks(Sequence& s) {
+  const int page = options_.page_size;
+  const int full = s.computed / page;
+  if (full <= s.cached_blocks) return;
+  ExtendBlockKeys(s.block_keys, options_.cache_salt, std::span(s.tokens).first(s.computed), page);
+  const int from = s.cached_blocks;
+  pool_.CacheBlocks(std::span(s.pages).subspan(from, full - from),
+                    std::span(s.block_keys).subspan(from, full - from),
+                    from == 0 ? 0 : s.block_keys[from - 1]);
+  s.cached_blocks = full;
+}
+
 void Engine::Cancel(uint64_t seq_id) {
   if (auto it = running_.find(seq_id); it != running_.end()) {
     pool_.Free(it->second->pages);
@@ -156,8 +193,9 @@ void Engine::PreemptNewest(std::vector<TokenEvent>* events) {
   auto newest = std::prev(running_.end());
   std::unique_ptr<Sequence> s = std::move(newest->second);
   running_.erase(newest);
-  pool_.Free(s->pages);
+  pool_.Free(s->pages);  // its cached full blocks stay, for its readmission to find
   s->pages.clear();
+  s->cached_blocks = 0;
   ++num_preemptions_;
   if (options_.preemption == EngineOptions::Preemption::kHandBack) {
     events->push_back({s->id, -1, FinishReason::kPreempted, false});
@@ -189,10 +227,21 @@ void Engine::Admit() {
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Sequence& s = *waiting_.front();
     if (s.computed == 0) {  // not prefilled elsewhere: pages for its prompt work now
+      if (options_.prefix_cache) AcquireCachedPrefix(s);
       const int want = InitialKvTokens(s.prefill_len, s.params.max_tokens - s.generated);
-      const int pages = PagesForTokens(want, options_.page_size);
-      if (!running_.empty() && pages > FreePagesForNewSequences()) break;
-      if (!pool_.EnsureCapacity(s.pages, want, options_.page_size).ok()) break;
+      const int pages = PagesForTokens(want, options_.page_size) - static_cast<int>(s.pages.size());
+      if ((!running_.empty() && pages > FreePagesForNewSequences()) ||
+          !pool_.EnsureCapacity(s.pages, want, options_.page_size).ok()) {
+        pool_.Free(s.pages);  // the cached prefix goes back, to be matched again next step
+        s.pages.clear();
+        s.computed = s.cached_blocks = 0;
+        break;
+      }
+      if (options_.prefix_cache) {
+        prefix_cache_queries_ += s.prefill_len;
+        prefix_cache_hits_ += s.computed;
+        if (s.generated == 0) s.cached_tokens = s.computed;
+      }
     }
     running_.emplace(s.id, std::move(waiting_.front()));
     waiting_.pop_front();
@@ -284,7 +333,10 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     ++s.generated;
     bool is_stop = false;
     const FinishReason finish = CheckFinish(s, token, &is_stop);
-    events->push_back({s.id, token, finish, is_stop});
+    events->push_back({s.id, token, finish, is_stop, s.generated == 1 ? s.cached_tokens : 0});
+  }
+  if (options_.prefix_cache) {
+    for (Sequence* s : in_batch) CacheComputedBlocks(*s);
   }
   if (stats) {
     stats->prompt_tokens = prompt_tokens;

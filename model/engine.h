@@ -5,7 +5,13 @@
 // token budget (chunked prefill). A sequence is admitted with pages for its prompt plus
 // kv_lookahead_tokens; with kv_lookahead_tokens 0 it reserves prompt plus max_tokens up front
 // and is never preempted. This is the single-process reference (`pdserve generate`) and the core of
-// the prefill and decode workers. Owned and driven by one thread; only KvPagePool is thread-safe.
+// the prefill and decode workers.
+// Prefix cache (EngineOptions::prefix_cache): after each step every full page of computed KV is
+// named by its block key in the pool (KvPagePool::CacheBlocks), so it outlives its sequence as a
+// cached page until evicted. A sequence admitted with its tokens to compute (new, or preempted to
+// recompute) first acquires the cached pages of its leading full blocks, always leaving at least
+// its last token to compute (its logits give the next token), and computes only the rest.
+// Owned and driven by one thread; only KvPagePool (pages()) is thread-safe.
 #pragma once
 
 #include <chrono>
@@ -18,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/block_key.h"
 #include "common/status.h"
 #include "model/backend.h"
 #include "model/backend_factory.h"
@@ -53,6 +60,12 @@ struct EngineOptions {
   // (`pdserve sim`); null: none.
   double sim_slow_factor = 1.0;
   std::shared_ptr<SimFaults> sim_faults;
+  // Keep full pages of computed KV as cached pages and start sequences from the cached pages of
+  // their prompt's leading blocks. false: no matching and no retention (no block keys computed).
+  bool prefix_cache = true;
+  // The block keys' salt (common/block_key.h): what else than tokens names a block's KV. Workers
+  // pass their KV layout hash, so that their keys are the gateway's.
+  uint64_t cache_salt = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kPreempted };
@@ -65,6 +78,8 @@ struct TokenEvent {
   int32_t token = -1;  // -1 when the event only reports an end (cancel)
   FinishReason finish = FinishReason::kNone;
   bool is_stop_token = false;  // the token is an end-of-sequence/stop id (no text)
+  // On a sequence's first sampled token: its prompt tokens whose KV came from the prefix cache.
+  int cached_tokens = 0;
 };
 
 // How long a step took and what was in it (the ledger shares step time among requests).
@@ -105,11 +120,14 @@ class Engine {
   // Queues a sequence whose prompt's KV is already in `pages` (written by a KV transfer) and
   // whose first token was sampled elsewhere: it joins the batch decoding `first_token`. The
   // pages must cover the prompt (prompt plus max_tokens when kv_lookahead_tokens is 0); they are
-  // the engine's from now on (freed at the end).
+  // the engine's from now on (one reference each, dropped at the end). With the prefix cache they
+  // may start with pages acquired from it (pages().AcquirePrefix of the prompt's BlockKeys), and
+  // the prompt's full pages are cached after its first step.
   Result<uint64_t> AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
                                 std::vector<int32_t> pages, const SamplingParams& params);
   // The pages of a finished keep_pages sequence; the caller frees them (pages().Free, any
-  // thread). Empty for an unknown sequence.
+  // thread: that drops the sequence's reference, and a cached page stays cached). Empty for an
+  // unknown sequence.
   std::vector<int32_t> TakeKeptPages(uint64_t seq_id);
   // Called during Step after each layer's KV write, for the sequences whose prompt completes in
   // that step. Only a prefill worker sets it.
@@ -121,6 +139,18 @@ class Engine {
   // next token stays out of them (a sequence taking it would be preempted as soon as they grew,
   // its prompt work wasted). What Admit checks and what a decode worker reports as free.
   int FreePagesForNewSequences() const;
+  // Prefix cache. The block keys of `tokens`' full pages under this engine's salt and page size:
+  // what a decode worker looks up (pages().MatchPrefix) and pins (pages().AcquirePrefix) for a
+  // prompt whose KV it receives, and passes as the held prefix's pages to AddPrefilled.
+  std::vector<BlockKey> BlockKeys(std::span<const int32_t> tokens) const;
+  bool prefix_cache() const { return options_.prefix_cache; }
+  // Prompt tokens looked up in the cache at admission (a preempted sequence's readmission counts
+  // again), and those found cached (vLLM's prefix_cache_queries and prefix_cache_hits).
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
+  // The pool's KV events and full list (KvPagePool::TakeKvEvents, CachedBlocks).
+  std::vector<KvCacheEvent> TakeKvEvents() { return pool_.TakeKvEvents(); }
+  KvCacheSnapshot CachedBlocks() const { return pool_.CachedBlocks(); }
   // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
   void Cancel(uint64_t seq_id);
   // Runs one batch; appends one event per sequence that produced a token or ended.
@@ -141,18 +171,23 @@ class Engine {
 
  private:
   struct Sequence {
-    uint64_t id;
+    uint64_t id = 0;
     std::vector<int32_t> tokens;  // prompt, then generated
-    int prompt_len;
+    int prompt_len = 0;
     // Tokens to run as prompt work before decoding: the prompt, or after a recompute
     // preemption every token so far.
-    int prefill_len;
+    int prefill_len = 0;
     int computed = 0;  // tokens whose KV is in the cache
-    std::vector<int32_t> pages;
+    std::vector<int32_t> pages{};
     SamplingParams params;
     Sampler sampler;
     int generated = 0;
     bool keep_pages = false;
+    // Prefix cache: keys of full blocks of tokens computed or to compute; pages[0, cached_blocks)
+    // are named in the cache (acquired from it, or cached after a step).
+    std::vector<BlockKey> block_keys{};
+    int cached_blocks = 0;
+    int cached_tokens = 0;  // prompt tokens found cached at first admission
   };
 
   int ReservedTokens(const Sequence& s) const;
@@ -162,6 +197,11 @@ class Engine {
   // Takes the newest running sequence's pages (kRecompute: back to wait; kHandBack: ended).
   void PreemptNewest(std::vector<TokenEvent>* events);
   void Admit();
+  // Acquires the cached pages of s's leading full blocks (at most prefill_len - 1 tokens) and
+  // starts s after them.
+  void AcquireCachedPrefix(Sequence& s);
+  // Names s's full pages of computed KV in the cache.
+  void CacheComputedBlocks(Sequence& s);
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
 
   std::unique_ptr<Backend> backend_;
@@ -173,6 +213,7 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<Sequence>> running_;
   std::vector<uint64_t> cancelled_;
   int64_t num_preemptions_ = 0;
+  int64_t prefix_cache_queries_ = 0, prefix_cache_hits_ = 0;
   std::map<uint64_t, std::vector<int32_t>> kept_pages_;
   LayerHook layer_hook_;
   std::vector<float> logits_;

@@ -186,6 +186,7 @@ Result<EngineBenchResult> RunEngineBench(const std::string& model_dir,
   eo.threads = o.threads;
   eo.max_running = max_batch;
   eo.max_batch_tokens = max_batch * o.prompt_len;
+  eo.prefix_cache = false;  // every prompt token computed, as measured
   const int tokens_per_seq = o.prompt_len + o.decode_steps + 1;
   eo.num_pages = max_batch * model::PagesForTokens(tokens_per_seq, eo.page_size) + 1;
 

@@ -80,6 +80,7 @@ Result<model::PerformanceProfile> MeasureProfile(const std::string& model_dir,
   eo.page_size = o.page_size;
   eo.max_batch_tokens = o.max_batch_tokens;
   eo.kv_memory_mb = o.kv_memory_mb;
+  eo.prefix_cache = false;  // every prompt token computed, as measured
   model::ModelConfig config;
   const auto load_start = Clock::now();
   std::unique_ptr<model::Engine> engine;

@@ -91,6 +91,104 @@ TEST(KvPagePoolTest, ConcurrentAllocateAndFreeKeepTheCount) {
   EXPECT_EQ(pool.used_pages(), 0);
 }
 
+// A cached page is shared by reference: each holder's Free drops one, and the page is neither
+// handed out again nor evicted while anyone holds it.
+TEST(KvPagePoolTest, ACachedPageSharedByReferenceIsNeverFreedWhileReferenced) {
+  KvPagePool pool(4);
+  auto a = pool.Allocate(2);
+  ASSERT_TRUE(a.ok());
+  pool.CacheBlocks(*a, std::vector<BlockKey>{101, 102}, 0);
+  EXPECT_EQ(pool.cached_pages(), 2);
+  const std::vector<BlockKey> keys = {101, 102, 103};
+  EXPECT_EQ(pool.MatchPrefix(keys), 2);
+  const auto shared = pool.AcquirePrefix(keys);  // a second holder
+  EXPECT_EQ(shared, *a);
+  pool.Free(*a);  // the first holder ends: the second still reads them
+  EXPECT_EQ(pool.used_pages(), 2);
+  EXPECT_EQ(pool.free_pages(), 2);
+  EXPECT_EQ(pool.idle_cached_pages(), 0);
+  EXPECT_FALSE(pool.Allocate(3).ok());
+  auto rest = pool.Allocate(2);
+  ASSERT_TRUE(rest.ok());
+  for (int32_t p : *rest) EXPECT_EQ(std::count(shared.begin(), shared.end(), p), 0) << p;
+  pool.Free(*rest);
+  pool.Free(shared);  // the last holder: the pages stay cached, idle, and count as free
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_EQ(pool.free_pages(), 4);
+  EXPECT_EQ(pool.idle_cached_pages(), 2);
+  EXPECT_EQ(pool.MatchPrefix(keys), 2);
+  pool.Free(shared);  // a third Free is a double free: refused
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_EQ(pool.idle_cached_pages(), 2);
+}
+
+// Allocate takes empty pages first, then evicts idle cached pages least recently released
+// first, a sequence's last block before its first; it refuses only when neither suffice.
+TEST(KvPagePoolTest, AllocateEvictsIdleCachedPagesLeastRecentlyUsedFirst) {
+  KvPagePool pool(6);
+  const std::vector<BlockKey> older = {11, 12}, newer = {21, 22};
+  auto a = pool.Allocate(2);
+  ASSERT_TRUE(a.ok());
+  pool.CacheBlocks(*a, older, 0);
+  pool.Free(*a);
+  auto b = pool.Allocate(2);
+  ASSERT_TRUE(b.ok());
+  pool.CacheBlocks(*b, newer, 0);
+  pool.Free(*b);
+  EXPECT_EQ(pool.free_pages(), 6);
+  EXPECT_EQ(pool.idle_cached_pages(), 4);
+  pool.TakeKvEvents();
+
+  auto c = pool.Allocate(3);  // the two empty pages, then the older sequence's last block
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(pool.MatchPrefix(older), 1);
+  EXPECT_EQ(pool.MatchPrefix(newer), 2);
+  auto d = pool.Allocate(1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(pool.MatchPrefix(older), 0);  // evicted: a query misses
+  EXPECT_TRUE(pool.AcquirePrefix(older).empty());
+  EXPECT_EQ(pool.Allocate(3).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pool.MatchPrefix(newer), 2);  // a refused Allocate evicts nothing
+  const auto events = pool.TakeKvEvents();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].removed, std::vector<BlockKey>{12});
+  EXPECT_EQ(events[1].removed, std::vector<BlockKey>{11});
+  EXPECT_EQ(events[1].seq, events[0].seq + 1);
+}
+
+// The decode worker's network thread allocates (and evicts) while the engine thread caches,
+// acquires and frees: the counts and the index stay consistent (run under TSan and ASan).
+TEST(KvPagePoolTest, ConcurrentCachingAcquiringAndEvictingKeepTheCounts) {
+  KvPagePool pool(32);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        const BlockKey k = 1 + (t * 7 + i) % 24;
+        const std::vector<BlockKey> keys = {k, k + 100};
+        auto held = pool.AcquirePrefix(keys);
+        auto p = pool.Allocate(2 - static_cast<int>(held.size()));
+        if (!p.ok()) {
+          pool.Free(held);
+          continue;
+        }
+        held.insert(held.end(), p->begin(), p->end());
+        if (i % 3 != 0) pool.CacheBlocks(held, keys, 0);
+        pool.MatchPrefix(keys);
+        pool.Free(held);
+        if (i % 50 == 0) pool.TakeKvEvents();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_EQ(pool.free_pages(), 32);
+  EXPECT_EQ(pool.idle_cached_pages(), pool.cached_pages());
+  EXPECT_EQ(static_cast<int>(pool.CachedBlocks().blocks.size()), pool.cached_pages());
+  EXPECT_TRUE(pool.Allocate(32).ok());
+  EXPECT_EQ(pool.cached_pages(), 0);
+}
+
 TEST(KvCacheShapeTest, OffsetsFollowTheArchitectureLayout) {
   KvCacheShape s{2, 10, 16, 4, 8, DType::kF32};
   EXPECT_EQ(s.kv_dim(), 32);
