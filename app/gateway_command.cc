@@ -140,6 +140,9 @@ void AddGatewayCommand(CLI::App& app) {
   gw->add_option("--port", g->http_port, "HTTP port (0: any free port)");
   gw->add_option("--control-port", g->control_port, "Port workers dial (0: any free port)");
   gw->add_option("--cluster-token", g->cluster_token, "Workers must present this token");
+  gw->add_option("--routing", g->routing,
+                 "How requests pick workers: cache-aware (load and prefix caches) or round-robin")
+      ->check(CLI::IsMember({"cache-aware", "round-robin"}));
   gw->add_option("--api-keys", g->api_keys_file, "API keys file (sha256:HEX tenant per line)");
   gw->add_flag("--no-auth", *no_auth,
                "Serve without API keys (the default when --api-keys is not given)");

@@ -75,6 +75,19 @@ GatewayMetrics::GatewayMetrics()
                    .Name("pdserve_workers")
                    .Help("Live workers by pool and capacity class.")
                    .Register(*registry_)),
+      prefix_index_blocks_(pm::BuildGauge()
+                               .Name("pdserve_router_prefix_index_blocks")
+                               .Help("KV blocks the router believes the workers hold, summed over "
+                                     "workers: by their KV events (source=events) or by where "
+                                     "it routed prompts (source=routed).")
+                               .Register(*registry_)),
+      prefix_index_resyncs_(pm::BuildGauge()
+                                .Name("pdserve_router_prefix_index_resyncs")
+                                .Help("Full block lists the router asked workers for since it "
+                                      "started: one per worker that joined, one per gap in its "
+                                      "events.")
+                                .Register(*registry_)
+                                .Add({})),
       cost_(pm::BuildCounter()
                 .Name("pdserve_cost_usd_total")
                 .Help("Compute cost of request attempts in USD, by tenant and capacity class.")
@@ -201,6 +214,11 @@ std::string GatewayMetrics::Scrape(const router::WorkerRegistry& workers, size_t
           .Set(counts[{pool, cls}]);
     }
   }
+  const router::PrefixIndexStats prefixes = workers.PrefixStats();
+  prefix_index_blocks_.Add({{"source", "events"}})
+      .Set(static_cast<double>(prefixes.published_blocks));
+  prefix_index_blocks_.Add({{"source", "routed"}}).Set(static_cast<double>(prefixes.routed_blocks));
+  prefix_index_resyncs_.Set(static_cast<double>(prefixes.resyncs));
   return pm::TextSerializer().Serialize(registry_->Collect());
 }
 

@@ -122,6 +122,8 @@ class GatewayMetrics {
   prometheus::Counter& failed_;
   prometheus::Gauge& running_;
   prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Gauge>& prefix_index_blocks_;
+  prometheus::Gauge& prefix_index_resyncs_;
   prometheus::Family<prometheus::Counter>& cost_;
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;

@@ -8,6 +8,7 @@
 #include "gateway/ledger_rows.h"
 #include "ledger/price_sheet.h"
 #include "model/model_config.h"
+#include "router/routers.h"
 
 namespace pdserve::gateway {
 
@@ -81,6 +82,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                                                     shared->quota, shared->metrics);
   router::RegistryOptions registry_options;
   registry_options.cluster_token = o.cluster_token;
+  PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<router::Router> router, router::MakeRouter(o.routing));
+  registry_options.router = std::move(router);
   // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
   std::shared_ptr<BurstAsks> asks;
   if (o.planner) {

@@ -42,6 +42,9 @@ struct GatewayOptions {
   std::string model_id;       // empty: the model directory's name
   int max_context = 4096;     // prompt + max_tokens limit (the model's context)
   std::string cluster_token;
+  // How attempts pick their workers (router/routers.h, MakeRouter): "cache-aware" (the default:
+  // load and the workers' prefix caches) or "round-robin" (a plain balancer, for comparison).
+  std::string routing = "cache-aware";
   std::string api_keys_file;  // empty: no authentication
   std::string ledger_path;    // SQLite cost ledger; empty: none
   bool ledger_store_text = false;

@@ -94,6 +94,27 @@ std::optional<Route> ColocatedRouter::Pick(std::span<const WorkerLoad> workers,
   return Route{b->id, b->id, false};
 }
 
+std::optional<Route> RoundRobinRouter::Pick(std::span<const WorkerLoad> workers,
+                                            const RouteRequest& request) const {
+  const uint64_t turn = turn_.fetch_add(1, std::memory_order_relaxed);
+  auto nth_usable = [&](const std::string& role, uint64_t layout_hash) -> const WorkerLoad* {
+    std::vector<const WorkerLoad*> usable;
+    for (const WorkerLoad& w : workers) {
+      if (Usable(w, role, request) && (layout_hash == 0 || w.layout_hash == layout_hash)) {
+        usable.push_back(&w);
+      }
+    }
+    return usable.empty() ? nullptr : usable[turn % usable.size()];
+  };
+  if (const WorkerLoad* d = nth_usable("decode", 0)) {
+    if (const WorkerLoad* p = nth_usable("prefill", d->layout_hash)) {
+      return Route{p->id, d->id, true};
+    }
+  }
+  if (const WorkerLoad* b = nth_usable("both", 0)) return Route{b->id, b->id, false};
+  return std::nullopt;
+}
+
 FallbackRouter::FallbackRouter(std::vector<std::unique_ptr<Router>> routers)
     : routers_(std::move(routers)) {}
 
@@ -110,6 +131,13 @@ std::unique_ptr<Router> MakeDefaultRouter() {
   chain.push_back(std::make_unique<PdPairRouter>());
   chain.push_back(std::make_unique<ColocatedRouter>());
   return std::make_unique<FallbackRouter>(std::move(chain));
+}
+
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing) {
+  if (routing == "cache-aware") return MakeDefaultRouter();
+  if (routing == "round-robin")
+    return std::unique_ptr<Router>(std::make_unique<RoundRobinRouter>());
+  return InvalidArgument("unknown routing '" + routing + "' (cache-aware or round-robin)");
 }
 
 }  // namespace pdserve::router

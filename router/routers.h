@@ -9,12 +9,19 @@
 //   for D (then the smallest batch);
 // - FallbackRouter: the first of its routers that finds a route (the default: a P/D pair, else
 //   a colocated worker).
-// Ties go to the lowest worker id. Pure and immutable: safe from any thread.
+// - RoundRobinRouter: each attempt the next usable worker in turn (a P/D pair, else a colocated
+//   worker), blind to load and caches past room for the request: a plain balancer, the baseline
+//   cache-aware routing is measured against (`pdserve gateway --routing round-robin`).
+// Ties go to the lowest worker id. Pure and immutable, but for RoundRobinRouter's turn (an
+// atomic): safe from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "router/router.h"
 
 namespace pdserve::router {
@@ -41,7 +48,19 @@ class FallbackRouter final : public Router {
   std::vector<std::unique_ptr<Router>> routers_;
 };
 
+class RoundRobinRouter final : public Router {
+ public:
+  std::optional<Route> Pick(std::span<const WorkerLoad> workers,
+                            const RouteRequest& request) const override;
+
+ private:
+  mutable std::atomic<uint64_t> turn_{0};
+};
+
 // A P/D pair where one exists, else a colocated worker.
 std::unique_ptr<Router> MakeDefaultRouter();
+// The policy `--routing` names: "cache-aware" (MakeDefaultRouter) or "round-robin";
+// InvalidArgument for another name.
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing);
 
 }  // namespace pdserve::router

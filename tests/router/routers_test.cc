@@ -33,10 +33,8 @@ TEST(PdPairRouterTest, PicksTheDecodeWorkerWithTheMostRoomAndTheLeastQueuedPrefi
   ws[0].free_pages = 80;
   ws[1].running = 3;
   EXPECT_EQ(PdPairRouter().Pick(ws, {})->decode_worker, 1u);
-  // Equal queues: the prefill worker with fewer attempts.
+  // Equal queues: the first in the snapshot.
   ws[3].sent_prompt_tokens = 500;
-  ws[2].attempts = 0;
-  ws[3].attempts = 2;
   EXPECT_EQ(PdPairRouter().Pick(ws, {})->prefill_worker, 3u);
 }
 
@@ -140,6 +138,46 @@ TEST(PdPairRouterTest, APrefillWorkerTakesPromptsUpToOneStepQueued) {
   ws[1].max_batch_tokens = 0;
   ws[1].sent_prompt_tokens = 1 << 20;
   EXPECT_TRUE(PdPairRouter().Pick(ws, request));
+}
+
+TEST(PdPairRouterTest, ACachedPrefixDrawsThePromptWhileItSavesMoreThanTheQueueCosts) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
+  ws[1].prefill_tokens_per_second = ws[2].prefill_tokens_per_second = 1000;
+  RouteRequest request;
+  request.prompt_tokens = 64 * 16;     // 64 blocks
+  request.matched_blocks = {{3, 60}};  // worker 3 holds 60 of them: 960 tokens saved
+  ws[2].sent_prompt_tokens = 900;      // its queue costs less than that
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 3u);
+  ws[2].sent_prompt_tokens = 1000;  // now more
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 2u);
+  // On the decode side a held block counts as a free page.
+  ws.push_back(Worker(4, "decode", 95));
+  request.matched_blocks[4] = 10;
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 4u);
+  request.matched_blocks[4] = 4;
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 1u);
+}
+
+TEST(RoundRobinRouterTest, TakesUsableWorkersInTurnBlindToLoadAndCaches) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode", 10), Worker(2, "decode", 900),
+                                Worker(3, "prefill"), Worker(4, "prefill"), Worker(5, "prefill")};
+  ws[4].draining = true;
+  RouteRequest request;
+  request.matched_blocks = {{4, 50}};
+  RoundRobinRouter router;
+  std::vector<std::pair<uint64_t, uint64_t>> seen;
+  for (int i = 0; i < 4; ++i) {
+    auto route = router.Pick(ws, request);
+    ASSERT_TRUE(route);
+    seen.emplace_back(route->prefill_worker, route->decode_worker);
+  }
+  const std::vector<std::pair<uint64_t, uint64_t>> expected = {{3, 1}, {4, 2}, {3, 1}, {4, 2}};
+  EXPECT_EQ(seen, expected);
+  auto made = MakeRouter("round-robin");
+  ASSERT_TRUE(made.ok());
+  EXPECT_FALSE(MakeRouter("random").ok());
+  EXPECT_NE(MakeRouter("random").status().message().find("cache-aware or round-robin"),
+            std::string::npos);
 }
 
 TEST(ColocatedRouterTest, PicksTheWorkerOfRoleBothWithTheMostRoom) {
