@@ -51,6 +51,7 @@ class OverflowTest : public ::testing::Test {
     r.model = "m";
     r.prompt = "hello world";
     r.stream = stream;
+    r.include_usage = true;
     r.ignore_eos = true;
     CallAdmission a;
     a.queue = queue;
@@ -363,8 +364,11 @@ TEST_F(OverflowTest, AResumedStreamReportsTheCachedTokensOfTheAttemptThatStarted
   fault.message = "decode worker lost";
   fault.retryable = true;
   fault.failed_worker = 3;
-  workers->Fail(fault);
-  workers->Close();
+  const auto first = workers->last().listener.lock();
+  AttemptUse first_use;
+  first_use.workers.attempt_id = workers->last_id();
+  workers->Fail(fault);  // the resumed attempt may start at once
+  first->AttemptClosed(first_use);
   Run();
   ASSERT_EQ(workers->started.size(), 2u);
   // The resumed attempt's worker found the prompt and the token so far cached.
