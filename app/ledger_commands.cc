@@ -103,6 +103,7 @@ Json RowJson(const ledger::AttemptRow& r) {
           {"decode_seconds", r.decode_seconds},
           {"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
+          {"cached_prompt_tokens", r.cached_prompt_tokens},
           {"prefill_worker", WorkerJson(r.prefill_worker)},
           {"decode_worker", WorkerJson(r.decode_worker)},
           {"prefill_step_seconds", r.prefill_step_seconds},

@@ -9,7 +9,8 @@ namespace pdserve::gateway {
 double AttemptAccounting::Record(ledger::AttemptRow row, const AttemptUse& use,
                                  const router::UpstreamConfig* upstream) {
   if (upstream) {
-    PriceExternalRow(*upstream, use.api_prompt_tokens, use.api_completion_tokens, &row);
+    PriceExternalRow(*upstream, use.api_prompt_tokens, use.api_cached_prompt_tokens,
+                     use.api_completion_tokens, &row);
   } else {
     PriceRow(use.workers, accounting_.egress_usd_per_gb, &row);
   }

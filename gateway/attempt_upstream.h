@@ -61,6 +61,9 @@ struct AttemptUse {
   router::AttemptUsage workers;  // self-hosted (attempt_id set in both cases)
   int upstream = -1;             // >= 0: an external attempt on this upstream
   int64_t api_prompt_tokens = 0, api_completion_tokens = 0;
+  // External: of api_prompt_tokens, those the API says it read from its prompt cache (its
+  // usage.prompt_tokens_details.cached_tokens; 0 when it said nothing).
+  int64_t api_cached_prompt_tokens = 0;
 };
 
 class AttemptListener {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <cstdio>
@@ -326,8 +327,12 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
   if (done_) return;
   const int n = batch.tokens_size();
   const auto now = std::chrono::steady_clock::now();
+  if (batch.cached_tokens() > 0) {  // set on the attempt's first-token batch
+    attempts_by_id_[id].cached_prompt_tokens = batch.cached_tokens();
+  }
   if (n > 0) {
     if (response_.completion_tokens() == 0) {
+      first_output_attempt_ = id;
       worker_queue_seconds_ = batch.queue_seconds();
       prefill_seconds_ = batch.prefill_seconds();
       transfer_seconds_ = batch.transfer_seconds();
@@ -361,6 +366,7 @@ void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
   const auto now = std::chrono::steady_clock::now();
   if (!external_text_) {
     external_text_ = true;
+    first_output_attempt_ = id;
     NoteFirstOutput(now);
   }
   last_token_ = now;
@@ -462,7 +468,7 @@ void CompletionCall::SendCompletion() {
                  kCostWait.count());
   }
   const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(response_.prompt().size())),
-                    response_.completion_tokens()};
+                    response_.completion_tokens(), static_cast<int>(UsageCachedTokens())};
   if (request_.stream) {
     output_.finish(200, response_.StreamTail(finish_reason_, usage, cost, ServerTiming()), {},
                    false);
@@ -471,6 +477,14 @@ void CompletionCall::SendCompletion() {
     if (cost) headers.emplace_back("x-pdserve-cost-usd", ResponseStream::CostText(*cost));
     output_.finish(200, response_.FullBody(finish_reason_, usage, cost), std::move(headers), false);
   }
+}
+
+int64_t CompletionCall::UsageCachedTokens() const {
+  auto it = attempts_by_id_.find(first_output_attempt_);
+  if (it == attempts_by_id_.end()) return 0;
+  const Attempt& a = it->second;
+  if (a.upstream >= 0) return a.use ? a.use->api_cached_prompt_tokens : 0;
+  return a.cached_prompt_tokens;  // Usage::ToJson clamps it to the prompt
 }
 
 void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
@@ -497,6 +511,9 @@ ledger::AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a
   row.arrival_unix = UnixSeconds(arrival_wall_);
   row.end_unix = UnixSeconds(a.end);
   row.prompt_tokens = static_cast<int64_t>(response_.prompt().size());
+  // A resumed attempt's worker may also have found the tokens so far cached: the row counts the
+  // client's prompt only. An external row's come from its use (PriceExternalRow).
+  row.cached_prompt_tokens = std::min(a.cached_prompt_tokens, row.prompt_tokens);
   if (final_attempt) {
     if (completion_tokens > 0) row.first_token_unix = UnixSeconds(first_token_wall_);
     row.completion_tokens = completion_tokens;

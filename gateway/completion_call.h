@@ -15,7 +15,9 @@
 // strings, OpenAI bodies and SSE) is ResponseStream's; each attempt is priced once, when its
 // status and what it used are both known, by AttemptAccounting, whose figure goes to the ledger
 // row, the metrics, the x-pdserve-cost-usd header and usage.cost_usd. A completed request's row
-// is written before its last bytes go out.
+// is written before its last bytes go out. usage.prompt_tokens_details.cached_tokens is the
+// cached prompt tokens of the attempt whose first output started the response (its worker's
+// first-token TokenBatch.cached_tokens, or an external API's usage), never above prompt_tokens.
 //
 // Threads: the admission queue calls TryStart under its lock on any thread; everything else runs
 // on the strand the call was made with (listener calls arrive there).
@@ -122,6 +124,9 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
     bool written = false;
     double cost_usd = 0;  // once written
     int upstream = -1;    // >= 0: an external attempt, on this upstream
+    // Self-hosted: the prompt tokens its prefill (or colocated) worker found in its prefix cache,
+    // as its first-token batch said (TokenBatch.cached_tokens).
+    int64_t cached_prompt_tokens = 0;
   };
 
   // A new attempt, through the queue (or to an upstream). False when the call has finished.
@@ -160,6 +165,8 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // Writes the attempt's row when it has a status and its use (once).
   void MaybeWriteRow(uint64_t attempt_id);
   ledger::AttemptRow BaseRow(uint64_t attempt_id, const Attempt& attempt) const;
+  // The usage's cached prompt tokens (see the header comment); 0 when none were reported.
+  int64_t UsageCachedTokens() const;
   std::string ServerTiming() const;
   bool is_current_external() const;
   // The request's first output (a token, or an external upstream's text) reached it at `now`:
@@ -198,6 +205,10 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   bool overflow_deadline_ = false;  // its queue deadline is its overflow time, not the request's
   bool external_text_ = false;      // an external attempt's text reached the client
   std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
+  // The attempt whose first output started the client's response: its cached prompt tokens are
+  // the usage's (a resumed attempt prefills the request's prompt and the tokens so far again,
+  // which is not the client's prompt; its own count goes to its ledger row only).
+  uint64_t first_output_attempt_ = 0;
   // Wall times the first token's batch reported (the worker side of queue, prefill, transfer).
   double worker_queue_seconds_ = 0, prefill_seconds_ = 0, transfer_seconds_ = 0;
   std::chrono::system_clock::time_point arrival_wall_, first_token_wall_;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 namespace pdserve::gateway {
@@ -52,6 +53,8 @@ AttemptUse ExternalAttempts::UseOf(uint64_t id, const Running& r, const External
   // An attempt that failed before any text, and reported nothing, was not served: no tokens.
   const bool served = end.ok || !r.text.empty() || end.prompt_tokens || end.completion_tokens;
   use.api_prompt_tokens = end.prompt_tokens.value_or(served ? r.prompt_tokens : 0);
+  use.api_cached_prompt_tokens =
+      std::clamp<int64_t>(end.cached_prompt_tokens.value_or(0), 0, use.api_prompt_tokens);
   return use;
 }
 

@@ -122,6 +122,7 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
     if (c.error) return Fail("its stream failed: " + *c.error, true);
     if (c.prompt_tokens) end.prompt_tokens = c.prompt_tokens;
     if (c.completion_tokens) end.completion_tokens = c.completion_tokens;
+    if (c.cached_prompt_tokens) end.cached_prompt_tokens = c.cached_prompt_tokens;
     if (!c.finish_reason.empty()) end.finish_reason = c.finish_reason;
     if (!c.text.empty() && callbacks.on_text) callbacks.on_text(c.text);
   }

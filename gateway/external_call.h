@@ -38,6 +38,7 @@ struct ExternalEnd {
   bool retryable = true;
   std::string finish_reason;                                // the upstream's last one
   std::optional<int64_t> prompt_tokens, completion_tokens;  // the usage it reported
+  std::optional<int64_t> cached_prompt_tokens;  // its usage.prompt_tokens_details.cached_tokens
 };
 
 struct ExternalCallbacks {

@@ -38,6 +38,7 @@ Status StartUpstreams(const GatewayOptions& o, GatewayServer::Shared* shared) {
     }
     c.input_cost_per_token = (*price)[0].input_cost_per_token;
     c.output_cost_per_token = (*price)[0].output_cost_per_token;
+    c.cached_input_cost_per_token = (*price)[0].cache_read_cost_per_token;
     spdlog::info("external upstream '{}' at {} (model '{}'): ${}/1M input, ${}/1M output tokens",
                  c.name, c.url, c.model, c.input_cost_per_token * 1e6,
                  c.output_cost_per_token * 1e6);

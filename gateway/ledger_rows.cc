@@ -1,6 +1,8 @@
 // Attempts and periods as ledger rows; see ledger_rows.h.
 #include "gateway/ledger_rows.h"
 
+#include <algorithm>
+
 #include "ledger/cost_model.h"
 
 namespace pdserve::gateway {
@@ -51,7 +53,8 @@ double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_to
 }
 
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                      int64_t completion_tokens, ledger::AttemptRow* row) {
+                      int64_t cached_prompt_tokens, int64_t completion_tokens,
+                      ledger::AttemptRow* row) {
   ledger::WorkerRef w;
   w.id = 0;
   w.name = upstream.name;
@@ -64,9 +67,12 @@ void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tok
   row->decode_step_seconds = 0;
   row->kv_bytes = 0;
   row->prompt_tokens = prompt_tokens;
+  row->cached_prompt_tokens = std::clamp<int64_t>(cached_prompt_tokens, 0, prompt_tokens);
   row->completion_tokens = completion_tokens;
-  row->cost = ledger::PriceAttempt(*row, {.input_usd_per_token = upstream.input_cost_per_token,
-                                          .output_usd_per_token = upstream.output_cost_per_token});
+  row->cost = ledger::PriceAttempt(
+      *row, {.input_usd_per_token = upstream.input_cost_per_token,
+             .output_usd_per_token = upstream.output_cost_per_token,
+             .cached_input_usd_per_token = upstream.cached_input_cost_per_token});
 }
 
 }  // namespace pdserve::gateway

@@ -28,11 +28,15 @@ void PriceRow(const router::AttemptUsage& usage, double egress_usd_per_gb, ledge
 
 // An external attempt's row (class api): its upstream stands as both of the row's workers (id 0:
 // none of ours), the tokens given are its tokens and its cost is theirs at the upstream's prices
-// (PriceAttempt: api_tokens_usd, the only part); no step seconds, KV bytes or egress.
+// (PriceAttempt: api_tokens_usd, the only part; `cached_prompt_tokens` of the prompt, clamped
+// to it, at the upstream's cached-input price); no step seconds, KV bytes or egress.
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                      int64_t completion_tokens, ledger::AttemptRow* row);
-// USD for those tokens at the upstream's prices: what PriceExternalRow charges for them, for a
-// prediction before the attempt runs.
+                      int64_t cached_prompt_tokens, int64_t completion_tokens,
+                      ledger::AttemptRow* row);
+// USD for those tokens at the upstream's prices, every prompt token at the full input price:
+// what PriceExternalRow charges for them when the upstream caches none of the prompt. The
+// prediction before an attempt runs (overflow=cheapest) uses it so: nothing tells the gateway
+// what an external API holds in its prompt cache, so a cached discount is not predicted.
 double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
                        int64_t completion_tokens);
 

@@ -1,14 +1,18 @@
 #include "gateway/openai_response.h"
 #include "common/json_text.h"
 
+#include <algorithm>
+
 namespace pdserve::gateway {
 
 using nlohmann::json;
 
 json Usage::ToJson() const {
+  const int cached = std::clamp(cached_prompt_tokens, 0, std::max(prompt_tokens, 0));
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string request_id, std::string model,

@@ -15,9 +15,12 @@
 
 namespace pdserve::gateway {
 
+// A response's usage. ToJson gives OpenAI's object, prompt_tokens_details.cached_tokens (the
+// prompt tokens a prefix cache served) clamped to [0, prompt_tokens].
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_prompt_tokens = 0;
   nlohmann::json ToJson() const;
 };
 

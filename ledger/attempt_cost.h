@@ -5,6 +5,8 @@
 // again. Pure: any thread.
 #pragma once
 
+#include <optional>
+
 namespace pdserve::ledger {
 
 struct AttemptRow;
@@ -15,6 +17,8 @@ struct AttemptPrices {
   double egress_usd_per_gb = 0;  // KV moved between workers in different zones
   // An external upstream's per-token prices, for an attempt of class api; 0 for self-hosted.
   double input_usd_per_token = 0, output_usd_per_token = 0;
+  // Its price per cached prompt token (the row's cached_prompt_tokens); unset: the input price.
+  std::optional<double> cached_input_usd_per_token;
 };
 
 struct AttemptCost {
@@ -29,9 +33,10 @@ struct AttemptCost {
 };
 
 // Prices `row`'s use: ComputeCostUsd of its prefill and decode step seconds on its workers,
-// EgressCostUsd of its KV bytes between them, ApiTokensCostUsd of its prompt and completion
-// tokens. A part whose price is not given (0) or whose worker has none is 0. Reads the row's
-// workers, step seconds, kv_bytes and tokens only.
+// EgressCostUsd of its KV bytes between them, ApiTokensCostUsd of its prompt (its cached
+// prompt tokens at the cached input price) and completion tokens. A part whose price is not given
+// (0) or whose worker has none is 0. Reads the row's workers, step seconds, kv_bytes and tokens
+// (cached ones too) only.
 AttemptCost PriceAttempt(const AttemptRow& row, const AttemptPrices& prices);
 
 }  // namespace pdserve::ledger

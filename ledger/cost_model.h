@@ -39,5 +39,12 @@ double EgressCostUsd(int64_t kv_bytes, const WorkerRef& from, const WorkerRef& t
 // tokens in plain double arithmetic gets exactly this.
 double ApiTokensCostUsd(int64_t prompt_tokens, int64_t completion_tokens,
                         double input_usd_per_token, double output_usd_per_token);
+// The same with `cached_prompt_tokens` of the prompt (clamped to [0, prompt_tokens]) at
+// `cached_input_usd_per_token`: (prompt - cached) * input + cached * cached_input + completion *
+// output, each product rounded, then summed left to right. With no cached tokens it equals the
+// function above.
+double ApiTokensCostUsd(int64_t prompt_tokens, int64_t cached_prompt_tokens,
+                        int64_t completion_tokens, double input_usd_per_token,
+                        double cached_input_usd_per_token, double output_usd_per_token);
 
 }  // namespace pdserve::ledger

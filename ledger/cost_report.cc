@@ -52,6 +52,7 @@ void AddRow(const AttemptRow& r, ReportSection* s) {
     ClassFigures& f = s->classes[ClassKey(r.prefill_worker)];
     f.prefill_usd += c.prefill_compute_usd;
     f.input_tokens += r.prompt_tokens;
+    s->prompt_cache.Add(r);
   }
   if (decoded) {
     ClassFigures& f = s->classes[ClassKey(r.decode_worker)];
@@ -59,7 +60,9 @@ void AddRow(const AttemptRow& r, ReportSection* s) {
     f.output_tokens += r.completion_tokens;
   }
   for (ApiFigures& api : s->apis) {
-    const double in = r.prompt_tokens * api.price.input_cost_per_token;
+    const double in =
+        ApiTokensCostUsd(r.prompt_tokens, r.cached_prompt_tokens, 0, api.price.input_cost_per_token,
+                         api.price.cached_input_cost_per_token(), 0);
     const double out = r.completion_tokens * api.price.output_cost_per_token;
     api.api_cost_usd += in + out;
     api.reserved_api_usd += (reserved_in ? in : 0) + (reserved_out ? out : 0);
@@ -365,6 +368,7 @@ Json SectionJson(const ReportSection& s) {
                           {"reserved_tokens_api_cost_usd", a.reserved_api_usd},
                           {"input_per_1m_usd", a.price.input_cost_per_token * 1e6},
                           {"output_per_1m_usd", a.price.output_cost_per_token * 1e6},
+                          {"cached_input_per_1m_usd", a.price.cached_input_cost_per_token() * 1e6},
                           {"break_even_reserved_utilisation", Optional(b.utilisation)},
                           {"never_breaks_even", b.never}};
   }
@@ -382,6 +386,7 @@ Json SectionJson(const ReportSection& s) {
                       {"on_burst_fully_loaded_usd", Optional(on.fully_loaded_usd)}};
   }
   j["external_apis"] = external;
+  j["prompt_cache"] = PromptCacheJson(s.prompt_cache);
   Json mix = Json::object();
   for (const MixEntry& m : Mix(s)) {
     mix[m.option] = {{"requests", m.requests},
@@ -432,6 +437,7 @@ void SectionTable(const std::string& title, const ReportSection& s, std::string*
   *out += fmt::format("  retry waste     {:>14}\n", Usd(s.retry_waste_usd));
   *out += fmt::format("  idle waste      {:>14}{}\n", Usd(s.idle_usd), alloc);
   if (s.egress_usd > 0) *out += fmt::format("  egress          {:>14}\n", Usd(s.egress_usd));
+  *out += PromptCacheLine(s.prompt_cache);
   *out += fmt::format("  {:<24}{:>12}{:>12}{:>14}   {}\n", "per 1M tokens", "input", "output",
                       "fully loaded", "(in / out)");
   auto line = [&](const std::string& name, const ClassFigures& f) {
@@ -472,7 +478,8 @@ nlohmann::json CostReportJson(const CostReport& r) {
     apis.push_back({{"name", p.name},
                     {"provider", p.provider},
                     {"input_cost_per_token", p.input_cost_per_token},
-                    {"output_cost_per_token", p.output_cost_per_token}});
+                    {"output_cost_per_token", p.output_cost_per_token},
+                    {"cache_read_input_token_cost", p.cached_input_cost_per_token()}});
   }
   Json workers = Json::array();
   for (const WorkerFigures& w : r.workers) {
@@ -516,7 +523,8 @@ nlohmann::json CostReportJson(const CostReport& r) {
               "capacity and idle belong to workers: in tenant, selection and group sections "
               "they are the fleet's allocated by share of compute (allocated: true)",
               "request_cost_usd: accepted attempts (ok, cancelled); retry_waste_usd: failed "
-              "attempts (retried, error); see ledger/cost_report.h for every definition"}}};
+              "attempts (retried, error); see ledger/cost_report.h for every definition",
+              std::string(kPromptCacheSavingNote)}}};
   if (r.selection) j["selection"] = SectionJson(*r.selection);
   if (o.group_by_tag) j["groups"] = SectionsJson(r.groups);
   return j;

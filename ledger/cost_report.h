@@ -24,11 +24,13 @@
 // - fully loaded = capacity cost / accepted (input + output) tokens * 1e6; split into input and
 //   output in proportion to the accepted prefill and decode compute, so waste is spread as the
 //   useful work is (fully_loaded_input_usd, fully_loaded_output_usd).
-// - per API: api_cost_usd = sum over accepted rows of prompt_tokens * input_cost_per_token +
-//   completion_tokens * output_cost_per_token. Break-even reserved utilisation = compute cost of
-//   the accepted work on reserved workers / API cost of the same tokens: at utilisation u the
-//   reserved cost per token is compute / u, so above that u self-hosting is cheaper. Above 1 (or
-//   no API cost): never; JSON gives the number and "never_breaks_even".
+// - per API: api_cost_usd = sum over accepted rows of (prompt_tokens - cached_prompt_tokens) *
+//   input_cost_per_token + cached_prompt_tokens * cached_input_cost_per_token +
+//   completion_tokens * output_cost_per_token (ApiTokensCostUsd): the tokens our prefix cache
+//   served are priced at the API's cached-input price. Break-even reserved utilisation = compute
+//   cost of the accepted work on reserved workers / API cost of the same tokens: at utilisation u
+//   the reserved cost per token is compute / u, so above that u self-hosting is cheaper. Above 1
+//   (or no API cost): never; JSON gives the number and "never_breaks_even".
 // - Capacity and idle belong to workers, not tenants. Tenant sections (and tag groups) hold
 //   their own request cost, retry waste, tokens and API costs; their capacity_cost_usd and
 //   idle_waste_usd are the fleet's allocated in proportion to the tenant's compute (accepted
@@ -45,6 +47,8 @@
 //   as busy as it could be) and fully loaded (burst's capacity cost per accepted token, cold
 //   starts and idle included, as it really ran); null when burst served no tokens of a kind the
 //   upstream did.
+// - The prompt cache (JSON "prompt_cache"): hit rate and the estimated saving, per section
+//   (prompt_cache_figures.h has the definitions).
 #pragma once
 
 #include <map>
@@ -55,6 +59,7 @@
 
 #include "ledger/ledger.h"
 #include "ledger/price_sheet.h"
+#include "ledger/prompt_cache_figures.h"
 
 namespace pdserve::ledger {
 
@@ -99,6 +104,7 @@ struct ReportSection {
   std::map<std::string, ClassFigures> classes;  // by capacity class
   std::vector<ApiFigures> apis;
   std::map<std::string, ExternalFigures> external;  // by upstream; not in the figures above
+  PromptCacheFigures prompt_cache;  // accepted rows prefilled here (prompt_cache_figures.h)
 };
 
 struct WorkerFigures {  // one worker over its periods in the window

@@ -149,11 +149,14 @@ std::string UtilisationChart(const CostReport& r) {
 }
 
 std::string SectionRow(const std::string& name, const ReportSection& s) {
+  const std::optional<double> hit = s.prompt_cache.HitRate(), saved = s.prompt_cache.SavedUsd();
   return fmt::format(
       "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-      "<td>{}</td></tr>\n",
+      "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
       HtmlEscape(name), s.requests, s.input_tokens, s.output_tokens, Money(s.capacity_usd),
-      Money(s.request_usd), Money(s.retry_waste_usd), Money(s.idle_usd));
+      Money(s.request_usd), Money(s.retry_waste_usd), Money(s.idle_usd),
+      hit ? fmt::format("{:.1f}%", *hit * 100) : std::string("-"),
+      saved ? "~" + Money(*saved) : std::string("-"));
 }
 
 // Where accepted requests went, and what the external upstreams' tokens would have cost on burst.
@@ -192,12 +195,13 @@ std::string Tables(const CostReport& r) {
   std::string html =
       "<h3>Sections</h3><table><tr><th>section</th><th>requests</th><th>input tokens</th>"
       "<th>output tokens</th><th>capacity</th><th>request cost</th><th>retry waste</th>"
-      "<th>idle waste</th></tr>\n";
+      "<th>idle waste</th><th>prompt cache hit rate</th><th>cache saved **</th></tr>\n";
   html += SectionRow("overall", r.overall);
   for (const auto& [name, s] : r.tenants) html += SectionRow("tenant " + name + " *", s);
   html +=
       "</table><p>* capacity and idle belong to workers; a tenant's are allocated by its "
-      "share of compute.</p>\n";
+      "share of compute. ** an estimate: cached prompt tokens at the section's measured "
+      "prefill compute cost per uncached prompt token.</p>\n";
   html +=
       "<h3>External APIs</h3><table><tr><th>API</th><th>provider</th><th>input / 1M</th>"
       "<th>output / 1M</th><th>cost of these tokens</th><th>break-even reserved "

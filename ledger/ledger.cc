@@ -15,7 +15,7 @@
 namespace pdserve::ledger {
 namespace {
 
-constexpr int kSchemaVersion = 2;           // see ledger.h, "Schema versions"
+constexpr int kSchemaVersion = 3;           // see ledger.h, "Schema versions"
 constexpr int kApplicationId = 0x70647376;  // "pdsv": marks the file as a pdserve ledger
 
 constexpr char kSchema[] = R"sql(
@@ -40,6 +40,7 @@ CREATE TABLE attempts(
   kv_bytes INTEGER NOT NULL, egress_cost_usd REAL NOT NULL, cost_usd REAL NOT NULL,
   user TEXT NOT NULL, prompt_text TEXT, completion_text TEXT,
   prefill_compute_usd REAL, decode_compute_usd REAL, api_tokens_usd REAL,
+  cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
   UNIQUE(request_id, attempt));
 CREATE INDEX attempts_end ON attempts(end_unix);
 CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
@@ -64,6 +65,12 @@ ALTER TABLE attempts ADD COLUMN api_tokens_usd REAL;
 PRAGMA user_version=2;
 )sql";
 
+// Version 3's cached prompt tokens: 0 in rows written before it (nothing was cached then).
+constexpr char kMigrateToVersion3[] = R"sql(
+ALTER TABLE attempts ADD COLUMN cached_prompt_tokens INTEGER NOT NULL DEFAULT 0;
+PRAGMA user_version=3;
+)sql";
+
 // The attempt columns in the order Append binds them and Rows reads them.
 constexpr char kAttemptColumns[] =
     "request_id, attempt, tenant, model, endpoint, status, finish_reason, arrival_unix, "
@@ -77,7 +84,10 @@ constexpr char kAttemptColumns[] =
 // Version 2's cost parts, after those; a version 1 file has none (Rows reads NULLs instead).
 constexpr char kCostPartColumns[] = "prefill_compute_usd, decode_compute_usd, api_tokens_usd";
 constexpr char kNoCostPartColumns[] = "NULL, NULL, NULL";
-constexpr int kAttemptColumnCount = 41;  // both lists
+// Version 3's cached prompt tokens, last; older files read 0.
+constexpr char kCachedColumn[] = "cached_prompt_tokens";
+constexpr char kNoCachedColumn[] = "0";
+constexpr int kAttemptColumnCount = 42;  // the three lists
 
 constexpr char kPeriodColumns[] =
     "period_id, worker_id, worker_name, worker_role, capacity_class, zone, price_per_gpu_hour, "
@@ -278,8 +288,8 @@ Status Ledger::CheckOrCreateSchema(int flags) {
                               ", this pdserve reads versions 1 to " +
                               std::to_string(kSchemaVersion) +
                               (version > kSchemaVersion ? " (written by a newer pdserve)" : ""));
-  } else if (version == 1 && writable) {
-    PDSERVE_RETURN_IF_ERROR(MigrateToVersion2());
+  } else if (version < kSchemaVersion && writable) {
+    PDSERVE_RETURN_IF_ERROR(Migrate());
     version = kSchemaVersion;
   }
   schema_version_ = static_cast<int>(version);
@@ -294,7 +304,7 @@ Status Ledger::CheckOrCreateSchema(int flags) {
   return Status::Ok();
 }
 
-Status Ledger::MigrateToVersion2() {
+Status Ledger::Migrate() {
   PDSERVE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   int64_t version = 0;
   Status s;
@@ -308,9 +318,10 @@ Status Ledger::MigrateToVersion2() {
     }
   }
   if (s.ok() && version == 1) s = Exec(kMigrateToVersion2);
+  if (s.ok() && version <= 2) s = Exec(kMigrateToVersion3);
   if (!s.ok()) {
     (void)Exec("ROLLBACK");
-    return s.WithContext("migrating to schema version 2");
+    return s.WithContext("migrating to schema version " + std::to_string(kSchemaVersion));
   }
   return Exec("COMMIT");
 }
@@ -322,7 +333,8 @@ Status Ledger::Append(const AttemptRow& r) {
     std::string placeholders = "?";
     for (int i = 1; i < kAttemptColumnCount; ++i) placeholders += ",?";
     Statement insert(db_, std::string("INSERT INTO attempts(") + kAttemptColumns + ", " +
-                              kCostPartColumns + ") VALUES (" + placeholders + ")");
+                              kCostPartColumns + ", " + kCachedColumn + ") VALUES (" +
+                              placeholders + ")");
     PDSERVE_RETURN_IF_ERROR(insert.prepared());
     insert.Bind(r.request_id);
     insert.Bind(r.attempt);
@@ -348,6 +360,7 @@ Status Ledger::Append(const AttemptRow& r) {
     insert.Bind(r.cost.prefill_compute_usd);
     insert.Bind(r.cost.decode_compute_usd);
     insert.Bind(r.cost.api_tokens_usd);
+    insert.Bind(r.cached_prompt_tokens);
     PDSERVE_RETURN_IF_ERROR(insert.Run());
     const int64_t row_id = sqlite3_last_insert_rowid(db_);
     for (const auto& [key, value] : r.tags) {
@@ -417,7 +430,8 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
                          std::to_string(r.attempt));
   };
   std::string sql = std::string("SELECT ") + kAttemptColumns + ", " +
-                    (schema_version_ >= 2 ? kCostPartColumns : kNoCostPartColumns) +
+                    (schema_version_ >= 2 ? kCostPartColumns : kNoCostPartColumns) + ", " +
+                    (schema_version_ >= 3 ? kCachedColumn : kNoCachedColumn) +
                     ", (SELECT json_group_object(key, value) FROM attempt_tags t WHERE t.row_id "
                     "= a.row_id) FROM attempts AS a WHERE 1";
   if (filter.tenant) sql += " AND a.tenant = ?";
@@ -479,6 +493,7 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
       r.cost = CostOfUnsplitRow(r, egress_cost_usd, cost_usd);
     }
     c += 3;
+    r.cached_prompt_tokens = select.Int(c++);
     const std::string tags = select.Text(c++);
     if (!tags.empty()) {
       auto j = nlohmann::json::parse(tags, nullptr, /*allow_exceptions=*/false);

@@ -15,6 +15,8 @@
 // with no stored parts (old rows, or a version 1 file opened read-only) get them from what the
 // row recorded: compute by the cost model from its step seconds and workers, egress as its
 // egress_cost_usd, API tokens as the cost_usd of a class api row; their total() is its cost_usd.
+// 3 adds each row's cached_prompt_tokens; a version 1 or 2 file is migrated to 3 when opened
+// for writing (its old rows read 0), and read-only its rows read 0.
 //
 // Threads: every method may be called from any thread; one mutex serialises the connection.
 #pragma once
@@ -46,6 +48,9 @@ struct AttemptRow {
   double arrival_unix = 0, first_token_unix = 0 /*0: none*/, end_unix = 0;
   double queue_seconds = 0, prefill_seconds = 0, transfer_seconds = 0, decode_seconds = 0;  // wall
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  // Of prompt_tokens, those whose KV the attempt's prefill (or colocated) worker, or its external
+  // API, took from a prefix cache; never above prompt_tokens.
+  int64_t cached_prompt_tokens = 0;
   WorkerRef prefill_worker, decode_worker;  // the same worker twice when colocated; id 0 = none
   double prefill_step_seconds = 0, decode_step_seconds = 0;  // attributed step wall (not x gpus)
   int64_t kv_bytes = 0;
@@ -111,7 +116,8 @@ class Ledger {
   static Result<std::unique_ptr<Ledger>> OpenWith(const std::string& path, int flags,
                                                   bool store_text);
   Status CheckOrCreateSchema(int flags);  // the SQLITE_OPEN_* flags the file was opened with
-  Status MigrateToVersion2();
+  // Brings an older file to kSchemaVersion in one transaction, each version's step in turn.
+  Status Migrate();
   Status Exec(const char* sql) const;
 
   mutable std::mutex mu_;

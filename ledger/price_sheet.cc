@@ -54,8 +54,9 @@ Result<PriceSheet> PriceSheet::Parse(const std::string& text, const std::string&
     const std::string where = "price sheet " + source + ", entry \"" + name + "\"";
     PDSERVE_ASSIGN_OR_RETURN(auto input, ReadCost(entry, "input_cost_per_token", where));
     PDSERVE_ASSIGN_OR_RETURN(auto output, ReadCost(entry, "output_cost_per_token", where));
+    PDSERVE_ASSIGN_OR_RETURN(auto cached, ReadCost(entry, "cache_read_input_token_cost", where));
     if (!input || !output) continue;
-    ApiPrice price{name, "", *input, *output};
+    ApiPrice price{name, "", *input, *output, cached};
     if (auto p = entry.find("litellm_provider"); p != entry.end() && p->is_string()) {
       price.provider = p->get<std::string>();
     }

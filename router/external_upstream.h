@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -53,6 +54,9 @@ struct UpstreamConfig {
   std::string model;    // the model the upstream is asked for; "" : the client's model id
   std::string api_key;  // sent as "Authorization: Bearer ..."; "" : none
   double input_cost_per_token = 0, output_cost_per_token = 0;  // USD, from the price sheet
+  // USD per prompt token the upstream read from its prompt cache (the sheet's
+  // cache_read_input_token_cost); unset: such tokens cost input_cost_per_token.
+  std::optional<double> cached_input_cost_per_token;
 };
 
 // The gateway's flags, each NAME=VALUE: --external NAME=URL (one per upstream), --external-model

@@ -2,7 +2,9 @@
 // an external upstream for each reason the overflow policy gives (cheapest, predicted_wait,
 // queue_wait, retry), waits for a burst worker due in time, is refused with no_allowed_route;
 // a client leaving an external attempt cancels it; and an attempt is priced once: its ledger
-// row, its header and its usage.cost_usd carry one figure. Fakes for both upstreams; no sockets.
+// row, its header and its usage.cost_usd carry one figure; cached prompt tokens reach the usage
+// and the row (a worker's first-token batch, an API's usage), priced at the cached-input price on
+// an API. Fakes for both upstreams; no sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -49,6 +51,7 @@ class OverflowTest : public ::testing::Test {
     r.model = "m";
     r.prompt = "hello world";
     r.stream = stream;
+    r.include_usage = true;
     r.ignore_eos = true;
     CallAdmission a;
     a.queue = queue;
@@ -88,7 +91,7 @@ class OverflowTest : public ::testing::Test {
   std::string Header(const std::string& name) const { return testing::HeaderValue(headers, name); }
 
   // The external attempt answers " a b" and its usage.
-  void ExternalAnswers(int64_t prompt_tokens, int64_t completion_tokens) {
+  void ExternalAnswers(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached = 0) {
     const auto& s = external->last();
     s.listener.lock()->AttemptText(s.spec.id, " a b");
     s.listener.lock()->AttemptFinished(s.spec.id, "stop", prompt_tokens, completion_tokens);
@@ -97,6 +100,7 @@ class OverflowTest : public ::testing::Test {
     use.upstream = s.spec.upstream;
     use.api_prompt_tokens = prompt_tokens;
     use.api_completion_tokens = completion_tokens;
+    use.api_cached_prompt_tokens = cached;
     s.listener.lock()->AttemptClosed(use);
   }
 
@@ -274,6 +278,137 @@ TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
   EXPECT_DOUBLE_EQ(row_cost, (0.25 * 3.7 * 1 + 0.5 * 5.3 * 2) / 3600);
   EXPECT_EQ(Header("x-pdserve-cost-usd"), ResponseStream::CostText(row_cost));
   EXPECT_EQ(nlohmann::json::parse(body)["usage"]["cost_usd"].get<double>(), row_cost);
+}
+
+// A worker's first-token batch with `cached` prompt tokens found in its prefix cache.
+void SendCachedTokens(FakeAttemptUpstream& workers, const std::vector<int32_t>& tokens,
+                      int32_t cached, const std::string& finish_reason = "") {
+  proto::TokenBatch batch;
+  for (int32_t t : tokens) batch.add_tokens(t);
+  batch.set_cached_tokens(cached);
+  batch.set_finish_reason(finish_reason);
+  workers.last().listener.lock()->AttemptTokens(workers.last_id(), batch,
+                                                std::chrono::steady_clock::now());
+}
+
+// The usage object of an SSE stream's usage chunk.
+nlohmann::json StreamUsage(const std::string& sse) {
+  size_t at = 0;
+  while ((at = sse.find("data: {", at)) != std::string::npos) {
+    const size_t end = sse.find("\n\n", at);
+    auto chunk = nlohmann::json::parse(sse.substr(at + 6, end - at - 6));
+    at = end;
+    if (chunk.contains("usage")) return chunk["usage"];
+  }
+  return nullptr;
+}
+
+std::shared_ptr<ledger::Ledger> FreshLedger(const std::string& name) {
+  std::filesystem::create_directories(TestDir());
+  const std::string path = (TestDir() / name).string();
+  std::filesystem::remove(path);
+  return std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
+}
+
+TEST_F(OverflowTest, AWorkersCachedPromptTokensReachTheUsageAndTheRow) {
+  const int64_t prompt = static_cast<int64_t>(Ids("hello world").size());
+  ASSERT_GE(prompt, 2);
+  CallAccounting accounting;
+  accounting.ledger = FreshLedger("cached.sqlite");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  SendCachedTokens(*workers, Ids(" p"), static_cast<int32_t>(prompt - 1));
+  workers->SendTokens(Ids(" q"), "length");
+  workers->Close();
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto usage = nlohmann::json::parse(body)["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], prompt);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], prompt - 1);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].cached_prompt_tokens, prompt - 1);
+}
+
+TEST_F(OverflowTest, AStreamsUsageChunkCarriesCachedTokensClampedToThePrompt) {
+  const int64_t prompt = static_cast<int64_t>(Ids("hello world").size());
+  CallAccounting accounting;
+  accounting.ledger = FreshLedger("clamped.sqlite");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting,
+                   /*stream=*/true);
+  ASSERT_TRUE(call->Start());
+  Run();
+  SendCachedTokens(*workers, Ids(" p q"), 1000, "length");  // a worker claiming too much
+  workers->Close();
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto usage = StreamUsage(streamed + body);
+  ASSERT_TRUE(usage.is_object()) << streamed + body;
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], prompt);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].cached_prompt_tokens, prompt);
+}
+
+TEST_F(OverflowTest, AResumedStreamReportsTheCachedTokensOfTheAttemptThatStartedIt) {
+  const int64_t prompt = static_cast<int64_t>(Ids("hello world").size());
+  CallAccounting accounting;
+  accounting.ledger = FreshLedger("resumed.sqlite");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting,
+                   /*stream=*/true);
+  ASSERT_TRUE(call->Start());
+  Run();
+  SendCachedTokens(*workers, Ids(" p"), 1);
+  AttemptFault fault;
+  fault.message = "decode worker lost";
+  fault.retryable = true;
+  fault.failed_worker = 3;
+  const auto first = workers->last().listener.lock();
+  AttemptUse first_use;
+  first_use.workers.attempt_id = workers->last_id();
+  workers->Fail(fault);  // the resumed attempt may start at once
+  first->AttemptClosed(first_use);
+  Run();
+  ASSERT_EQ(workers->started.size(), 2u);
+  // The resumed attempt's worker found the prompt and the token so far cached.
+  SendCachedTokens(*workers, Ids(" q"), static_cast<int32_t>(prompt + 1), "length");
+  workers->Close();
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto usage = StreamUsage(streamed + body);
+  ASSERT_TRUE(usage.is_object()) << streamed + body;
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 1);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].cached_prompt_tokens, 1);
+  EXPECT_EQ(rows[1].cached_prompt_tokens, prompt);  // the client's prompt at most
+}
+
+TEST_F(OverflowTest, AnApisCachedTokensReachTheUsageAndArePricedAtItsCachedPrice) {
+  auto configs = upstreams->configs();
+  configs[0].cached_input_cost_per_token = 1e-7;
+  upstreams = std::make_shared<router::ExternalUpstreams>(configs);
+  Backlogged();
+  CallAccounting accounting;
+  accounting.ledger = FreshLedger("api.sqlite");
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  ASSERT_EQ(external->started.size(), 1u);
+  ASSERT_EQ(external->last().spec.upstream, 0);
+  ExternalAnswers(10, 3, /*cached=*/8);
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto usage = nlohmann::json::parse(body)["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], 10);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 8);
+  const double cost = 2 * 1e-6 + 8 * 1e-7 + 3 * 2e-6;
+  EXPECT_DOUBLE_EQ(usage["cost_usd"].get<double>(), cost);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].cached_prompt_tokens, 8);
+  EXPECT_DOUBLE_EQ(rows[0].cost.api_tokens_usd, cost);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ TEST(LedgerRowsTest, AnExternalRowIsClassApiAndCostsItsTokensAtTheSheetsPrices) 
   upstream.output_cost_per_token = 6e-07;
   ledger::AttemptRow row;
   row.kv_bytes = 99;  // whatever was there is replaced
-  PriceExternalRow(upstream, 1234, 567, &row);
+  PriceExternalRow(upstream, 1234, 0, 567, &row);
   EXPECT_EQ(row.prefill_worker.id, 0u);
   EXPECT_EQ(row.decode_worker.name, "openai");
   EXPECT_EQ(row.decode_worker.capacity_class, CapacityClass::kApi);
@@ -71,6 +71,25 @@ TEST(LedgerRowsTest, AnExternalRowIsClassApiAndCostsItsTokensAtTheSheetsPrices) 
   EXPECT_EQ(row.cost.total(), input + output);
   EXPECT_EQ(row.cost.total(), ExternalCostUsd(upstream, 1234, 567));
   EXPECT_EQ(ExternalCostUsd(upstream, 0, 0), 0);
+}
+
+TEST(LedgerRowsTest, AnExternalRowsCachedPromptTokensCostTheCachedPriceOrTheInputPrice) {
+  router::UpstreamConfig upstream;
+  upstream.name = "openai";
+  upstream.input_cost_per_token = 2e-06;
+  upstream.output_cost_per_token = 8e-06;
+  ledger::AttemptRow row;
+  PriceExternalRow(upstream, 1000, 600, 10, &row);  // the sheet gave no cached price
+  EXPECT_EQ(row.cached_prompt_tokens, 600);
+  EXPECT_DOUBLE_EQ(row.cost.api_tokens_usd, 1000 * 2e-06 + 10 * 8e-06);
+  upstream.cached_input_cost_per_token = 5e-07;
+  PriceExternalRow(upstream, 1000, 600, 10, &row);
+  EXPECT_DOUBLE_EQ(row.cost.api_tokens_usd, 400 * 2e-06 + 600 * 5e-07 + 10 * 8e-06);
+  PriceExternalRow(upstream, 1000, 5000, 10, &row);  // an API claiming more than the prompt
+  EXPECT_EQ(row.cached_prompt_tokens, 1000);
+  EXPECT_DOUBLE_EQ(row.cost.api_tokens_usd, 1000 * 5e-07 + 10 * 8e-06);
+  // The prediction before an attempt runs prices the whole prompt at the input price.
+  EXPECT_DOUBLE_EQ(ExternalCostUsd(upstream, 1000, 10), 1000 * 2e-06 + 10 * 8e-06);
 }
 
 }  // namespace

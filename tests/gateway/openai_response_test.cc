@@ -14,6 +14,7 @@ TEST(OpenAiResponseTest, ChatResponseAndChunksHaveOpenAiShapes) {
   EXPECT_EQ(full["choices"][0]["message"]["content"], "hello");
   EXPECT_EQ(full["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(full["usage"]["total_tokens"], 7);
+  EXPECT_EQ(full["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 
   auto first = b.Delta("he");
   EXPECT_EQ(first["object"], "chat.completion.chunk");
@@ -26,6 +27,13 @@ TEST(OpenAiResponseTest, ChatResponseAndChunksHaveOpenAiShapes) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
   EXPECT_EQ(usage["usage"]["cost_usd"], 0.5);
+}
+
+TEST(OpenAiResponseTest, UsageCarriesCachedPromptTokensNeverAboveThePrompt) {
+  EXPECT_EQ((Usage{10, 2, 6}.ToJson()["prompt_tokens_details"]["cached_tokens"]), 6);
+  EXPECT_EQ((Usage{10, 2, 60}.ToJson()["prompt_tokens_details"]["cached_tokens"]), 10);
+  EXPECT_EQ((Usage{10, 2, -1}.ToJson()["prompt_tokens_details"]["cached_tokens"]), 0);
+  EXPECT_EQ((Usage{10, 2, 6}.ToJson()["total_tokens"]), 12);  // cached tokens are prompt tokens
 }
 
 TEST(OpenAiResponseTest, CompletionShapesAndSseFraming) {

@@ -73,6 +73,11 @@ TEST(ResponseStreamTest, TheTailCarriesUsageTimingCostAndDone) {
   EXPECT_NE(tail.find(": server-timing: total;dur=1"), std::string::npos);
   EXPECT_NE(tail.find(": x-pdserve-cost-usd: 0.25"), std::string::npos);
   EXPECT_EQ(tail.substr(tail.size() - 14), "data: [DONE]\n\n");
+  EXPECT_NE(tail.find("\"prompt_tokens_details\":{\"cached_tokens\":0}"), std::string::npos)
+      << tail;
+  const std::string cached = s.StreamTail("stop", Usage{3, 4, 2}, 0.25, "t");
+  EXPECT_NE(cached.find("\"prompt_tokens_details\":{\"cached_tokens\":2}"), std::string::npos)
+      << cached;
   const std::string unpriced = s.StreamTail("stop", Usage{3, 4}, std::nullopt, "t");
   EXPECT_EQ(unpriced.find("cost"), std::string::npos);
 }
@@ -83,7 +88,8 @@ TEST(ResponseStreamTest, TheWholeBodyHasTheTextAndUsage) {
   ResponseStream s(r, TestTokenizer(), "r", "m", 1, Ids("p"));
   s.AddText("hello");
   s.set_completion_tokens(2);
-  const auto body = nlohmann::json::parse(s.FullBody("length", Usage{1, 2}, 0.5));
+  const auto body = nlohmann::json::parse(s.FullBody("length", Usage{4, 2, 3}, 0.5));
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
   EXPECT_EQ(body["choices"][0]["text"], "hello");
   EXPECT_EQ(body["usage"]["completion_tokens"], 2);
   EXPECT_EQ(body["usage"]["cost_usd"], 0.5);

@@ -63,5 +63,21 @@ TEST(AttemptCostTest, AnExternalAttemptIsItsTokensAtTheUpstreamsPricesExactly) {
   EXPECT_EQ(c.total(), input + output);  // what the client is told, bit for bit
 }
 
+TEST(AttemptCostTest, AnExternalAttemptsCachedPromptTokensCostTheCachedPrice) {
+  AttemptRow r;
+  r.prefill_worker = r.decode_worker = {0, "openai", "api", CapacityClass::kApi, "", 0, 0};
+  r.prompt_tokens = 1000;
+  r.cached_prompt_tokens = 800;
+  r.completion_tokens = 100;
+  const AttemptCost c = PriceAttempt(r, {.input_usd_per_token = 2e-06,
+                                         .output_usd_per_token = 8e-06,
+                                         .cached_input_usd_per_token = 5e-07});
+  EXPECT_DOUBLE_EQ(c.api_tokens_usd, 200 * 2e-06 + 800 * 5e-07 + 100 * 8e-06);
+  // No cached price given: cached tokens cost the input price.
+  const AttemptCost full =
+      PriceAttempt(r, {.input_usd_per_token = 2e-06, .output_usd_per_token = 8e-06});
+  EXPECT_DOUBLE_EQ(full.api_tokens_usd, 1000 * 2e-06 + 100 * 8e-06);
+}
+
 }  // namespace
 }  // namespace pdserve::ledger

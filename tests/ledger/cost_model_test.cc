@@ -33,5 +33,16 @@ TEST(CostModelTest, ApiTokensAreEachProductRoundedThenSummed) {
   EXPECT_EQ(ApiTokensCostUsd(1234, 567, 0, 0), 0);
 }
 
+TEST(CostModelTest, CachedPromptTokensArePricedAtTheCachedPriceAndClampedToThePrompt) {
+  const volatile double uncached = 234.0 * 2e-06, cached = 1000.0 * 5e-07, out = 567.0 * 8e-06;
+  EXPECT_EQ(ApiTokensCostUsd(1234, 1000, 567, 2e-06, 5e-07, 8e-06), uncached + cached + out);
+  // None cached: exactly the uncached formula.
+  EXPECT_EQ(ApiTokensCostUsd(1234, 0, 567, 2e-06, 5e-07, 8e-06),
+            ApiTokensCostUsd(1234, 567, 2e-06, 8e-06));
+  // More cached than prompted is the whole prompt cached; fewer than none is none.
+  EXPECT_DOUBLE_EQ(ApiTokensCostUsd(100, 500, 0, 2e-06, 5e-07, 0), 100 * 5e-07);
+  EXPECT_DOUBLE_EQ(ApiTokensCostUsd(100, -5, 0, 2e-06, 5e-07, 0), 100 * 2e-06);
+}
+
 }  // namespace
 }  // namespace pdserve::ledger

@@ -350,6 +350,54 @@ TEST(CostReportEmptyTest, NoRowsNoPeriodsGivesZerosAndNulls) {
   EXPECT_FALSE(CostReportTable(r).empty());
 }
 
+// The prompt cache, worked by hand (R costs $0.001 per second):
+//   row  tenant  prompt  cached  prefill      out
+//   A    acme    1000    600     R 100 $0.1   100
+//   B    acme    1000    0       R 300 $0.3   200
+//   C    beta    500     500     R   1 $0.001 10
+//   D    acme    400     100     api           50   (class api: not our cache)
+// acme: hit rate 600/2000 = 0.3; $0.4 of prefill over 1400 uncached tokens, so the 600 cached
+// ones saved ~600 * 0.4 / 1400. beta: hit rate 1, no uncached token to measure a rate: no
+// estimate. The API "cachey" (input $2/M, cached $0.5/M, output $8/M) would charge acme
+// 400*2e-6 + 600*5e-7 + 100*8e-6 (A) + 1000*2e-6 + 200*8e-6 (B) = $0.0055; "flat", whose sheet
+// has no cached price, 2000*2e-6 + 300*8e-6 = $0.0064.
+TEST(CostReportPromptCacheTest, HitRateSavingAndCachedApiPriceMatchTheHandComputedOnes) {
+  auto row = [](std::string id, std::string tenant, const WorkerRef& w, double prefill_s,
+                int64_t in, int64_t cached, int64_t out) {
+    AttemptRow r =
+        Row(std::move(id), 1, std::move(tenant), "ok", w, prefill_s, w, 1, in, out, 0, 1, 2);
+    r.cached_prompt_tokens = cached;
+    return r;
+  };
+  const WorkerRef api{0, "openai", "api", CapacityClass::kApi, "", 0, 0};
+  ApiPrice cachey{"cachey", "openai", 2e-6, 8e-6};
+  cachey.cache_read_cost_per_token = 5e-7;
+  const ApiPrice flat{"flat", "openai", 2e-6, 8e-6};
+  const CostReport report = BuildCostReport(
+      {row("A", "acme", kR, 100, 1000, 600, 100), row("B", "acme", kR, 300, 1000, 0, 200),
+       row("C", "beta", kR, 1, 500, 500, 10), row("D", "acme", api, 0, 400, 100, 50)},
+      {}, {cachey, flat}, {});
+  const Json j = CostReportJson(report);
+  const Json& acme = j["tenants"]["acme"];
+  EXPECT_EQ(acme["prompt_cache"]["prompt_tokens"], 2000);
+  EXPECT_EQ(acme["prompt_cache"]["cached_prompt_tokens"], 600);
+  ExpectNear(acme["prompt_cache"]["hit_rate"], 0.3, "acme hit rate");
+  ExpectNear(acme["prompt_cache"]["saved_usd"], 600 * 0.4 / 1400, "acme saved");
+  const Json& beta = j["tenants"]["beta"];
+  ExpectNear(beta["prompt_cache"]["hit_rate"], 1.0, "beta hit rate");
+  EXPECT_TRUE(beta["prompt_cache"]["saved_usd"].is_null());
+  ExpectNear(j["overall"]["prompt_cache"]["hit_rate"], 1100.0 / 2500, "overall hit rate");
+  ExpectNear(acme["apis"]["cachey"]["api_cost_usd"], 0.0055, "cachey on acme");
+  ExpectNear(acme["apis"]["flat"]["api_cost_usd"], 0.0064, "flat on acme");
+  ExpectNear(acme["apis"]["flat"]["cached_input_per_1m_usd"], 2.0, "flat's cached price");
+  const std::string table = CostReportTable(report);
+  EXPECT_NE(table.find("hit rate 30.0% (600 of 2000 prompt tokens)"), std::string::npos) << table;
+  EXPECT_NE(table.find("estimate"), std::string::npos);
+  EXPECT_NE(CostReportCsv(report).find("tenants.acme.prompt_cache.hit_rate,0.3"),
+            std::string::npos);
+  EXPECT_NE(CostReportHtml(report).find("30.0%"), std::string::npos);
+}
+
 using pdserve::testing::CommandRun;
 using pdserve::testing::ReadFile;
 CommandRun Pdserve(const std::string& args) { return pdserve::testing::Pdserve(args, 60); }

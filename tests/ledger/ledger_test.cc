@@ -471,7 +471,7 @@ TEST(LedgerTest, OpeningAVersion1LedgerToWriteMigratesItAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v1.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v1.db"), 2);
+    EXPECT_EQ(UserVersion(dir / "v1.db"), 3);
     // A new row's parts are stored as given, not what its usage would price at.
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.cost = {0.25, 0.5, 0.125, 1.0};
@@ -494,6 +494,70 @@ TEST(LedgerTest, OpeningAVersion1LedgerToWriteMigratesItAndKeepsItsRows) {
   const std::string where = " FROM attempts WHERE request_id = 'chatcmpl-new'";
   EXPECT_EQ(RawNumber(dir / "v1.db", "SELECT cost_usd" + where), 1.875);
   EXPECT_EQ(RawNumber(dir / "v1.db", "SELECT egress_cost_usd" + where), 0.125);
+}
+
+// A version 2 ledger: version 1's rows with the cost part columns, one row's parts stored.
+void WriteVersion2Ledger(const std::string& path) {
+  RawSql(path, kVersion1Ledger);
+  RawSql(path,
+         "ALTER TABLE attempts ADD COLUMN prefill_compute_usd REAL; "
+         "ALTER TABLE attempts ADD COLUMN decode_compute_usd REAL; "
+         "ALTER TABLE attempts ADD COLUMN api_tokens_usd REAL; "
+         "UPDATE attempts SET prefill_compute_usd = 0.003, decode_compute_usd = 0.008, "
+         "api_tokens_usd = 0 WHERE request_id = 'chatcmpl-old'; PRAGMA user_version=2;");
+}
+
+TEST(LedgerTest, AVersion2LedgerReadsNoCachedTokensAndIsLeftAsItIs) {
+  TempDir dir;
+  WriteVersion2Ledger(dir / "v2.db");
+  auto ledger = Ledger::OpenReadOnly(dir / "v2.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  auto rows = (*ledger)->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].cached_prompt_tokens, 0);
+  EXPECT_EQ((*rows)[0].cost.prefill_compute_usd, 0.003);
+  EXPECT_EQ(UserVersion(dir / "v2.db"), 2);
+}
+
+TEST(LedgerTest, OpeningAVersion2LedgerToWriteAddsCachedTokensAndKeepsItsRows) {
+  TempDir dir;
+  WriteVersion2Ledger(dir / "v2.db");
+  {
+    auto ledger = OpenOrDie(dir / "v2.db");
+    ASSERT_TRUE(ledger != nullptr);
+    EXPECT_EQ(UserVersion(dir / "v2.db"), 3);
+    AttemptRow r = Row("chatcmpl-new", "acme", 30);
+    r.prompt_tokens = 1000;
+    r.cached_prompt_tokens = 768;
+    ASSERT_TRUE(ledger->Append(r).ok());
+  }
+  auto rows = OpenOrDie(dir / "v2.db")->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].request_id, "chatcmpl-old");
+  EXPECT_EQ((*rows)[0].prompt_tokens, 1000);
+  EXPECT_EQ((*rows)[0].cached_prompt_tokens, 0);
+  EXPECT_EQ((*rows)[0].cost.prefill_compute_usd, 0.003);  // version 2's stored part, kept
+  EXPECT_EQ((*rows)[1].cached_prompt_tokens, 0);
+  EXPECT_EQ((*rows)[2].request_id, "chatcmpl-new");
+  EXPECT_EQ((*rows)[2].cached_prompt_tokens, 768);
+  EXPECT_EQ(RawNumber(dir / "v2.db",
+                      "SELECT cached_prompt_tokens FROM attempts WHERE request_id = "
+                      "'chatcmpl-new'"),
+            768);
+}
+
+TEST(LedgerTest, ANewLedgerStoresCachedPromptTokens) {
+  TempDir dir;
+  AttemptRow r = Row("chatcmpl-1", "acme", 10);
+  r.cached_prompt_tokens = 42;
+  ASSERT_TRUE(OpenOrDie(dir / "l.db")->Append(r).ok());
+  auto rows = OpenOrDie(dir / "l.db")->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].cached_prompt_tokens, 42);
+  EXPECT_EQ(UserVersion(dir / "l.db"), 3);
 }
 
 TEST(LedgerTest, ARowWithAnUnknownLabelIsAnErrorNamingIt) {

@@ -21,8 +21,8 @@ constexpr char kLiteLlmCut[] = R"({
     "litellm_provider": "one of https://docs.litellm.ai/docs/providers", "mode": "one of: chat"
   },
   "gpt-4o": {"max_tokens": 16384, "input_cost_per_token": 2.5e-06,
-             "output_cost_per_token": 1e-05, "litellm_provider": "openai", "mode": "chat",
-             "supports_vision": true},
+             "output_cost_per_token": 1e-05, "cache_read_input_token_cost": 1.25e-06,
+             "litellm_provider": "openai", "mode": "chat", "supports_vision": true},
   "claude-3-5-haiku-20241022": {"input_cost_per_token": 8e-07, "output_cost_per_token": 4e-06,
              "litellm_provider": "anthropic", "mode": "chat"},
   "dall-e-3": {"mode": "image_generation", "output_cost_per_image": 0.04,
@@ -43,6 +43,25 @@ TEST(PriceSheetTest, ReadsLiteLlmFormatAndSkipsUnpricedEntries) {
   EXPECT_DOUBLE_EQ(sheet->prices()[1].output_cost_per_token, 1e-05);
   EXPECT_EQ(sheet->prices()[2].name, "text-embedding-3-small");
   EXPECT_EQ(sheet->prices()[2].output_cost_per_token, 0.0);
+}
+
+TEST(PriceSheetTest, ReadsTheCachedInputPriceAndDefaultsItToTheInputPrice) {
+  auto sheet = PriceSheet::Parse(kLiteLlmCut, "prices.json");
+  ASSERT_TRUE(sheet.ok()) << sheet.status().ToString();
+  const ApiPrice& gpt = sheet->prices()[1];
+  ASSERT_EQ(gpt.name, "gpt-4o");
+  ASSERT_TRUE(gpt.cache_read_cost_per_token.has_value());
+  EXPECT_DOUBLE_EQ(gpt.cached_input_cost_per_token(), 1.25e-06);
+  const ApiPrice& haiku = sheet->prices()[0];
+  EXPECT_FALSE(haiku.cache_read_cost_per_token.has_value());
+  EXPECT_DOUBLE_EQ(haiku.cached_input_cost_per_token(), 8e-07);
+  auto bad = PriceSheet::Parse(
+      R"({"m": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
+                "cache_read_input_token_cost": "cheap"}})",
+      "prices.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cache_read_input_token_cost"), std::string::npos)
+      << bad.status().ToString();
 }
 
 TEST(PriceSheetTest, SelectsNamedApisInOrderOrAll) {
