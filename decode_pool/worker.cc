@@ -44,9 +44,9 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
       auto engine, worker::LoadWorkerEngine(options.model_dir, engine_options, KvLayoutHash));
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
   const model::KvCacheShape& shape = worker->engine_->backend().kv_shape();
-  PDSERVE_ASSIGN_OR_RETURN(worker->layout_,
-                           kv_transfer::KvLayout::FromConfig(worker->engine_->config(),
-                                                             shape.page_size, shape.dtype));
+  PDSERVE_ASSIGN_OR_RETURN(
+      worker->layout_,
+      kv_transfer::KvLayout::FromConfig(worker->engine_->config(), shape.page_size, shape.dtype));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, options.role));
   PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
@@ -245,16 +245,15 @@ void Worker::HandleReserve(const proto::Reserve& r) {
     held = engine_->pages().AcquirePrefix(keys);
   }
   const int held_pages = static_cast<int>(held.size());
-  auto reservation = receiver_->Reserve(r.request_id(), pages - held_pages, *deadline,
-                                        prompt_pages - held_pages);
+  auto reservation =
+      receiver_->Reserve(r.request_id(), pages - held_pages, *deadline, prompt_pages - held_pages);
   if (!reservation.ok()) {
     engine_->pages().Free(held);
     const bool no_room = reservation.status().code() == StatusCode::kResourceExhausted;
     return worker::SendRequestError(*link_, r.request_id(), reservation.status().message(), true,
                                     /*peer_failed=*/false, no_room);
   }
-  reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now(),
-                               std::move(held)};
+  reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now(), std::move(held)};
   proto::Envelope reply;
   proto::Reserved* out = reply.mutable_reserved();
   out->set_request_id(r.request_id());
@@ -280,8 +279,8 @@ void Worker::HandleKvDone(const proto::KvDone& d) {
   if (!received.ok()) {
     receiver_->Cancel(d.request_id(), "KV incomplete at KvDone");  // frees its pages
     engine_->pages().Free(r.held);
-    return SendError(d.request_id(),
-                     "KV transfer did not complete: " + received.status().message(), false);
+    return SendError(d.request_id(), "KV transfer did not complete: " + received.status().message(),
+                     false);
   }
   std::vector<int32_t> pages = std::move(r.held);  // the cached prefix, then what arrived
   pages.insert(pages.end(), received->begin(), received->end());

@@ -31,8 +31,8 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   // The prefix cache's salt: the KV layout hash this worker registers.
   auto layout_hash = [](const model::ModelConfig& config,
                         const model::KvCacheShape& shape) -> Result<uint64_t> {
-    PDSERVE_ASSIGN_OR_RETURN(auto layout, kv_transfer::KvLayout::FromConfig(
-                                              config, shape.page_size, shape.dtype));
+    PDSERVE_ASSIGN_OR_RETURN(
+        auto layout, kv_transfer::KvLayout::FromConfig(config, shape.page_size, shape.dtype));
     return layout.hash;
   };
   PDSERVE_ASSIGN_OR_RETURN(
@@ -269,8 +269,7 @@ void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   if (dst.page_ids_size() < pages_needed) {
     return SendError(p.request_id(),
                      "the decode worker reserved " + std::to_string(dst.page_ids_size()) +
-                         " pages for a prompt that needs " + std::to_string(pages_needed) +
-                         " sent",
+                         " pages for a prompt that needs " + std::to_string(pages_needed) + " sent",
                      false);
   }
   auto seq = engine_->Add(std::move(prompt), params, /*keep_pages=*/true);

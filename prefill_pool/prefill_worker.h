@@ -3,8 +3,8 @@
 // prompts up to the engine's token budget (chunked prefill), pushes each layer's KV to the
 // decode worker's reserved pages as soon as that layer's KV is written (the engine's layer
 // hook; not the prompt's first Reserved.cached_blocks pages, which the decode worker holds in its
-// prefix cache), samples the first token, and once every KV chunk was acknowledged answers the gateway
-// with a TokenBatch holding that token (or a RequestError), then frees its pages. One
+// prefix cache), samples the first token, and once every KV chunk was acknowledged answers the
+// gateway with a TokenBatch holding that token (or a RequestError), then frees its pages. One
 // Transport (TCP, with its TCP, NCCL or CUDA-IPC payload path) per decode worker, made on first
 // contact and shared by its requests. When the
 // gateway is lost, the worker drops the prompts it was serving for it and registers again once
@@ -97,7 +97,7 @@ class PrefillWorker {
     Pending pending;
     int32_t token = -1;
     bool is_stop = false;
-    int cached_tokens = 0;  // prompt tokens the engine found in its prefix cache
+    int cached_tokens = 0;       // prompt tokens the engine found in its prefix cache
     std::vector<int32_t> pages;  // this worker's, freed once the transfer ended
     Clock::time_point sampled;
   };
@@ -141,8 +141,8 @@ class PrefillWorker {
   std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   std::atomic<bool> draining_{false};
-  worker::StepFailure step_failure_;  // Run() returns it
-  double busy_seconds_ = 0;           // engine thread
+  worker::StepFailure step_failure_;    // Run() returns it
+  double busy_seconds_ = 0;             // engine thread
   worker::KvEventPublisher kv_events_;  // engine thread
 
   // Engine thread only.

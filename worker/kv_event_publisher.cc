@@ -28,8 +28,8 @@ std::vector<proto::Envelope> KvEventPublisher::Publish(
     if (e.seq <= engine_seq_) continue;  // in the snapshot already
     if (e.seq != engine_seq_ + 1) {
       // Events were lost: skip a wire seq, and the gateway asks for a snapshot.
-      spdlog::warn("the engine dropped KV events {}..{}; the gateway will resync",
-                   engine_seq_ + 1, e.seq - 1);
+      spdlog::warn("the engine dropped KV events {}..{}; the gateway will resync", engine_seq_ + 1,
+                   e.seq - 1);
       ++wire_seq_;
     }
     engine_seq_ = e.seq;

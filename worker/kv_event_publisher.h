@@ -40,9 +40,9 @@ class KvEventPublisher {
   uint64_t wire_seq() const { return wire_seq_; }
 
  private:
-  bool synced_ = false;     // a snapshot was sent on this registration
-  uint64_t wire_seq_ = 0;   // the last seq sent (a snapshot's, or a KvEvents')
-  uint64_t engine_seq_ = 0; // the engine's seq that wire_seq_ stands for
+  bool synced_ = false;      // a snapshot was sent on this registration
+  uint64_t wire_seq_ = 0;    // the last seq sent (a snapshot's, or a KvEvents')
+  uint64_t engine_seq_ = 0;  // the engine's seq that wire_seq_ stands for
 };
 
 }  // namespace pdserve::worker

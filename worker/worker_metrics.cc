@@ -24,8 +24,8 @@ Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& b
   m->preemptions_ =
       counter("pdserve_num_preemptions_total", "Sequences preempted for want of KV pages.");
   m->kv_bytes_ = counter("pdserve_kv_transfer_bytes_total", "KV bytes pushed to decode workers.");
-  m->prefix_queries_ = counter("pdserve_prefix_cache_queries_total",
-                               "Prompt tokens looked up in the prefix cache.");
+  m->prefix_queries_ =
+      counter("pdserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.");
   m->prefix_hits_ =
       counter("pdserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.");
   m->cached_pages_ =

@@ -1,8 +1,9 @@
 // WorkerMetrics: a worker's Prometheus endpoint (`/metrics`, served by MetricsHttpServer)
 // with the names and meanings of docs/architecture.md, "Metrics": KV pages used, requests running
 // and waiting, prompt and generation tokens, KV transfer bytes and seconds, busy (step) seconds,
-// preemptions, prefix cache queries and hits (tokens) and cached pages. Every series carries the worker's role. Created by the prefill and decode workers at
-// start-up. Thread-safe (prometheus-cpp metrics are atomic): any thread may record.
+// preemptions, prefix cache queries and hits (tokens) and cached pages. Every series carries the
+// worker's role. Created by the prefill and decode workers at start-up. Thread-safe (prometheus-cpp
+// metrics are atomic): any thread may record.
 #pragma once
 
 #include <prometheus/counter.h>

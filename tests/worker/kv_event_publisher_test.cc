@@ -44,9 +44,9 @@ TEST(KvEventPublisherTest, ResyncAnswersWithTheBlocksAndEventsContinueFromIt) {
   const proto::Envelope snap = p.Resync({41, {11, 12}});
   ASSERT_TRUE(snap.has_kv_snapshot());
   EXPECT_EQ(snap.kv_snapshot().seq(), 0u);
-  EXPECT_EQ(std::vector<uint64_t>(snap.kv_snapshot().blocks().begin(),
-                                  snap.kv_snapshot().blocks().end()),
-            (std::vector<uint64_t>{11, 12}));
+  EXPECT_EQ(
+      std::vector<uint64_t>(snap.kv_snapshot().blocks().begin(), snap.kv_snapshot().blocks().end()),
+      (std::vector<uint64_t>{11, 12}));
   // 40 and 41 are in the snapshot; 42 and 43 are the registration's first events.
   auto out = p.Publish({Stored(40, 11), Stored(41, 12, 11), Stored(42, 13, 12), Removed(43, 11)});
   EXPECT_EQ(WireSeqs(out), (std::vector<uint64_t>{1, 2}));
@@ -85,8 +85,7 @@ TEST(KvEventPublisherTest, ASkippedEngineSeqSkipsAWireSeqAndTheResyncMendsIt) {
   (void)p.Resync({0, {}});
   EXPECT_EQ(WireSeqs(p.Publish({Stored(1, 11)})), (std::vector<uint64_t>{1}));
   // Events 2..9 were dropped by the engine's full log: the wire skips 2, so the gateway asks.
-  EXPECT_EQ(WireSeqs(p.Publish({Stored(10, 20), Stored(11, 21)})),
-            (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(WireSeqs(p.Publish({Stored(10, 20), Stored(11, 21)})), (std::vector<uint64_t>{3, 4}));
   const proto::Envelope snap = p.Resync({12, {11, 20, 21, 22}});
   EXPECT_EQ(snap.kv_snapshot().seq(), 4u);
   EXPECT_EQ(WireSeqs(p.Publish({Stored(12, 22), Stored(13, 23)})), (std::vector<uint64_t>{5}));
