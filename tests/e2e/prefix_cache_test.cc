@@ -109,6 +109,10 @@ TEST_F(PrefixCacheTest, DisaggregatedWorkersReuseAndSendLess) {
   EXPECT_LT(second, first / 2) << "the decode worker was sent its cached blocks again";
   testing::ExpectPagesReturnToZero(dir_ / "prefill.log");
   testing::ExpectPagesReturnToZero(dir_ / "decode.log");
+  // Both workers' KV events reached the gateway in order, each snapshot asked for.
+  const std::string gateway_log = testing::ReadLog(dir_ / "gateway.log");
+  EXPECT_EQ(gateway_log.find("KV events out of order"), std::string::npos) << gateway_log;
+  EXPECT_EQ(gateway_log.find("KV snapshot nobody asked for"), std::string::npos) << gateway_log;
 }
 
 }  // namespace
