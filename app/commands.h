@@ -70,6 +70,9 @@ Result<ledger::LedgerFilter> ParseLedgerFilterFlags(const LedgerFilterFlags& fla
 // `--dtype auto|f32|bf16|f16`, the engine's matrix dtype (model::EngineOptions::dtype), for
 // every command that loads an engine (defined in app/generate_command.cc).
 void AddDtypeOption(CLI::App& cmd, std::string& dtype);
+// `--prefix-cache on|off` (default on), the engine's prefix cache (model::EngineOptions::
+// prefix_cache), for every command that runs workers (defined in app/worker_commands.cc).
+void AddPrefixCacheOption(CLI::App& cmd, bool& prefix_cache);
 // Writes `text` to stdout when `path` is empty, else to `path` through a temporary file renamed
 // into place, so a failed run never leaves a partial file.
 Status WriteOutput(const std::string& path, const std::string& text);

@@ -54,6 +54,7 @@ struct SimFlags {
   double freeze_after = -1;
   double slow_factor = 1.0;
   double gateway_reconnect_seconds = 60;
+  bool prefix_cache = true;
 };
 
 // One simulated worker: made on its own thread after the start-up delay, then run there until
@@ -159,6 +160,7 @@ void RunSim(const SimFlags& f) {
     o.engine.num_pages = f.num_pages;
     o.engine.max_batch_tokens = f.max_batch_tokens;
     o.engine.max_running = f.max_running;
+    o.engine.prefix_cache = f.prefix_cache;
     o.engine.sim_slow_factor = f.slow_factor;
     o.engine.sim_faults = faults;
     o.metrics_port = -1;
@@ -268,6 +270,7 @@ void AddSimCommand(CLI::App& app) {
   cmd->add_option("--zone", f->zone, "Zone of every worker");
   cmd->add_option("--cluster-token", f->cluster_token, "Token the gateway expects");
   cmd->add_option("--page-size", f->page_size, "Tokens per KV page")->check(CLI::Range(1, 1024));
+  AddPrefixCacheOption(*cmd, f->prefix_cache);
   cmd->add_option("--num-pages", f->num_pages, "KV pages per worker (0: the profile's)")
       ->check(CLI::Range(0, 1 << 26));
   cmd->add_option("--max-batch-tokens", f->max_batch_tokens, "Tokens per engine step")

@@ -43,6 +43,7 @@ struct UpFlags {
   int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
+  bool prefix_cache = true;  // passed to every worker
 };
 
 // A pool's size for `up`: "N" workers, or with --autoscale "MIN:MAX" (MIN reserved, at least 1).
@@ -110,8 +111,9 @@ void RunUp(const UpFlags& f) {
     }
     const double price =
         capacity_class == "burst" ? f.burst_price_per_gpu_hour : f.price_per_gpu_hour;
-    args.insert(args.end(), {"--threads", threads, "--dtype", f.dtype, "--price-per-gpu-hour",
-                             std::to_string(price)});
+    args.insert(args.end(),
+                {"--threads", threads, "--dtype", f.dtype, "--price-per-gpu-hour",
+                 std::to_string(price), "--prefix-cache", f.prefix_cache ? "on" : "off"});
     return args;
   };
   auto joined = [](const std::vector<std::string>& words) {
@@ -290,6 +292,7 @@ void AddUpCommand(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
   AddDtypeOption(*up, u->dtype);  // passed to every worker
+  AddPrefixCacheOption(*up, u->prefix_cache);
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,

@@ -45,6 +45,14 @@ void RunWorker(const char* command, Options o) {
 
 }  // namespace
 
+void AddPrefixCacheOption(CLI::App& cmd, bool& prefix_cache) {
+  cmd.add_option_function<std::string>(
+         "--prefix-cache", [&prefix_cache](const std::string& v) { prefix_cache = v == "on"; },
+         "on (default): keep computed prompt KV as cached blocks, reuse them for prompts that "
+         "start alike and publish them to the gateway for routing; off: compute every prompt")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
 void AddWorkerCommands(CLI::App& app) {
   // Flags every worker kind shares.
   auto common_flags = [](CLI::App* cmd, auto* o, std::string* gateway_address) {
@@ -79,6 +87,7 @@ void AddWorkerCommands(CLI::App& app) {
         ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--max-running", o->engine.max_running, "Sequences in a batch at once")
         ->check(CLI::Range(1, 1 << 16));
+    AddPrefixCacheOption(*cmd, o->engine.prefix_cache);
     cmd->add_option("--metrics-port", o->metrics_port,
                     "Prometheus /metrics port (0: any free port, -1: off)");
     cmd->add_option("--step-log", o->step_log,

@@ -20,6 +20,13 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The prefix cache's salt: the KV layout hash this worker registers.
+Result<uint64_t> KvLayoutHash(const model::ModelConfig& config, const model::KvCacheShape& shape) {
+  PDSERVE_ASSIGN_OR_RETURN(auto layout,
+                           kv_transfer::KvLayout::FromConfig(config, shape.page_size, shape.dtype));
+  return layout.hash;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
@@ -33,8 +40,13 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
   engine_options.preemption = options.role == "decode"
                                   ? model::EngineOptions::Preemption::kHandBack
                                   : model::EngineOptions::Preemption::kRecompute;
-  PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, engine_options));
+  PDSERVE_ASSIGN_OR_RETURN(
+      auto engine, worker::LoadWorkerEngine(options.model_dir, engine_options, KvLayoutHash));
   auto worker = std::unique_ptr<Worker>(new Worker(options, std::move(engine)));
+  const model::KvCacheShape& shape = worker->engine_->backend().kv_shape();
+  PDSERVE_ASSIGN_OR_RETURN(
+      worker->layout_,
+      kv_transfer::KvLayout::FromConfig(worker->engine_->config(), shape.page_size, shape.dtype));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, options.role));
   PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
@@ -51,8 +63,6 @@ Worker::~Worker() {
 
 Status Worker::StartKvListener() {
   const model::KvCacheShape& shape = engine_->backend().kv_shape();
-  PDSERVE_ASSIGN_OR_RETURN(
-      layout_, kv_transfer::KvLayout::FromConfig(engine_->config(), shape.page_size, shape.dtype));
   std::vector<void*> bases;
   for (int l = 0; l < shape.n_layers; ++l) bases.push_back(engine_->backend().KvLayerData(l));
   receiver_ =
@@ -81,8 +91,10 @@ Status Worker::Run() {
   proto::Register r = worker::RegisterFor(options_.role, *engine_, options_.identity);
   if (listener_) {
     r.set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
-    r.set_layout_hash(layout_->hash);
   }
+  // Role both too: the gateway salts its block keys with it, as the engine does.
+  r.set_layout_hash(layout_->hash);
+  r.set_kv_events(engine_->prefix_cache());
   Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
@@ -90,6 +102,7 @@ Status Worker::Run() {
 }
 
 Status Worker::Serve() {
+  kv_events_.Restart();  // a new registration: the gateway asks for a snapshot first
   worker::ServeTurn turn;
   turn.handle = [this](proto::Envelope& m) { Handle(m); };
   // Only engine work keeps the loop turning. A reservation waiting for its KV does not: its
@@ -100,6 +113,8 @@ Status Worker::Serve() {
   turn.work = [this] {
     DropFailedReservations();
     if (engine_->HasWork()) RunStep();
+    // A step caches and evicts blocks, and so does a reservation's allocation.
+    kv_events_.SendEvents(*engine_, *link_);
     // The gateway routes by free pages: tell it as soon as they change (a reservation made or
     // freed), not only at the next heartbeat.
     if (engine_->FreePagesForNewSequences() != sent_free_pages_) SendLoad();
@@ -121,8 +136,8 @@ Status Worker::Serve() {
 
 void Worker::AbandonRequests() {
   const size_t requests = reserved_.size() + seq_of_request_.size();
-  for (const auto& [request, reservation] : reserved_) {
-    ReleaseReservation(request, "the gateway was lost");
+  for (auto& [request, reservation] : reserved_) {
+    ReleaseReservation(request, reservation, "the gateway was lost");
   }
   reserved_.clear();
   // Their cancelled events, at the next step, find no request and are not reported.
@@ -133,7 +148,9 @@ void Worker::AbandonRequests() {
   if (requests > 0) spdlog::warn("dropped {} requests of the gateway that was lost", requests);
 }
 
-void Worker::ReleaseReservation(uint64_t request_id, const char* why) {
+void Worker::ReleaseReservation(uint64_t request_id, Reservation& reservation, const char* why) {
+  engine_->pages().Free(reservation.held);  // the prefix cache's pages it pinned
+  reservation.held.clear();
   // A transfer already Done (the request ended at its first token) holds its pages until
   // taken: free them; otherwise the receiver fails the transfer and frees them.
   if (receiver_->State(request_id) == kv_transfer::TransferState::kDone) {
@@ -150,7 +167,8 @@ void Worker::DropFailedReservations() {
       ++it;
       continue;
     }
-    // Deadline or the prefill worker lost: the receiver already freed the pages.
+    // Deadline or the prefill worker lost: the receiver already freed the pages it reserved.
+    engine_->pages().Free(it->second.held);
     SendError(it->first,
               "the request's KV did not arrive (deadline passed or the prefill worker "
               "was lost)",
@@ -170,6 +188,8 @@ void Worker::Handle(proto::Envelope& m) {
     HandleKvDone(m.kv_done());
   } else if (m.has_cancel()) {
     HandleCancel(m.cancel().request_id());
+  } else if (m.has_kv_resync()) {
+    kv_events_.SendSnapshot(*engine_, *link_);
   }
 }
 
@@ -216,19 +236,31 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   if (!deadline.ok()) return SendError(r.request_id(), deadline.status().message(), false);
   const int prompt_pages = model::PagesForTokens(static_cast<int>(prompt.size()),
                                                  engine_->backend().kv_shape().page_size);
-  auto reservation = receiver_->Reserve(r.request_id(), pages, *deadline, prompt_pages);
+  // The prompt's leading blocks this worker's prefix cache holds are pinned, not received; at
+  // least one prompt page is always sent (it holds the last prompt token's KV).
+  std::vector<int32_t> held;
+  if (engine_->prefix_cache()) {
+    std::vector<BlockKey> keys = engine_->BlockKeys(prompt);
+    keys.resize(std::min<size_t>(keys.size(), static_cast<size_t>(prompt_pages - 1)));
+    held = engine_->pages().AcquirePrefix(keys);
+  }
+  const int held_pages = static_cast<int>(held.size());
+  auto reservation =
+      receiver_->Reserve(r.request_id(), pages - held_pages, *deadline, prompt_pages - held_pages);
   if (!reservation.ok()) {
+    engine_->pages().Free(held);
     const bool no_room = reservation.status().code() == StatusCode::kResourceExhausted;
     return worker::SendRequestError(*link_, r.request_id(), reservation.status().message(), true,
                                     /*peer_failed=*/false, no_room);
   }
-  reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now()};
+  reserved_[r.request_id()] = {std::move(prompt), std::move(params), Clock::now(), std::move(held)};
   proto::Envelope reply;
   proto::Reserved* out = reply.mutable_reserved();
   out->set_request_id(r.request_id());
   out->set_kv_endpoint(options_.kv_advertise_host + ":" + std::to_string(listener_->port()));
   out->mutable_page_ids()->Add(reservation->pages.begin(), reservation->pages.end());
   out->set_layout_hash(layout_->hash);
+  out->set_cached_blocks(held_pages);
   out->set_device(engine_->backend().device());  // normalised: "cuda:0", never "cuda"
   out->set_host_id(HostIdentity());
   out->set_transfer_secret(reinterpret_cast<const char*>(reservation->secret.data()),
@@ -243,15 +275,18 @@ void Worker::HandleKvDone(const proto::KvDone& d) {
   reserved_.erase(it);
   // The prefill worker answered only after every chunk was acknowledged, so the transfer is
   // Done here; anything else means it failed (deadline, peer lost) and its pages are gone.
-  auto pages = receiver_->TakePages(d.request_id());
-  if (!pages.ok()) {
+  auto received = receiver_->TakePages(d.request_id());
+  if (!received.ok()) {
     receiver_->Cancel(d.request_id(), "KV incomplete at KvDone");  // frees its pages
-    return SendError(d.request_id(), "KV transfer did not complete: " + pages.status().message(),
+    engine_->pages().Free(r.held);
+    return SendError(d.request_id(), "KV transfer did not complete: " + received.status().message(),
                      false);
   }
-  auto seq = engine_->AddPrefilled(std::move(r.prompt), d.first_token(), *pages, r.params);
+  std::vector<int32_t> pages = std::move(r.held);  // the cached prefix, then what arrived
+  pages.insert(pages.end(), received->begin(), received->end());
+  auto seq = engine_->AddPrefilled(std::move(r.prompt), d.first_token(), pages, r.params);
   if (!seq.ok()) {
-    engine_->pages().Free(*pages);
+    engine_->pages().Free(pages);
     return SendError(d.request_id(), seq.status().message(), false);
   }
   request_of_seq_[*seq] = d.request_id();
@@ -259,8 +294,9 @@ void Worker::HandleKvDone(const proto::KvDone& d) {
 }
 
 void Worker::HandleCancel(uint64_t request_id) {
-  if (reserved_.erase(request_id)) {
-    ReleaseReservation(request_id, "cancelled by the gateway");
+  if (auto r = reserved_.find(request_id); r != reserved_.end()) {
+    ReleaseReservation(request_id, r->second, "cancelled by the gateway");
+    reserved_.erase(r);
     proto::Envelope m;  // the gateway waits for the end of every request it sent
     m.mutable_tokens()->set_request_id(request_id);
     m.mutable_tokens()->set_finish_reason("cancelled");
@@ -283,9 +319,9 @@ void Worker::RunStep() {
     for (const auto& [seq, request] : request_of_seq_) engine_->Cancel(seq);
     request_of_seq_.clear();
     seq_of_request_.clear();
-    for (const auto& [request, reservation] : reserved_) {
+    for (auto& [request, reservation] : reserved_) {
       SendError(request, s.message(), true);
-      ReleaseReservation(request, "the decode worker failed");
+      ReleaseReservation(request, reservation, "the decode worker failed");
     }
     reserved_.clear();
     return;
@@ -304,6 +340,7 @@ void Worker::RunStep() {
     }
   }
   worker::ReportPreemptions(*engine_, metrics_.get(), &reported_preemptions_);
+  worker::ReportPrefixCache(*engine_, metrics_.get());
   for (const auto& e : events) {
     auto it = request_of_seq_.find(e.seq_id);
     if (it == request_of_seq_.end()) continue;
@@ -320,6 +357,7 @@ void Worker::RunStep() {
     if (e.token >= 0) b->add_tokens(e.token);
     b->set_last_is_stop_token(e.is_stop_token);
     if (auto t = timing_.find(e.seq_id); t != timing_.end()) {  // the first token (role both)
+      b->set_cached_tokens(e.cached_tokens);
       b->set_queue_seconds(
           std::chrono::duration<double>(t->second.first_step - t->second.arrival).count());
       b->set_prefill_seconds(Since(t->second.first_step));

@@ -2,7 +2,9 @@
 // Loads one engine, dials the gateway (GatewayLink), registers and serves:
 // - role both: Generate requests end to end, prefill and decode in this process;
 // - role decode: Reserve (KV pages for the prompt plus a lookahead, from the engine's pool,
-//   through a KvReceiver and its TCP listener, the KV endpoint it registers), then KvDone, which
+//   through a KvReceiver and its TCP listener, the KV endpoint it registers; the prompt's leading
+//   blocks its prefix cache holds are pinned instead and not sent: Reserved.cached_blocks), then
+//   KvDone, which
 //   joins the sequence, now holding the prompt's KV pushed by a prefill worker, to the running
 //   batch. Its pages grow as it decodes; a sequence preempted when the pool runs out goes back to
 //   the gateway (RequestError.preempted), which resumes it elsewhere.
@@ -28,6 +30,7 @@
 #include "kv_transfer/tcp_transport.h"
 #include "model/engine.h"
 #include "worker/gateway_link.h"
+#include "worker/kv_event_publisher.h"
 #include "worker/serve_loop.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
@@ -71,7 +74,8 @@ class Worker {
   void AbandonRequests();
   // A reservation that will not be joined to the batch: its pages go back, `why` failing its
   // transfer if it is still arriving. The caller removes it from reserved_.
-  void ReleaseReservation(uint64_t request_id, const char* why);
+  struct Reservation;
+  void ReleaseReservation(uint64_t request_id, Reservation& reservation, const char* why);
   void Handle(proto::Envelope& message);
   void HandleGenerate(const proto::Generate& g);
   void HandleReserve(const proto::Reserve& r);
@@ -100,6 +104,9 @@ class Worker {
     std::vector<int32_t> prompt;
     model::SamplingParams params;
     std::chrono::steady_clock::time_point arrival;
+    // The prompt's leading pages pinned from the prefix cache (Reserved.cached_blocks), freed
+    // unless the sequence joins the batch.
+    std::vector<int32_t> held;
   };
   std::unordered_map<uint64_t, Reservation> reserved_;     // by request id
   std::unordered_map<uint64_t, uint64_t> request_of_seq_;  // engine sequence -> request
@@ -111,6 +118,7 @@ class Worker {
   double busy_seconds_ = 0;
   int64_t reported_preemptions_ = 0;
   int sent_free_pages_ = -1;  // in the last Load sent
+  worker::KvEventPublisher kv_events_;
 };
 
 }  // namespace pdserve::decode_pool

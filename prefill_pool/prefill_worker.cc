@@ -28,7 +28,15 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   PDSERVE_RETURN_IF_ERROR(options.Validate());
   PDSERVE_ASSIGN_OR_RETURN(const kv_transfer::PayloadPath path,
                            kv_transfer::ChoosePayloadPath(options.kv_path, options.engine.device));
-  PDSERVE_ASSIGN_OR_RETURN(auto engine, model::Engine::Load(options.model_dir, options.engine));
+  // The prefix cache's salt: the KV layout hash this worker registers.
+  auto layout_hash = [](const model::ModelConfig& config,
+                        const model::KvCacheShape& shape) -> Result<uint64_t> {
+    PDSERVE_ASSIGN_OR_RETURN(
+        auto layout, kv_transfer::KvLayout::FromConfig(config, shape.page_size, shape.dtype));
+    return layout.hash;
+  };
+  PDSERVE_ASSIGN_OR_RETURN(
+      auto engine, worker::LoadWorkerEngine(options.model_dir, options.engine, layout_hash));
   const model::KvCacheShape& shape = engine->backend().kv_shape();
   PDSERVE_ASSIGN_OR_RETURN(auto layout, kv_transfer::KvLayout::FromConfig(
                                             engine->config(), shape.page_size, shape.dtype));
@@ -70,6 +78,7 @@ void PrefillWorker::Drain() {
 Status PrefillWorker::Run() {
   proto::Register r = worker::RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
+  r.set_kv_events(engine_->prefix_cache());
   Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });
@@ -77,14 +86,17 @@ Status PrefillWorker::Run() {
 }
 
 Status PrefillWorker::Serve() {
+  kv_events_.Restart();  // a new registration: the gateway asks for a snapshot first
   worker::ServeTurn turn;
   turn.handle = [this](proto::Envelope& m) {
     if (m.has_prefill()) HandlePrefill(m.prefill());
     if (m.has_cancel()) HandleCancel(m.cancel().request_id());
+    if (m.has_kv_resync()) kv_events_.SendSnapshot(*engine_, *link_);
   };
   turn.busy = [this] { return engine_->HasWork(); };
   turn.work = [this] {
     if (engine_->HasWork()) RunStep();
+    kv_events_.SendEvents(*engine_, *link_);
   };
   turn.drained = [this] {
     if (engine_->HasWork()) return false;
@@ -146,8 +158,8 @@ double PrefillWorker::PageLayerBytes() const {
   return static_cast<double>(layout_.page_bytes());
 }
 
-int64_t PrefillWorker::KvBytes(int prompt_len) const {
-  const int64_t pages = model::PagesForTokens(prompt_len, layout_.page_size);
+int64_t PrefillWorker::KvBytes(int prompt_len, int cached_blocks) const {
+  const int64_t pages = model::PagesForTokens(prompt_len, layout_.page_size) - cached_blocks;
   return static_cast<int64_t>(PageLayerBytes() * static_cast<double>(pages * layout_.n_layers));
 }
 
@@ -243,11 +255,21 @@ void PrefillWorker::HandlePrefill(const proto::Prefill& p) {
   params.max_tokens = 1;  // this worker samples the first token only
   std::vector<int32_t> prompt(p.prompt().begin(), p.prompt().end());
   const int prompt_len = static_cast<int>(prompt.size());
-  const int pages_needed = model::PagesForTokens(prompt_len, layout_.page_size);
+  const int prompt_pages = model::PagesForTokens(prompt_len, layout_.page_size);
+  // The decode worker holds the prompt's first cached_blocks pages: the rest are sent.
+  const int cached_blocks = dst.cached_blocks();
+  if (cached_blocks < 0 || cached_blocks >= prompt_pages) {
+    return SendError(p.request_id(),
+                     fmt::format("the decode worker says it holds {} of the prompt's {} KV "
+                                 "pages (want 0 to {})",
+                                 cached_blocks, prompt_pages, prompt_pages - 1),
+                     false);
+  }
+  const int pages_needed = prompt_pages - cached_blocks;
   if (dst.page_ids_size() < pages_needed) {
     return SendError(p.request_id(),
                      "the decode worker reserved " + std::to_string(dst.page_ids_size()) +
-                         " pages for a prompt that needs " + std::to_string(pages_needed),
+                         " pages for a prompt that needs " + std::to_string(pages_needed) + " sent",
                      false);
   }
   auto seq = engine_->Add(std::move(prompt), params, /*keep_pages=*/true);
@@ -283,11 +305,15 @@ void PrefillWorker::OnLayer(int layer, std::span<const model::PromptDone> done) 
     Pending& p = it->second;
     if (!p.failed.ok()) continue;
     if (layer == 0) {
+      // Pages [k, n) of the prompt go to the decode worker's page_ids [0, n - k): it holds the
+      // first k (HandlePrefill checked 0 <= k < n and the page ids' count).
       const int n = model::PagesForTokens(d.prompt_len, layout_.page_size);
+      const int k = p.destination.cached_blocks();
       kv_transfer::OutgoingRequest out;
       out.request_id = p.request_id;
-      out.src_pages.assign(d.pages.begin(), d.pages.begin() + n);
-      out.dst_pages.assign(p.destination.page_ids().begin(), p.destination.page_ids().begin() + n);
+      out.src_pages.assign(d.pages.begin() + k, d.pages.begin() + n);
+      out.dst_pages.assign(p.destination.page_ids().begin(),
+                           p.destination.page_ids().begin() + (n - k));
       out.deadline = p.deadline;
       std::memcpy(out.secret.data(), p.destination.transfer_secret().data(), out.secret.size());
       p.failed = p.transport->Open(out);
@@ -330,6 +356,7 @@ void PrefillWorker::RunStep() {
         return it == pending_.end() ? 0 : it->second.request_id;
       },
       &busy_seconds_);
+  worker::ReportPrefixCache(*engine_, metrics_.get());
   // The step's report goes out before the finishing thread can send its requests' first tokens:
   // the gateway charges a request the steps reported before its end.
   link_->FlushSends();
@@ -357,6 +384,7 @@ void PrefillWorker::RunStep() {
     f.pending = std::move(p);
     f.token = e.token;
     f.is_stop = e.is_stop_token;
+    f.cached_tokens = e.cached_tokens;
     f.pages = engine_->TakeKeptPages(e.seq_id);
     f.sampled = Clock::now();
     std::lock_guard lock(finish_mu_);
@@ -392,7 +420,7 @@ void PrefillWorker::FinishLoop() {
       FinishedOne();
       continue;
     }
-    const int64_t kv_bytes = KvBytes(p.prompt_len);
+    const int64_t kv_bytes = KvBytes(p.prompt_len, p.destination.cached_blocks());
     if (metrics_) metrics_->AddKvTransfer(kv_bytes, transfer_seconds);
     proto::Envelope m;
     proto::TokenBatch* b = m.mutable_tokens();
@@ -403,6 +431,7 @@ void PrefillWorker::FinishLoop() {
     b->set_prefill_seconds(Seconds(f.sampled - p.first_step));
     b->set_transfer_seconds(transfer_seconds);
     b->set_kv_bytes(kv_bytes);
+    b->set_cached_tokens(f.cached_tokens);
     const bool context_full = p.prompt_len + 1 >= engine_->config().max_seq_len;
     if (f.is_stop) {
       b->set_finish_reason("stop");

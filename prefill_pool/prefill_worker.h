@@ -2,8 +2,9 @@
 // 3-5). Loads one engine, dials the gateway (GatewayLink) and serves Prefill requests: it batches
 // prompts up to the engine's token budget (chunked prefill), pushes each layer's KV to the
 // decode worker's reserved pages as soon as that layer's KV is written (the engine's layer
-// hook), samples the first token, and once every KV chunk was acknowledged answers the gateway
-// with a TokenBatch holding that token (or a RequestError), then frees its pages. One
+// hook; not the prompt's first Reserved.cached_blocks pages, which the decode worker holds in its
+// prefix cache), samples the first token, and once every KV chunk was acknowledged answers the
+// gateway with a TokenBatch holding that token (or a RequestError), then frees its pages. One
 // Transport (TCP, with its TCP, NCCL or CUDA-IPC payload path) per decode worker, made on first
 // contact and shared by its requests. When the
 // gateway is lost, the worker drops the prompts it was serving for it and registers again once
@@ -34,6 +35,7 @@
 #include "model/engine.h"
 #include "prefill_pool/endpoint_backoff.h"
 #include "worker/gateway_link.h"
+#include "worker/kv_event_publisher.h"
 #include "worker/serve_loop.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
@@ -95,6 +97,7 @@ class PrefillWorker {
     Pending pending;
     int32_t token = -1;
     bool is_stop = false;
+    int cached_tokens = 0;       // prompt tokens the engine found in its prefix cache
     std::vector<int32_t> pages;  // this worker's, freed once the transfer ended
     Clock::time_point sampled;
   };
@@ -125,8 +128,9 @@ class PrefillWorker {
   // the real model's (model::SimulatedKv), for its paced link and the bytes the ledger charges
   // egress on.
   double PageLayerBytes() const;
-  // The KV bytes a prompt's pages hold in the served model.
-  int64_t KvBytes(int prompt_len) const;
+  // The KV bytes a prompt's pages hold in the served model, less the first `cached_blocks` pages
+  // (the decode worker holds them: not sent).
+  int64_t KvBytes(int prompt_len, int cached_blocks) const;
 
   PrefillWorkerOptions options_;
   std::unique_ptr<model::Engine> engine_;
@@ -137,8 +141,9 @@ class PrefillWorker {
   std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
   std::atomic<bool> draining_{false};
-  worker::StepFailure step_failure_;  // Run() returns it
-  double busy_seconds_ = 0;           // engine thread
+  worker::StepFailure step_failure_;    // Run() returns it
+  double busy_seconds_ = 0;             // engine thread
+  worker::KvEventPublisher kv_events_;  // engine thread
 
   // Engine thread only.
   std::map<std::string, std::shared_ptr<kv_transfer::Transport>> transports_;  // by endpoint

@@ -32,13 +32,14 @@ void WorkerRegistry::HandleReservedLocked(Worker& w, const proto::Reserved& rese
   InFlight& f = it->second;
   if (f.phase != Phase::kReserving || w.id != f.cost.decode_worker || !f.sink_active) return;
   loads_.KvAnswered(it->first);
-  // Pages of its registered pool, enough for the prompt: else the prefill worker would write
-  // where the decode worker never reserved.
-  const int64_t needed = (static_cast<int64_t>(f.prompt.size()) + w.info.page_size() - 1) /
-                         std::max(1, w.info.page_size());
+  // Pages of its registered pool, enough for the prompt's pages after those it holds cached:
+  // else the prefill worker would write where the decode worker never reserved.
+  const int64_t prompt_pages = (static_cast<int64_t>(f.prompt.size()) + w.info.page_size() - 1) /
+                               std::max(1, w.info.page_size());
+  const int64_t needed = prompt_pages - reserved.cached_blocks();
   const bool in_pool = std::all_of(reserved.page_ids().begin(), reserved.page_ids().end(),
                                    [&](int32_t p) { return p >= 0 && p < w.info.kv_pages(); });
-  if (!in_pool || reserved.page_ids_size() < needed ||
+  if (!in_pool || reserved.cached_blocks() < 0 || needed < 1 || reserved.page_ids_size() < needed ||
       reserved.layout_hash() != w.info.layout_hash()) {
     spdlog::warn(
         "worker {} ({}) answered Reserve with {} pages that are not a reservation of its "

@@ -20,6 +20,12 @@ void ReportPreemptions(const model::Engine& engine, WorkerMetrics* metrics, int6
   *reported = now;
 }
 
+void ReportPrefixCache(model::Engine& engine, WorkerMetrics* metrics) {
+  if (!metrics || !engine.prefix_cache()) return;
+  metrics->SetPrefixCache(engine.prefix_cache_queries(), engine.prefix_cache_hits(),
+                          engine.pages().cached_pages());
+}
+
 void SendPreempted(GatewayLink& link, uint64_t request_id) {
   proto::Envelope e;
   proto::RequestError* error = e.mutable_error();

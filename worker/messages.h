@@ -24,6 +24,9 @@ void ReportStep(GatewayLink& link, WorkerMetrics* metrics, model::StepLog* step_
 // After an engine step: counts in `metrics` (null: none) the preemptions since the last call,
 // `*reported` being how many the engine had then.
 void ReportPreemptions(const model::Engine& engine, WorkerMetrics* metrics, int64_t* reported);
+// After an engine step: the engine's prefix cache counters and cached pages into `metrics` (null:
+// none).
+void ReportPrefixCache(model::Engine& engine, WorkerMetrics* metrics);
 
 // A RequestError for `request_id`: `retryable` when the request did not start (another worker
 // may take it), `peer_failed` when a prefill worker's KV peer caused it, `no_room` when a decode

@@ -1,5 +1,7 @@
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
+
 namespace pdserve::worker {
 
 Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& bind_address,
@@ -22,6 +24,12 @@ Result<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& b
   m->preemptions_ =
       counter("pdserve_num_preemptions_total", "Sequences preempted for want of KV pages.");
   m->kv_bytes_ = counter("pdserve_kv_transfer_bytes_total", "KV bytes pushed to decode workers.");
+  m->prefix_queries_ =
+      counter("pdserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.");
+  m->prefix_hits_ =
+      counter("pdserve_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.");
+  m->cached_pages_ =
+      gauge("pdserve_prefix_cache_pages", "KV pages held by the prefix cache (used or idle).");
   m->kv_seconds_ = &prometheus::BuildHistogram()
                         .Name("pdserve_kv_transfer_seconds")
                         .Help("From a request's first token to its last KV chunk's ack.")
@@ -47,6 +55,14 @@ void WorkerMetrics::AddStep(double seconds, int prompt_tokens, int generation_to
 }
 
 void WorkerMetrics::AddPreemptions(int64_t n) { preemptions_->Increment(static_cast<double>(n)); }
+
+void WorkerMetrics::SetPrefixCache(int64_t queries, int64_t hits, int cached_pages) {
+  prefix_queries_->Increment(static_cast<double>(std::max<int64_t>(0, queries - seen_queries_)));
+  prefix_hits_->Increment(static_cast<double>(std::max<int64_t>(0, hits - seen_hits_)));
+  seen_queries_ = queries;
+  seen_hits_ = hits;
+  cached_pages_->Set(cached_pages);
+}
 
 void WorkerMetrics::AddKvTransfer(int64_t bytes, double seconds) {
   kv_bytes_->Increment(static_cast<double>(bytes));

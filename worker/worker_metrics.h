@@ -1,8 +1,9 @@
 // WorkerMetrics: a worker's Prometheus endpoint (`/metrics`, served by MetricsHttpServer)
 // with the names and meanings of docs/architecture.md, "Metrics": KV pages used, requests running
 // and waiting, prompt and generation tokens, KV transfer bytes and seconds, busy (step) seconds,
-// preemptions. Every series carries the worker's role. Created by the prefill and decode workers at
-// start-up. Thread-safe (prometheus-cpp metrics are atomic): any thread may record.
+// preemptions, prefix cache queries and hits (tokens) and cached pages. Every series carries the
+// worker's role. Created by the prefill and decode workers at start-up. Thread-safe (prometheus-cpp
+// metrics are atomic): any thread may record.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -30,6 +31,9 @@ class WorkerMetrics {
   void AddStep(double seconds, int prompt_tokens, int generation_tokens);
   void AddKvTransfer(int64_t bytes, double seconds);
   void AddPreemptions(int64_t n);
+  // The engine's prefix cache counters (totals since it started, in prompt tokens) and its cached
+  // pages now. One thread only (the engine's): it keeps the totals last seen.
+  void SetPrefixCache(int64_t queries, int64_t hits, int cached_pages);
 
  private:
   WorkerMetrics() = default;
@@ -46,6 +50,10 @@ class WorkerMetrics {
   prometheus::Counter* preemptions_ = nullptr;
   prometheus::Counter* kv_bytes_ = nullptr;
   prometheus::Histogram* kv_seconds_ = nullptr;
+  prometheus::Counter* prefix_queries_ = nullptr;
+  prometheus::Counter* prefix_hits_ = nullptr;
+  prometheus::Gauge* cached_pages_ = nullptr;
+  int64_t seen_queries_ = 0, seen_hits_ = 0;  // SetPrefixCache's thread
 };
 
 }  // namespace pdserve::worker

@@ -3,6 +3,7 @@
 // command line, then read-only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,10 +27,20 @@ struct SharedWorkerOptions {
   double gateway_reconnect_seconds = 60;
   // Where to append a line per engine step (model/step_log.h); empty: nowhere.
   std::string step_log;
+  // engine.prefix_cache (--prefix-cache): with it on, the worker publishes its cached blocks
+  // (Register.kv_events, worker/kv_event_publisher.h).
 
   // Says which option is wrong (the identity's fields, a missing control port).
   Status Validate() const;
 };
+
+// The worker's engine, as model::Engine::Load makes it, with its prefix cache's salt
+// (EngineOptions::cache_salt) set to `salt_of` the loaded backend's model and KV pool: the KV
+// layout hash the worker registers, so that the gateway computes the same block keys.
+Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
+    const std::string& model_dir, model::EngineOptions options,
+    const std::function<Result<uint64_t>(const model::ModelConfig&, const model::KvCacheShape&)>&
+        salt_of);
 
 // The worker's step log (SharedWorkerOptions::step_log), or null when it has none.
 Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& options);

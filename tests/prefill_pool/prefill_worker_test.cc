@@ -69,10 +69,12 @@ class PrefillWorkerTest : public ::testing::Test {
     ASSERT_TRUE(Eventually([&] { return gateway_.registers() == 1; }));
   }
 
-  // Reserves pages for `request` on the decode side and sends the worker its Prefill.
-  kv_transfer::Reservation SendPrefill(uint64_t request, const std::vector<int32_t>& prompt) {
+  // Reserves pages for `request` on the decode side and sends the worker its Prefill; the decode
+  // side says it holds the prompt's first `cached_blocks` pages (they are not reserved).
+  kv_transfer::Reservation SendPrefill(uint64_t request, const std::vector<int32_t>& prompt,
+                                       int cached_blocks = 0) {
     const int pages = (static_cast<int>(prompt.size()) + engine_.page_size - 1) / engine_.page_size;
-    auto r = receiver_->Reserve(request, pages, Clock::now() + 20s);
+    auto r = receiver_->Reserve(request, std::max(1, pages - cached_blocks), Clock::now() + 20s);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     proto::Envelope m;
     proto::Prefill* p = m.mutable_prefill();
@@ -89,6 +91,7 @@ class PrefillWorkerTest : public ::testing::Test {
     dst->set_layout_hash(layout_.hash);
     dst->set_transfer_secret(reinterpret_cast<const char*>(r->secret.data()), r->secret.size());
     dst->set_device("cpu");
+    dst->set_cached_blocks(cached_blocks);
     gateway_.Send(m);
     return *r;
   }
@@ -107,6 +110,45 @@ class PrefillWorkerTest : public ::testing::Test {
       return false;
     });
     return answer;
+  }
+
+  // The first `tokens` tokens' K and V of the decode side's page `dst_page` equal those of
+  // `local`'s page `local_page`, in every layer.
+  void ExpectSameKv(int32_t dst_page, model::Engine& local, int32_t local_page, int tokens) {
+    const size_t token_bytes = layout_.page_bytes() / 2 / engine_.page_size;
+    for (int l = 0; l < layout_.n_layers; ++l) {
+      const auto* mine = static_cast<const unsigned char*>(local.backend().KvLayerData(l));
+      for (int kv = 0; kv < 2; ++kv) {
+        const size_t at = kv * layout_.page_bytes() / 2;
+        EXPECT_EQ(0,
+                  std::memcmp(memory_[l].data() + dst_page * layout_.page_bytes() + at,
+                              mine + local_page * layout_.page_bytes() + at, tokens * token_bytes))
+            << "layer " << l << " page " << dst_page << (kv ? " V" : " K");
+      }
+    }
+  }
+
+  // What one engine computes for `prompt`: its first token (greedy) and its pages, kept.
+  std::pair<int32_t, std::vector<int32_t>> RunLocally(model::Engine& local,
+                                                      const std::vector<int32_t>& prompt) {
+    model::SamplingParams greedy;
+    greedy.temperature = 0;
+    greedy.max_tokens = 1;
+    auto seq = local.Add(prompt, greedy, /*keep_pages=*/true);
+    EXPECT_TRUE(seq.ok());
+    std::vector<model::TokenEvent> events;
+    while (local.HasWork()) EXPECT_TRUE(local.Step(&events).ok());
+    EXPECT_FALSE(events.empty());
+    return {events.empty() ? -1 : events.front().token, local.TakeKeptPages(*seq)};
+  }
+
+  // The KvEvents and KvSnapshot messages the worker sent, in order.
+  std::vector<proto::Envelope> KvMessages() {
+    std::vector<proto::Envelope> kv;
+    for (const auto& m : gateway_.messages()) {
+      if (m.has_kv_events() || m.has_kv_snapshot()) kv.push_back(m);
+    }
+    return kv;
   }
 
   model::testing::TempDir dir_;
@@ -140,33 +182,64 @@ TEST_F(PrefillWorkerTest, PushesThePromptsKvAndAnswersWithTheFirstToken) {
   // The token and the KV are what one engine computes for the prompt.
   auto local = model::Engine::Load(dir_.path(), engine_);
   ASSERT_TRUE(local.ok()) << local.status().ToString();
-  model::SamplingParams greedy;
-  greedy.temperature = 0;
-  greedy.max_tokens = 1;
-  auto seq = (*local)->Add(prompt, greedy, /*keep_pages=*/true);
-  ASSERT_TRUE(seq.ok());
-  std::vector<model::TokenEvent> events;
-  while ((*local)->HasWork()) ASSERT_TRUE((*local)->Step(&events).ok());
-  ASSERT_FALSE(events.empty());
-  EXPECT_EQ(answer->tokens().tokens(0), events.front().token);
-  const std::vector<int32_t> local_pages = (*local)->TakeKeptPages(*seq);
+  const auto [token, local_pages] = RunLocally(**local, prompt);
+  EXPECT_EQ(answer->tokens().tokens(0), token);
   ASSERT_EQ(local_pages.size(), r.pages.size());
   // Whole pages hold the prompt's tokens but the last, which holds 11 % 4 of them.
-  const size_t token_bytes = layout_.page_bytes() / 2 / engine_.page_size;
-  for (int l = 0; l < layout_.n_layers; ++l) {
-    const auto* mine = static_cast<const unsigned char*>((*local)->backend().KvLayerData(l));
-    for (size_t i = 0; i < r.pages.size(); ++i) {
-      const int tokens =
-          std::min<int>(engine_.page_size, 11 - static_cast<int>(i) * engine_.page_size);
-      for (int kv = 0; kv < 2; ++kv) {
-        const size_t at = kv * layout_.page_bytes() / 2;
-        EXPECT_EQ(
-            0, std::memcmp(memory_[l].data() + r.pages[i] * layout_.page_bytes() + at,
-                           mine + local_pages[i] * layout_.page_bytes() + at, tokens * token_bytes))
-            << "layer " << l << " page " << i << (kv ? " V" : " K");
-      }
-    }
+  for (size_t i = 0; i < r.pages.size(); ++i) {
+    ExpectSameKv(r.pages[i], **local, local_pages[i],
+                 std::min<int>(engine_.page_size, 11 - static_cast<int>(i) * engine_.page_size));
   }
+}
+
+// The decode worker holds the prompt's first two pages (Reserved.cached_blocks): only the third
+// is sent, into the one page it reserved, and the bytes charged are that page's.
+TEST_F(PrefillWorkerTest, SendsOnlyThePagesAfterTheDecodeWorkersCachedBlocks) {
+  StartWorker();
+  // The gateway's resync after registration: an empty cache, from wire seq 0.
+  proto::Envelope resync;
+  resync.mutable_kv_resync();
+  gateway_.Send(resync);
+  const std::vector<int32_t> prompt = model::testing::RandomTokens(11, config_.vocab_size, 5);
+  ASSERT_TRUE(Eventually([&] { return !KvMessages().empty(); }));
+  SendPrefill(7, prompt);
+  const auto first = AnswerTo(7);
+  ASSERT_TRUE(first && first->has_tokens());
+  // Then the prompt's two full blocks, stored, as KvEvents 1.
+  ASSERT_TRUE(Eventually([&] { return KvMessages().size() >= 2; }));
+  const auto kv = KvMessages();
+  ASSERT_TRUE(kv[0].has_kv_snapshot());
+  EXPECT_EQ(kv[0].kv_snapshot().seq(), 0u);
+  EXPECT_EQ(kv[0].kv_snapshot().blocks_size(), 0);
+  ASSERT_TRUE(kv[1].has_kv_events());
+  EXPECT_EQ(kv[1].kv_events().seq(), 1u);
+  EXPECT_EQ(kv[1].kv_events().stored_size(), 2);
+  const kv_transfer::Reservation r = SendPrefill(8, prompt, /*cached_blocks=*/2);
+  const auto answer = AnswerTo(8);
+  ASSERT_TRUE(answer) << "no answer from the worker";
+  ASSERT_TRUE(answer->has_tokens()) << answer->DebugString();
+  EXPECT_EQ(receiver_->State(8), kv_transfer::TransferState::kDone);
+  EXPECT_EQ(answer->tokens().kv_bytes() * 3, first->tokens().kv_bytes());
+  // The worker's own cache held the first two pages of the second run: 8 tokens not computed.
+  EXPECT_EQ(first->tokens().cached_tokens(), 0);
+  EXPECT_EQ(answer->tokens().cached_tokens(), 8);
+  auto local = model::Engine::Load(dir_.path(), engine_);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  const auto [token, local_pages] = RunLocally(**local, prompt);
+  EXPECT_EQ(answer->tokens().tokens(0), token);
+  ASSERT_EQ(r.pages.size(), 1u);
+  ExpectSameKv(r.pages[0], **local, local_pages[2], 3);
+}
+
+TEST_F(PrefillWorkerTest, RefusesCachedBlocksThatLeaveNothingToSend) {
+  StartWorker();
+  SendPrefill(9, model::testing::RandomTokens(8, config_.vocab_size, 5), /*cached_blocks=*/2);
+  const auto answer = AnswerTo(9);
+  ASSERT_TRUE(answer) << "no answer from the worker";
+  ASSERT_TRUE(answer->has_error()) << answer->DebugString();
+  EXPECT_FALSE(answer->error().retryable());
+  EXPECT_NE(answer->error().message().find("holds 2 of the prompt's 2"), std::string::npos)
+      << answer->error().message();
 }
 
 // A decode worker whose KV connection is lost: the request did not start, so another pair may
