@@ -198,12 +198,12 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   void LeavePrefixIndexLocked(uint64_t worker);
   void HandleKvEventsLocked(Worker& w, const proto::KvEvents& events, Actions& actions);
   void HandleKvSnapshotLocked(Worker& w, const proto::KvSnapshot& snapshot);
-  // Fills request.matched_blocks; returns each worker's keys for the prompt (for
-  // RecordRoutedLocked).
-  std::map<uint64_t, std::vector<BlockKey>> PromptKeysLocked(const std::vector<int32_t>& prompt,
-                                                             RouteRequest& request) const;
-  void RecordRoutedLocked(const Route& route,
-                          const std::map<uint64_t, std::vector<BlockKey>>& keys_of);
+  // The prompt's block keys by KV identity (layout hash, page size): one chain per identity
+  // among the workers, computed once per dispatch.
+  using PromptKeys = std::map<std::pair<uint64_t, int>, std::vector<BlockKey>>;
+  // Fills request.matched_blocks; returns the keys for RecordRoutedLocked.
+  PromptKeys PromptKeysLocked(const std::vector<int32_t>& prompt, RouteRequest& request) const;
+  void RecordRoutedLocked(const Route& route, const PromptKeys& keys_of);
 
   boost::asio::io_context& io_;
   RegistryOptions options_;

@@ -45,8 +45,8 @@ void WorkerRegistry::HandleKvSnapshotLocked(Worker& w, const proto::KvSnapshot& 
   }
 }
 
-std::map<uint64_t, std::vector<BlockKey>> WorkerRegistry::PromptKeysLocked(
-    const std::vector<int32_t>& prompt, RouteRequest& request) const {
+WorkerRegistry::PromptKeys WorkerRegistry::PromptKeysLocked(const std::vector<int32_t>& prompt,
+                                                            RouteRequest& request) const {
   // One chain per KV identity (layout hash and page size) among the workers: workers of another
   // layout hold other keys for the same tokens.
   std::map<std::pair<uint64_t, int>, std::vector<uint64_t>> by_layout;
@@ -55,7 +55,7 @@ std::map<uint64_t, std::vector<BlockKey>> WorkerRegistry::PromptKeysLocked(
       by_layout[{w.info.layout_hash(), w.info.page_size()}].push_back(id);
     }
   }
-  std::map<uint64_t, std::vector<BlockKey>> keys_of;
+  PromptKeys keys_of;
   const PrefixIndex* const indexes[] = {&kv_index_, &routed_prefixes_};
   for (const auto& [layout, ids] : by_layout) {
     std::vector<BlockKey> keys = PromptBlockKeys(layout.first, prompt, layout.second);
@@ -63,16 +63,17 @@ std::map<uint64_t, std::vector<BlockKey>> WorkerRegistry::PromptKeysLocked(
     const std::vector<int> matched = MatchedBlocks(indexes, keys, ids);
     for (size_t i = 0; i < ids.size(); ++i) {
       if (matched[i] > 0) request.matched_blocks[ids[i]] = matched[i];
-      keys_of[ids[i]] = keys;
     }
+    keys_of.emplace(layout, std::move(keys));
   }
   return keys_of;
 }
 
-void WorkerRegistry::RecordRoutedLocked(const Route& route,
-                                        const std::map<uint64_t, std::vector<BlockKey>>& keys_of) {
+void WorkerRegistry::RecordRoutedLocked(const Route& route, const PromptKeys& keys_of) {
   for (uint64_t worker : {route.prefill_worker, route.decode_worker}) {
-    auto keys = keys_of.find(worker);
+    auto w = workers_.find(worker);
+    if (w == workers_.end() || w->second.info.kv_events()) continue;  // indexed by its events
+    auto keys = keys_of.find({w->second.info.layout_hash(), w->second.info.page_size()});
     if (keys != keys_of.end()) routed_prefixes_.Routed(worker, keys->second);
   }
 }
