@@ -56,8 +56,9 @@ class LoadView {
   void OnStep(uint64_t worker, const proto::StepReport& step);
 
   // Attempt `attempt` was sent to `route`'s decode (or colocated) worker, which reserves
-  // `kv_pages` for it and holds it from `now`. Disaggregated, its `prompt_tokens` count in its
-  // prefill worker's queue from now, though sent only once the decode worker answers.
+  // `kv_pages` for it and holds it from `now`. Disaggregated, its `prompt_tokens` (those its
+  // prefill worker computes: past the blocks it holds) count in that worker's queue from now,
+  // though sent only once the decode worker answers.
   void Routed(uint64_t attempt, const router::Route& route, int kv_pages, int64_t prompt_tokens,
               Clock::time_point now);
   // Its decode worker answered its Reserve (or, colocated, sent its first tokens): a Load it
@@ -96,10 +97,11 @@ class LoadView {
   struct Worker {
     proto::Register info;
     proto::Load load;
-    bool overclaimed = false;        // reported more free pages than it registered (logged once)
-    std::set<uint64_t> attempts;     // attempts it holds a part of
-    Clock::time_point last_busy;     // it last gained or lost an attempt
-    int64_t sent_prompt_tokens = 0;  // prompt tokens sent and not yet answered (prefill)
+    bool overclaimed = false;     // reported more free pages than it registered (logged once)
+    std::set<uint64_t> attempts;  // attempts it holds a part of
+    Clock::time_point last_busy;  // it last gained or lost an attempt
+    // Prompt tokens to compute sent and not yet answered (prefill): its steps run those alone.
+    int64_t sent_prompt_tokens = 0;
     // Since when it has worked on those: when the first was sent to it idle, or its last answer.
     Clock::time_point prompt_work_since;
     double prefill_tokens_per_second = 0;  // while running prompts; from its step reports

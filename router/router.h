@@ -39,7 +39,8 @@ struct WorkerLoad {
   int attempts = 0;  // attempts the registry has on it now
   // Since it last held an attempt (0 while it holds one); WorkerRegistry::LoadSnapshot only.
   double idle_seconds = 0;
-  // Prompt tokens the registry sent it and it has not answered yet (prefill workers).
+  // Prompt tokens the registry sent it to compute (past the blocks it held) and it has not
+  // answered yet (prefill workers).
   int64_t sent_prompt_tokens = 0;
   int max_batch_tokens = 0;  // its step budget, as registered (0: not said)
   // Its prompt rate while running prompts, measured from its step reports (0: not yet).
@@ -94,7 +95,8 @@ int InitialKvPages(const WorkerLoad& w, const RouteRequest& request);
 bool HasRoomFor(const WorkerLoad& w, const RouteRequest& request);
 
 // Whether a prefill worker takes `request`'s prompt now: when idle, or when the prompt tokens
-// sent to it and unanswered, with this one, fit one of its steps. Beyond that a request waits
+// sent to it and unanswered, with the ones of this prompt it would compute (past the blocks it
+// holds), fit one of its steps. Beyond that a request waits
 // in the admission queue, where it is ordered fairly and can be withdrawn, rather than behind a
 // worker's queue (a request of another tenant would wait a whole step more per step queued
 // there). A worker that did not say its step budget takes any.

@@ -49,7 +49,9 @@ int PagesFor(int tokens, int page_size) {
 
 bool HasPrefillRoomFor(const WorkerLoad& w, const RouteRequest& request) {
   if (w.max_batch_tokens <= 0 || w.sent_prompt_tokens <= 0) return true;
-  return w.sent_prompt_tokens + request.prompt_tokens <= int64_t{w.max_batch_tokens};
+  return w.sent_prompt_tokens +
+             UncachedTokens(request.prompt_tokens, request.Matched(w.id), w.page_size) <=
+         int64_t{w.max_batch_tokens};
 }
 
 int InitialKvPages(const WorkerLoad& w, const RouteRequest& request) {

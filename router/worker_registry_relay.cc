@@ -5,6 +5,8 @@
 // leaving) is in worker_registry.cc.
 #include "router/worker_registry.h"
 
+#include "router/cache_aware_scoring.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -277,8 +279,11 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     // What D reserves for it, as the router counted D's room.
     const auto d_load = std::find_if(loads.begin(), loads.end(),
                                      [&](const router::WorkerLoad& w) { return w.id == d->id; });
-    loads_.Routed(attempt_id, *route, router::InitialKvPages(*d_load, request),
-                  static_cast<int64_t>(prompt.size()), std::chrono::steady_clock::now());
+    // P's queue grows by what it computes: the prompt past the blocks it holds.
+    loads_.Routed(
+        attempt_id, *route, router::InitialKvPages(*d_load, request),
+        router::UncachedTokens(request.prompt_tokens, request.Matched(p->id), p->info.page_size()),
+        std::chrono::steady_clock::now());
     f.cost.attempt_id = attempt_id;
     f.cost.prefill_worker = p->id;
     f.cost.decode_worker = d->id;

@@ -30,7 +30,9 @@ Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
   PDSERVE_ASSIGN_OR_RETURN(model::ModelConfig config, model::ModelConfig::Load(model_dir));
   PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(model_dir, config, options));
-  PDSERVE_ASSIGN_OR_RETURN(options.cache_salt, salt_of(config, backend->kv_shape()));
+  // The backend's config, as the worker registers it: a simulated backend's pages differ from
+  // the model's, and so does its layout hash.
+  PDSERVE_ASSIGN_OR_RETURN(options.cache_salt, salt_of(backend->config(), backend->kv_shape()));
   auto engine = std::make_unique<model::Engine>(std::move(backend), options);
   engine->set_eos_ids({config.eos_token_ids.begin(), config.eos_token_ids.end()});
   return engine;
