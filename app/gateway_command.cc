@@ -143,6 +143,16 @@ void AddGatewayCommand(CLI::App& app) {
   gw->add_option("--routing", g->routing,
                  "How requests pick workers: cache-aware (load and prefix caches) or round-robin")
       ->check(CLI::IsMember({"cache-aware", "round-robin"}));
+  gw->add_option("--cache-affinity-weight", g->cache_affinity.work_weight,
+                 "Cache-aware routing: what a prompt token a prefill worker must compute weighs "
+                 "beyond its own first token, against that worker's queue (0: soonest first "
+                 "token wins)")
+      ->check(CLI::Range(0.0, 1e6));
+  gw->add_option("--cache-affinity-queue-steps", g->cache_affinity.queue_steps,
+                 "Cache-aware routing: a prefill worker past its step budget still takes a "
+                 "prompt for a longer cached prefix within this many steps of queued work (0: "
+                 "never)")
+      ->check(CLI::Range(0, 1000000));
   gw->add_option("--api-keys", g->api_keys_file, "API keys file (sha256:HEX tenant per line)");
   gw->add_flag("--no-auth", *no_auth,
                "Serve without API keys (the default when --api-keys is not given)");

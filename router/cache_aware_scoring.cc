@@ -33,18 +33,36 @@ double PrefillRate(const PrefillCandidate& c, std::span<const PrefillCandidate> 
 
 std::optional<size_t> PickPrefill(std::span<const PrefillCandidate> candidates,
                                   const PrefillJob& job) {
-  std::optional<size_t> best;
-  double best_ttft = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const PrefillCandidate& c = candidates[i];
-    const double ttft = PredictPrefill(c, job, PrefillRate(c, candidates, job)).ttft_seconds();
-    if (!best || ttft < best_ttft ||
-        (ttft == best_ttft && c.matched_blocks > candidates[*best].matched_blocks)) {
-      best = i;
-      best_ttft = ttft;
+  // The best by score over the candidates `admit` lets in.
+  auto best_of = [&](auto admit) {
+    std::optional<size_t> best;
+    double best_score = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const PrefillCandidate& c = candidates[i];
+      if (!admit(c)) continue;
+      const PrefillEstimate e = PredictPrefill(c, job, PrefillRate(c, candidates, job));
+      const double score =
+          e.queue_seconds + (1 + std::max(0.0, job.work_weight)) * e.compute_seconds;
+      if (!best || score < best_score ||
+          (score == best_score && c.matched_blocks > candidates[*best].matched_blocks)) {
+        best = i;
+        best_score = score;
+      }
     }
+    return best;
+  };
+  const std::optional<size_t> best = best_of([](const PrefillCandidate&) { return true; });
+  if (!best || candidates[*best].has_room) return best;
+  const PrefillCandidate& b = candidates[*best];
+  int least_matched = b.matched_blocks;
+  for (const PrefillCandidate& c : candidates)
+    least_matched = std::min(least_matched, c.matched_blocks);
+  if (b.matched_blocks > least_matched &&
+      b.queued_prompt_tokens + UncachedTokens(job.prompt_tokens, b.matched_blocks, job.page_size) <=
+          b.queue_limit_tokens) {
+    return best;
   }
-  return best;
+  return best_of([](const PrefillCandidate& c) { return c.has_room; });
 }
 
 double DecodeCost(const DecodeCandidate& c, const DecodeJob& job) {

@@ -5,10 +5,15 @@
 // candidates by room (HasPrefillRoomFor, HasRoomFor) first.
 //
 // Prefill: a candidate's predicted time to first token is its queue, the prompt tokens sent to
-// it and unanswered, plus the prompt tokens it lacks (past its matched blocks), both at its
-// prompt rate:  ttft = (queued + uncached) / rate.  The smallest wins, so a cached prefix draws
-// a request only while it saves more than the cached worker's extra queue costs: affinity never
-// overrides an overloaded worker.
+// it to compute and unanswered, plus the prompt tokens it lacks (past its matched blocks), both
+// at its prompt rate:  ttft = (queued + uncached) / rate.  The pick weighs the uncached part
+// more:  score = queued / rate + (1 + work_weight) * uncached / rate,  as the tokens it computes
+// also delay every request queued behind this one; under load the workers' queues even out
+// within a few steps, and what stays is the work each route adds. So a worker that holds the
+// conversation so far keeps it while its queue is no longer than the others' by more than the
+// weighted work it saves. A worker past its step budget (no room) takes a request only for a
+// longer cached prefix than the least any candidate holds, and only up to its queue limit:
+// affinity never overrides an overloaded worker.
 //
 // Decode: blocks the prefill worker must send (those the decode worker lacks) against the
 // decode worker's batch:  cost = missing_blocks * seconds_per_block_sent
@@ -34,6 +39,10 @@ struct PrefillCandidate {
   int matched_blocks = 0;            // leading blocks of the prompt it holds
   double tokens_per_second = 0;      // its measured prompt rate; 0: not measured yet
   int64_t queued_prompt_tokens = 0;  // sent to it and unanswered (WorkerLoad::sent_prompt_tokens)
+  bool has_room = true;              // within its step budget with this prompt (HasPrefillRoomFor)
+  // Without room, the most prompt tokens to compute it may hold, this one's included, when it is
+  // the best pick for its cached prefix. 0: none past its room.
+  int64_t queue_limit_tokens = 0;
 };
 
 struct PrefillJob {
@@ -42,6 +51,8 @@ struct PrefillJob {
   // The rate of a candidate with none measured (PrefillCapacity::tokens_per_second). 0: the
   // mean of the candidates' measured rates, or, with none measured, 1 (tokens are compared).
   double default_tokens_per_second = 0;
+  // What a token computed weighs in the pick beyond its own time to first token (>= 0).
+  double work_weight = 1.0;
 };
 
 struct PrefillEstimate {
@@ -58,8 +69,9 @@ int64_t UncachedTokens(int prompt_tokens, int matched_blocks, int page_size);
 PrefillEstimate PredictPrefill(const PrefillCandidate& c, const PrefillJob& job,
                                double tokens_per_second);
 
-// The index in `candidates` of the smallest predicted time to first token; on ties the one with
-// more matched blocks, then the first. nullopt when there is none.
+// The index in `candidates` of the smallest score among those with room, or of a better-scoring
+// one without room for a longer cached prefix within its queue limit (see above); on ties the
+// one with more matched blocks, then the first. nullopt when none may take it.
 std::optional<size_t> PickPrefill(std::span<const PrefillCandidate> candidates,
                                   const PrefillJob& job);
 // The rate PickPrefill uses for `c` among `candidates`.

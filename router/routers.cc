@@ -9,9 +9,14 @@
 namespace pdserve::router {
 namespace {
 
-bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
+// Of `role`, serving, allowed for `request`; room not checked.
+bool Eligible(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
   return w.role == role && !w.draining && !request.exclude.count(w.id) &&
-         (request.zones.empty() || request.zones.count(w.zone)) &&
+         (request.zones.empty() || request.zones.count(w.zone));
+}
+
+bool Usable(const WorkerLoad& w, const std::string& role, const RouteRequest& request) {
+  return Eligible(w, role, request) &&
          (role == "prefill" ? HasPrefillRoomFor(w, request) : HasRoomFor(w, request));
 }
 
@@ -73,16 +78,21 @@ std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
   const WorkerLoad* d = Best(workers, "decode", request, 0,
                              [&](const WorkerLoad& w) { return RoomForDecoding(w, request); });
   if (!d) return std::nullopt;
-  // The prefill worker of D's layout with the soonest predicted first token: its queue plus the
-  // prompt tokens it lacks, at its prompt rate (cache_aware_scoring.h).
+  // The prefill worker of D's layout that scores best: its queue plus the prompt tokens it lacks,
+  // weighted, at its prompt rate (cache_aware_scoring.h).
   std::vector<const WorkerLoad*> prefill;
   std::vector<PrefillCandidate> candidates;
   for (const WorkerLoad& w : workers) {
-    if (!Usable(w, "prefill", request) || w.layout_hash != d->layout_hash) continue;
+    if (!Eligible(w, "prefill", request) || w.layout_hash != d->layout_hash) continue;
     prefill.push_back(&w);
-    candidates.push_back(PrefillCandidateOf(w, request.Matched(w.id), w.prefill_tokens_per_second));
+    PrefillCandidate c = PrefillCandidateOf(w, request.Matched(w.id), w.prefill_tokens_per_second);
+    c.has_room = HasPrefillRoomFor(w, request);
+    c.queue_limit_tokens = int64_t{affinity_.queue_steps} * std::max(0, w.max_batch_tokens);
+    candidates.push_back(c);
   }
-  const PrefillJob job{request.prompt_tokens, d->page_size > 0 ? d->page_size : 16, 0};
+  const PrefillJob job{.prompt_tokens = request.prompt_tokens,
+                       .page_size = d->page_size > 0 ? d->page_size : 16,
+                       .work_weight = affinity_.work_weight};
   const std::optional<size_t> p = PickPrefill(candidates, job);
   if (!p) return std::nullopt;
   return Route{prefill[*p]->id, d->id, true};
@@ -128,15 +138,18 @@ std::optional<Route> FallbackRouter::Pick(std::span<const WorkerLoad> workers,
   return std::nullopt;
 }
 
-std::unique_ptr<Router> MakeDefaultRouter() {
+std::unique_ptr<Router> MakeDefaultRouter(CacheAffinity affinity) {
   std::vector<std::unique_ptr<Router>> chain;
-  chain.push_back(std::make_unique<PdPairRouter>());
+  chain.push_back(std::make_unique<PdPairRouter>(affinity));
   chain.push_back(std::make_unique<ColocatedRouter>());
   return std::make_unique<FallbackRouter>(std::move(chain));
 }
 
-Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing) {
-  if (routing == "cache-aware") return MakeDefaultRouter();
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, CacheAffinity affinity) {
+  if (!(affinity.work_weight >= 0) || affinity.queue_steps < 0) {
+    return InvalidArgument("the cache affinity's work weight and queue steps must be >= 0");
+  }
+  if (routing == "cache-aware") return MakeDefaultRouter(affinity);
   if (routing == "round-robin")
     return std::unique_ptr<Router>(std::make_unique<RoundRobinRouter>());
   return InvalidArgument("unknown routing '" + routing + "' (cache-aware or round-robin)");

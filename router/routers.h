@@ -2,9 +2,10 @@
 // - PdPairRouter: a decode worker D with the most free KV pages, each block of the prompt it is
 //   believed to hold counting as a free page (then the smallest batch and fewest attempts), and a
 //   prefill worker P with D's KV layout and the soonest predicted first token: the prompt tokens
-//   sent to it and unanswered plus those of this prompt it lacks, at its measured prompt rate
-//   (cache_aware_scoring.h: a cached prefix draws a request only while it saves more than the
-//   cached worker's extra queue costs);
+//   sent to it to compute and unanswered plus those of this prompt it lacks, weighted, at its
+//   measured prompt rate (cache_aware_scoring.h: a cached prefix draws a request only while the
+//   work it saves outweighs the cached worker's extra queue, and past that worker's step budget
+//   only within CacheAffinity::queue_steps);
 // - ColocatedRouter: the worker of role both with the most free pages, cached blocks counted as
 //   for D (then the smallest batch);
 // - FallbackRouter: the first of its routers that finds a route (the default: a P/D pair, else
@@ -26,10 +27,24 @@
 
 namespace pdserve::router {
 
+// How far a cached prefix draws a prompt to its prefill worker (cache_aware_scoring.h).
+struct CacheAffinity {
+  // PrefillJob::work_weight: what a prompt token computed weighs beyond its own first token
+  // (>= 0; 0: the soonest predicted first token wins).
+  double work_weight = 1.0;
+  // A worker past its step budget still takes a prompt for a longer cached prefix while the
+  // prompt tokens it holds to compute stay within this many steps (>= 0; 0: never).
+  int queue_steps = 2;
+};
+
 class PdPairRouter final : public Router {
  public:
+  explicit PdPairRouter(CacheAffinity affinity = {}) : affinity_(affinity) {}
   std::optional<Route> Pick(std::span<const WorkerLoad> workers,
                             const RouteRequest& request) const override;
+
+ private:
+  CacheAffinity affinity_;
 };
 
 class ColocatedRouter final : public Router {
@@ -58,9 +73,9 @@ class RoundRobinRouter final : public Router {
 };
 
 // A P/D pair where one exists, else a colocated worker.
-std::unique_ptr<Router> MakeDefaultRouter();
+std::unique_ptr<Router> MakeDefaultRouter(CacheAffinity affinity = {});
 // The policy `--routing` names: "cache-aware" (MakeDefaultRouter) or "round-robin";
-// InvalidArgument for another name.
-Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing);
+// InvalidArgument for another name or an affinity out of range.
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, CacheAffinity affinity = {});
 
 }  // namespace pdserve::router

@@ -1,7 +1,8 @@
 // Cache-aware scoring's numbers: the cached worker wins at equal load, loses to an idle uncached
 // one once its queue costs more than its cache saves (the crossover at the tokens the cache
-// saves), the same for decode workers against their batch, and conditional disaggregation's
-// three reasons with their boundaries.
+// saves, weighted), takes a request past its step budget only for a longer prefix, the same for
+// decode workers against their batch, and conditional disaggregation's three reasons with their
+// boundaries.
 #include "router/cache_aware_scoring.h"
 
 #include <gtest/gtest.h>
@@ -37,18 +38,45 @@ TEST(CacheAwareScoringTest, PrefillPrefersTheCachedWorkerAtEqualLoad) {
 }
 
 TEST(CacheAwareScoringTest, PrefillPrefersTheIdleUncachedWorkerOnceTheCachedOneIsLoaded) {
-  // The cache saves 1,600 tokens: the cached worker wins while its queue is shorter than that.
-  const std::vector<PrefillCandidate> below = {Prefill(1, 0, 0), Prefill(2, 100, 1500)};
+  // The cache saves 1,600 tokens, which weigh twice (work_weight 1): the cached worker wins while
+  // its queue is shorter than 3,200 tokens.
+  const std::vector<PrefillCandidate> below = {Prefill(1, 0, 0), Prefill(2, 100, 3100)};
   EXPECT_EQ(PickPrefill(below, kJob), 1u);
-  const std::vector<PrefillCandidate> above = {Prefill(1, 0, 0), Prefill(2, 100, 1700)};
+  const std::vector<PrefillCandidate> above = {Prefill(1, 0, 0), Prefill(2, 100, 3300)};
   EXPECT_EQ(PickPrefill(above, kJob), 0u);
-  // At the crossover both predict 0.2048 s; the cached one takes the tie.
-  const std::vector<PrefillCandidate> at = {Prefill(1, 0, 0), Prefill(2, 100, 1600)};
+  // At the crossover both score 0.4096 s; the cached one takes the tie.
+  const std::vector<PrefillCandidate> at = {Prefill(1, 0, 0), Prefill(2, 100, 3200)};
   EXPECT_EQ(PickPrefill(at, kJob), 1u);
-  // A slower cached worker: at half the rate its 448 tokens take 0.0896 s against 0.2048 s, and
-  // it wins; at a tenth, 0.448 s, it loses.
+  // A slower cached worker: at half the rate its 448 tokens score 0.1792 s against 0.4096 s,
+  // and it wins; at a tenth, 0.896 s, it loses.
   EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), Prefill(2, 100, 0, 5000)}, kJob), 1u);
   EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), Prefill(2, 100, 0, 1000)}, kJob), 0u);
+}
+
+TEST(CacheAwareScoringTest, WithoutTheWorkWeightThePickIsTheSoonestFirstToken) {
+  PrefillJob ttft_only = kJob;
+  ttft_only.work_weight = 0;
+  // The crossover falls to the 1,600 tokens saved.
+  EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), Prefill(2, 100, 1500)}, ttft_only), 1u);
+  EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), Prefill(2, 100, 1700)}, ttft_only), 0u);
+}
+
+TEST(CacheAwareScoringTest, AWorkerPastItsStepBudgetTakesOnlyALongerCachedPrefixWithinItsLimit) {
+  PrefillCandidate full = Prefill(2, 100, 1000);
+  full.has_room = false;
+  full.queue_limit_tokens = 1448;  // its 1,000 queued and this prompt's 448 fit
+  EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), full}, kJob), 1u);
+  full.queue_limit_tokens = 1447;  // one token less: the worker with room
+  EXPECT_EQ(PickPrefill(std::vector{Prefill(1, 0, 0), full}, kJob), 0u);
+  // No longer a prefix than the others hold: it takes nothing past its budget, even scoring best.
+  PrefillCandidate same = Prefill(2, 0, 0);
+  same.has_room = false;
+  same.queue_limit_tokens = 100000;
+  PrefillCandidate busy = Prefill(1, 0, 5000);
+  EXPECT_EQ(PickPrefill(std::vector{busy, same}, kJob), 0u);
+  // None with room and none that may go past its budget: the request waits.
+  busy.has_room = false;
+  EXPECT_EQ(PickPrefill(std::vector{busy, same}, kJob), std::nullopt);
 }
 
 TEST(CacheAwareScoringTest, AnUnmeasuredWorkerCountsAtTheDefaultOrTheMeanRate) {

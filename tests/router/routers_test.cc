@@ -144,11 +144,12 @@ TEST(PdPairRouterTest, ACachedPrefixDrawsThePromptWhileItSavesMoreThanTheQueueCo
   std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
   ws[1].prefill_tokens_per_second = ws[2].prefill_tokens_per_second = 1000;
   RouteRequest request;
-  request.prompt_tokens = 64 * 16;     // 64 blocks
-  request.matched_blocks = {{3, 60}};  // worker 3 holds 60 of them: 960 tokens saved
-  ws[2].sent_prompt_tokens = 900;      // its queue costs less than that
+  request.prompt_tokens = 64 * 16;  // 64 blocks
+  // Worker 3 holds 60 of them: 960 tokens saved, which weigh twice (cache_aware_scoring.h).
+  request.matched_blocks = {{3, 60}};
+  ws[2].sent_prompt_tokens = 1900;  // its queue costs less than that
   EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 3u);
-  ws[2].sent_prompt_tokens = 1000;  // now more
+  ws[2].sent_prompt_tokens = 2000;  // now more
   EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 2u);
   // On the decode side a held block counts as a free page.
   ws.push_back(Worker(4, "decode", 95));
@@ -156,6 +157,25 @@ TEST(PdPairRouterTest, ACachedPrefixDrawsThePromptWhileItSavesMoreThanTheQueueCo
   EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 4u);
   request.matched_blocks[4] = 4;
   EXPECT_EQ(PdPairRouter().Pick(ws, request)->decode_worker, 1u);
+}
+
+TEST(PdPairRouterTest, APrefillWorkerPastItsBudgetKeepsItsPrefixWithinTwoSteps) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
+  for (int i : {1, 2}) {
+    ws[i].prefill_tokens_per_second = 1000;
+    ws[i].max_batch_tokens = 512;
+  }
+  RouteRequest request;
+  request.prompt_tokens = 64 * 16;
+  request.matched_blocks = {{3, 60}};  // worker 3 computes 64 tokens, worker 2 all 1,024
+  ws[2].sent_prompt_tokens = 500;      // past its budget with this prompt, within two steps
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 3u);
+  ws[2].sent_prompt_tokens = 961;  // 961 + 64 > 1,024: past two steps
+  // Worker 2 (no queue) cannot take the 1,024-token prompt either past its 512-token budget:
+  // only when idle.
+  EXPECT_EQ(PdPairRouter().Pick(ws, request)->prefill_worker, 2u);
+  ws[1].sent_prompt_tokens = 1;
+  EXPECT_FALSE(PdPairRouter().Pick(ws, request));
 }
 
 TEST(RoundRobinRouterTest, TakesUsableWorkersInTurnBlindToLoadAndCaches) {
@@ -178,6 +198,28 @@ TEST(RoundRobinRouterTest, TakesUsableWorkersInTurnBlindToLoadAndCaches) {
   EXPECT_FALSE(MakeRouter("random").ok());
   EXPECT_NE(MakeRouter("random").status().message().find("cache-aware or round-robin"),
             std::string::npos);
+  EXPECT_FALSE(MakeRouter("cache-aware", {.work_weight = -1}).ok());
+  EXPECT_FALSE(MakeRouter("cache-aware", {.queue_steps = -1}).ok());
+  EXPECT_TRUE(MakeRouter("cache-aware", {.work_weight = 0, .queue_steps = 0}).ok());
+}
+
+TEST(PdPairRouterTest, CacheAffinityWeighsTheWorkSavedAndBoundsTheQueuePastTheBudget) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
+  for (int i : {1, 2}) {
+    ws[i].prefill_tokens_per_second = 1000;
+    ws[i].max_batch_tokens = 4096;
+  }
+  RouteRequest request;
+  request.prompt_tokens = 64 * 16;
+  request.matched_blocks = {{3, 60}};  // 960 tokens saved
+  ws[2].sent_prompt_tokens = 1500;     // more than it saves, less than twice that
+  EXPECT_EQ(PdPairRouter({.work_weight = 0}).Pick(ws, request)->prefill_worker, 2u);
+  EXPECT_EQ(PdPairRouter({.work_weight = 1}).Pick(ws, request)->prefill_worker, 3u);
+  ws[2].max_batch_tokens = 1024;  // past its budget: within one step, not within none
+  EXPECT_EQ(PdPairRouter({.work_weight = 1, .queue_steps = 2}).Pick(ws, request)->prefill_worker,
+            3u);
+  EXPECT_EQ(PdPairRouter({.work_weight = 1, .queue_steps = 0}).Pick(ws, request)->prefill_worker,
+            2u);
 }
 
 TEST(ColocatedRouterTest, PicksTheWorkerOfRoleBothWithTheMostRoom) {
