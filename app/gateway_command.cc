@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "common/logging.h"
 #include "gateway/gateway_server.h"
+#include "router/routers.h"
 
 namespace pdserve::app {
 
@@ -143,16 +144,26 @@ void AddGatewayCommand(CLI::App& app) {
   gw->add_option("--routing", g->routing,
                  "How requests pick workers: cache-aware (load and prefix caches) or round-robin")
       ->check(CLI::IsMember({"cache-aware", "round-robin"}));
-  gw->add_option("--cache-affinity-weight", g->cache_affinity.work_weight,
+  gw->add_option("--cache-affinity-weight", g->pair_routing.affinity.work_weight,
                  "Cache-aware routing: what a prompt token a prefill worker must compute weighs "
                  "beyond its own first token, against that worker's queue (0: soonest first "
                  "token wins)")
       ->check(CLI::Range(0.0, 1e6));
-  gw->add_option("--cache-affinity-queue-steps", g->cache_affinity.queue_steps,
+  gw->add_option("--cache-affinity-queue-steps", g->pair_routing.affinity.queue_steps,
                  "Cache-aware routing: a prefill worker past its step budget still takes a "
                  "prompt for a longer cached prefix within this many steps of queued work (0: "
                  "never)")
       ->check(CLI::Range(0, 1000000));
+  auto disaggregation = std::make_shared<std::string>("always");
+  gw->add_option("--disaggregation", *disaggregation,
+                 "Cache-aware routing with decode workers: always (a prefill worker every time), "
+                 "conditional (per request, a decode worker prefills a prompt itself when that "
+                 "predicts the sooner first token) or never (decode workers prefill)")
+      ->check(CLI::IsMember({"conditional", "always", "never"}));
+  gw->add_option("--local-prefill-tokens", g->pair_routing.placement.short_uncached_tokens,
+                 "Conditional disaggregation: a prompt of at most this many tokens its decode "
+                 "worker lacks is prefilled there")
+      ->check(CLI::Range(0, 1 << 30));
   gw->add_option("--api-keys", g->api_keys_file, "API keys file (sha256:HEX tenant per line)");
   gw->add_flag("--no-auth", *no_auth,
                "Serve without API keys (the default when --api-keys is not given)");
@@ -218,8 +229,9 @@ void AddGatewayCommand(CLI::App& app) {
   AddActuatorFlags(gw, &planner->actuator);
   auto external = std::make_shared<ExternalFlags>();
   AddExternalFlags(gw, external.get(), g.get());
-  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner, external] {
+  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner, external, disaggregation] {
     InitLogging("gateway", "info");
+    g->pair_routing.disaggregation = router::ParseDisaggregation(*disaggregation).value();
     ApplyExternalFlags(*external, g.get());
     if (*no_auth) g->api_keys_file.clear();
     g->queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(*queue_timeout * 1000));

@@ -104,6 +104,8 @@ Json RowJson(const ledger::AttemptRow& r) {
           {"prompt_tokens", r.prompt_tokens},
           {"completion_tokens", r.completion_tokens},
           {"cached_prompt_tokens", r.cached_prompt_tokens},
+          {"placement", r.placement},
+          {"placement_reason", r.placement_reason},
           {"prefill_worker", WorkerJson(r.prefill_worker)},
           {"decode_worker", WorkerJson(r.decode_worker)},
           {"prefill_step_seconds", r.prefill_step_seconds},

@@ -43,7 +43,8 @@ struct UpFlags {
   int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
-  bool prefix_cache = true;  // passed to every worker
+  bool prefix_cache = true;               // passed to every worker
+  std::string disaggregation = "always";  // passed to the gateway
 };
 
 // A pool's size for `up`: "N" workers, or with --autoscale "MIN:MAX" (MIN reserved, at least 1).
@@ -125,6 +126,7 @@ void RunUp(const UpFlags& f) {
                                    model_dir,      "--port",  std::to_string(f.port),
                                    "--ready-file", ready};
   if (!f.ledger.empty()) gateway.insert(gateway.end(), {"--ledger", f.ledger});
+  gateway.insert(gateway.end(), {"--disaggregation", f.disaggregation});
   if (f.autoscale) {
     // The gateway's planner starts and drains the burst workers as its own children.
     gateway.insert(gateway.end(), {"--planner",
@@ -293,6 +295,10 @@ void AddUpCommand(CLI::App& app) {
   up->add_option("--threads", u->threads, "CPU threads per worker (0: the cores shared out)");
   AddDtypeOption(*up, u->dtype);  // passed to every worker
   AddPrefixCacheOption(*up, u->prefix_cache);
+  up->add_option("--disaggregation", u->disaggregation,
+                 "Whether a decode worker may prefill a prompt itself: always (a prefill worker "
+                 "every time), conditional (per request, when sooner) or never")
+      ->check(CLI::IsMember({"conditional", "always", "never"}));
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,

@@ -198,10 +198,8 @@ void Worker::SendError(uint64_t request_id, const std::string& message, bool ret
 }
 
 void Worker::HandleGenerate(const proto::Generate& g) {
-  if (options_.role != "both") {
-    return SendError(g.request_id(), "this is a decode worker: it takes Reserve, not Generate",
-                     true);
-  }
+  // Role both, or a decode worker the gateway asks to prefill a prompt itself (conditional
+  // disaggregation): a preempted sequence is handed back as any of a decode worker's is.
   if (draining_) return SendError(g.request_id(), "worker is draining", true);
   if (seq_of_request_.contains(g.request_id())) {
     // A gateway bug: an error under that id would end the request already running, and a

@@ -7,7 +7,8 @@
 //   KvDone, which
 //   joins the sequence, now holding the prompt's KV pushed by a prefill worker, to the running
 //   batch. Its pages grow as it decodes; a sequence preempted when the pool runs out goes back to
-//   the gateway (RequestError.preempted), which resumes it elsewhere.
+//   the gateway (RequestError.preempted), which resumes it elsewhere. It also takes Generate:
+//   the gateway's conditional disaggregation has it prefill a prompt itself (no KV transfer).
 // It streams TokenBatch messages, reports every step's wall time and its requests (StepReport,
 // before the step's tokens) and its load every heartbeat. Drain() (SIGTERM) stops taking work,
 // finishes what runs, then Run returns. When the gateway is lost, the worker drops what it was

@@ -21,15 +21,18 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   f.upstreams_configured = overflow_.upstreams != nullptr;
   const int64_t prompt = static_cast<int64_t>(response_.prompt().size());
   if (f.upstreams_configured) {
-    f.picked_upstream = overflow_.upstreams->Pick(prompt, max_tokens_, failed_upstreams_);
+    // The upstream's price for the part of the prompt it is believed to hold is its cached one.
+    f.picked_upstream =
+        overflow_.upstreams->Pick(response_.prompt(), max_tokens_, failed_upstreams_);
     if (f.picked_upstream < 0) {
       f.why_no_upstream = overflow_.upstreams->WhyNone(failed_upstreams_);
     } else {
       f.upstream_usd =
-          ExternalCostUsd(overflow_.upstreams->configs()[f.picked_upstream], prompt, max_tokens_);
+          overflow_.upstreams->PredictUsd(f.picked_upstream, response_.prompt(), max_tokens_);
     }
   }
-  // Both priced at the request's whole allowance: its prompt and max_tokens.
+  // Both priced at the request's whole allowance: its prompt and max_tokens (the self-hosted
+  // rates are what prompts cost lately, their cached parts included).
   if (const auto& rates = accounting_.accounting().rates) {
     f.self_hosted_usd = rates->PredictUsd(prompt, max_tokens_);
   }
@@ -96,6 +99,7 @@ bool CompletionCall::Overflow(const router::Admission& refusal) {
 
 void CompletionCall::StartExternal(int upstream, const std::string& reason) {
   attempts_by_id_[attempt_id_].upstream = upstream;
+  overflow_.upstreams->Sent(upstream, response_.prompt());
   metrics_->RecordExternal(overflow_.upstreams->configs()[upstream].name, reason);
   AttemptSpec spec;
   spec.id = attempt_id_;

@@ -83,7 +83,8 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                                                     shared->quota, shared->metrics);
   router::RegistryOptions registry_options;
   registry_options.cluster_token = o.cluster_token;
-  PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<router::Router> router, router::MakeRouter(o.routing, o.cache_affinity));
+  PDSERVE_ASSIGN_OR_RETURN(std::unique_ptr<router::Router> router,
+                           router::MakeRouter(o.routing, o.pair_routing));
   registry_options.router = std::move(router);
   // Burst workers the planner asks for are billed from the ask (gateway/burst_asks.h).
   std::shared_ptr<BurstAsks> asks;

@@ -46,9 +46,9 @@ struct GatewayOptions {
   // How attempts pick their workers (router/routers.h, MakeRouter): "cache-aware" (the default:
   // load and the workers' prefix caches) or "round-robin" (a plain balancer, for comparison).
   std::string routing = "cache-aware";
-  router::CacheAffinity cache_affinity;  // cache-aware routing only
-  std::string api_keys_file;             // empty: no authentication
-  std::string ledger_path;               // SQLite cost ledger; empty: none
+  router::PairRouting pair_routing;  // cache-aware routing only
+  std::string api_keys_file;         // empty: no authentication
+  std::string ledger_path;           // SQLite cost ledger; empty: none
   bool ledger_store_text = false;
   double egress_usd_per_gb = 0;  // KV bytes crossing zones; tenants' rate limits come from it too
   size_t max_body_bytes = 8 << 20;

@@ -43,13 +43,9 @@ void PriceRow(const router::AttemptUsage& usage, double egress_usd_per_gb,
   row->prefill_step_seconds = usage.prefill_step_seconds;
   row->decode_step_seconds = usage.decode_step_seconds;
   row->kv_bytes = usage.kv_bytes;
+  row->placement = usage.placement;
+  row->placement_reason = usage.placement_reason;
   row->cost = ledger::PriceAttempt(*row, {.egress_usd_per_gb = egress_usd_per_gb});
-}
-
-double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                       int64_t completion_tokens) {
-  return ledger::ApiTokensCostUsd(prompt_tokens, completion_tokens, upstream.input_cost_per_token,
-                                  upstream.output_cost_per_token);
 }
 
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
@@ -66,6 +62,8 @@ void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tok
   row->prefill_step_seconds = 0;
   row->decode_step_seconds = 0;
   row->kv_bytes = 0;
+  row->placement = "api";
+  row->placement_reason = "";
   row->prompt_tokens = prompt_tokens;
   row->cached_prompt_tokens = std::clamp<int64_t>(cached_prompt_tokens, 0, prompt_tokens);
   row->completion_tokens = completion_tokens;

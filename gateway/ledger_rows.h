@@ -33,13 +33,6 @@ void PriceRow(const router::AttemptUsage& usage, double egress_usd_per_gb, ledge
 void PriceExternalRow(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
                       int64_t cached_prompt_tokens, int64_t completion_tokens,
                       ledger::AttemptRow* row);
-// USD for those tokens at the upstream's prices, every prompt token at the full input price:
-// what PriceExternalRow charges for them when the upstream caches none of the prompt. The
-// prediction before an attempt runs (overflow=cheapest) uses it so: nothing tells the gateway
-// what an external API holds in its prompt cache, so a cached discount is not predicted.
-double ExternalCostUsd(const router::UpstreamConfig& upstream, int64_t prompt_tokens,
-                       int64_t completion_tokens);
-
 double UnixSeconds(std::chrono::system_clock::time_point t);
 
 }  // namespace pdserve::gateway

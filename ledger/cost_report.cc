@@ -23,6 +23,7 @@ void AddRow(const AttemptRow& r, ReportSection* s) {
     if (IsAcceptedStatus(r.status)) {
       ++e.requests;
       e.input_tokens += r.prompt_tokens;
+      e.cached_input_tokens += std::clamp<int64_t>(r.cached_prompt_tokens, 0, r.prompt_tokens);
       e.output_tokens += r.completion_tokens;
       e.cost_usd += c.total();
     } else {
@@ -379,6 +380,7 @@ Json SectionJson(const ReportSection& s) {
     external[name] = {{"requests", e.requests},
                       {"failed_attempts", e.failed_attempts},
                       {"input_tokens", e.input_tokens},
+                      {"cached_input_tokens", e.cached_input_tokens},
                       {"output_tokens", e.output_tokens},
                       {"cost_usd", e.cost_usd},
                       {"retry_waste_usd", e.wasted_usd},
@@ -567,15 +569,15 @@ std::string CostReportTable(const CostReport& r) {
         "  (a class's cost is its capacity, idle and cold starts included; an API's, its rows)\n\n";
   }
   if (!r.overall.external.empty()) {
-    out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n",
-                       "External APIs (served)", "requests", "failed", "input tok", "output tok",
-                       "cost", "retry waste", "on burst", "burst loaded");
+    out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n",
+                       "External APIs (served)", "requests", "failed", "input tok", "cached tok",
+                       "output tok", "cost", "retry waste", "on burst", "burst loaded");
     for (const auto& [name, e] : r.overall.external) {
       const OnBurst on = ExternalOnBurst(r.overall, e);
-      out +=
-          fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n", name, e.requests,
-                      e.failed_attempts, e.input_tokens, e.output_tokens, Usd(e.cost_usd),
-                      Usd(e.wasted_usd), UsdOrDash(on.compute_usd), UsdOrDash(on.fully_loaded_usd));
+      out += fmt::format("{:<24}{:>10}{:>10}{:>12}{:>12}{:>12}{:>14}{:>14}{:>16}{:>16}\n", name,
+                         e.requests, e.failed_attempts, e.input_tokens, e.cached_input_tokens,
+                         e.output_tokens, Usd(e.cost_usd), Usd(e.wasted_usd),
+                         UsdOrDash(on.compute_usd), UsdOrDash(on.fully_loaded_usd));
     }
     out +=
         "  on burst: the same tokens at burst's compute cost per token in this window; burst "

@@ -92,8 +92,9 @@ struct ApiFigures {
 struct ExternalFigures {
   int64_t requests = 0, failed_attempts = 0;
   int64_t input_tokens = 0, output_tokens = 0;  // accepted
-  double cost_usd = 0;                          // accepted attempts
-  double wasted_usd = 0;                        // failed attempts (retried, error)
+  int64_t cached_input_tokens = 0;  // of input_tokens, those the API read from its prompt cache
+  double cost_usd = 0;              // accepted attempts
+  double wasted_usd = 0;            // failed attempts (retried, error)
 };
 
 struct ReportSection {

@@ -178,15 +178,18 @@ std::string MixTables(const CostReport& r) {
   if (r.overall.external.empty()) return html;
   html +=
       "<h3>Overflow to external APIs against burst</h3><table><tr><th>API</th><th>requests</th>"
-      "<th>failed</th><th>cost</th><th>retry waste</th><th>same tokens on burst (compute)</th>"
+      "<th>failed</th><th>input tokens</th><th>from its prompt cache</th><th>cost</th><th>retry "
+      "waste</th><th>same tokens on burst (compute)</th>"
       "<th>on burst (fully loaded)</th></tr>\n";
   auto money = [](std::optional<double> v) { return v ? Money(*v) : std::string("-"); };
   for (const auto& [name, e] : r.overall.external) {
     const OnBurst on = ExternalOnBurst(r.overall, e);
     html += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        HtmlEscape(name), e.requests, e.failed_attempts, Money(e.cost_usd), Money(e.wasted_usd),
-        money(on.compute_usd), money(on.fully_loaded_usd));
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td>"
+        "<td>{}</td></tr>\n",
+        HtmlEscape(name), e.requests, e.failed_attempts, e.input_tokens, e.cached_input_tokens,
+        Money(e.cost_usd), Money(e.wasted_usd), money(on.compute_usd), money(on.fully_loaded_usd));
   }
   return html + "</table><p>-: burst capacity served no tokens of that kind in this window.</p>\n";
 }

@@ -15,7 +15,7 @@
 namespace pdserve::ledger {
 namespace {
 
-constexpr int kSchemaVersion = 3;           // see ledger.h, "Schema versions"
+constexpr int kSchemaVersion = 4;           // see ledger.h, "Schema versions"
 constexpr int kApplicationId = 0x70647376;  // "pdsv": marks the file as a pdserve ledger
 
 constexpr char kSchema[] = R"sql(
@@ -41,6 +41,7 @@ CREATE TABLE attempts(
   user TEXT NOT NULL, prompt_text TEXT, completion_text TEXT,
   prefill_compute_usd REAL, decode_compute_usd REAL, api_tokens_usd REAL,
   cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
+  placement TEXT NOT NULL DEFAULT '', placement_reason TEXT NOT NULL DEFAULT '',
   UNIQUE(request_id, attempt));
 CREATE INDEX attempts_end ON attempts(end_unix);
 CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
@@ -71,6 +72,13 @@ ALTER TABLE attempts ADD COLUMN cached_prompt_tokens INTEGER NOT NULL DEFAULT 0;
 PRAGMA user_version=3;
 )sql";
 
+// Version 4's placement and its reason: '' in rows written before it (not recorded then).
+constexpr char kMigrateToVersion4[] = R"sql(
+ALTER TABLE attempts ADD COLUMN placement TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN placement_reason TEXT NOT NULL DEFAULT '';
+PRAGMA user_version=4;
+)sql";
+
 // The attempt columns in the order Append binds them and Rows reads them.
 constexpr char kAttemptColumns[] =
     "request_id, attempt, tenant, model, endpoint, status, finish_reason, arrival_unix, "
@@ -87,7 +95,10 @@ constexpr char kNoCostPartColumns[] = "NULL, NULL, NULL";
 // Version 3's cached prompt tokens, last; older files read 0.
 constexpr char kCachedColumn[] = "cached_prompt_tokens";
 constexpr char kNoCachedColumn[] = "0";
-constexpr int kAttemptColumnCount = 42;  // the three lists
+// Version 4's placement, last; older files read ''.
+constexpr char kPlacementColumns[] = "placement, placement_reason";
+constexpr char kNoPlacementColumns[] = "'', ''";
+constexpr int kAttemptColumnCount = 44;  // the four lists
 
 constexpr char kPeriodColumns[] =
     "period_id, worker_id, worker_name, worker_role, capacity_class, zone, price_per_gpu_hour, "
@@ -319,6 +330,7 @@ Status Ledger::Migrate() {
   }
   if (s.ok() && version == 1) s = Exec(kMigrateToVersion2);
   if (s.ok() && version <= 2) s = Exec(kMigrateToVersion3);
+  if (s.ok() && version <= 3) s = Exec(kMigrateToVersion4);
   if (!s.ok()) {
     (void)Exec("ROLLBACK");
     return s.WithContext("migrating to schema version " + std::to_string(kSchemaVersion));
@@ -333,8 +345,8 @@ Status Ledger::Append(const AttemptRow& r) {
     std::string placeholders = "?";
     for (int i = 1; i < kAttemptColumnCount; ++i) placeholders += ",?";
     Statement insert(db_, std::string("INSERT INTO attempts(") + kAttemptColumns + ", " +
-                              kCostPartColumns + ", " + kCachedColumn + ") VALUES (" +
-                              placeholders + ")");
+                              kCostPartColumns + ", " + kCachedColumn + ", " + kPlacementColumns +
+                              ") VALUES (" + placeholders + ")");
     PDSERVE_RETURN_IF_ERROR(insert.prepared());
     insert.Bind(r.request_id);
     insert.Bind(r.attempt);
@@ -361,6 +373,8 @@ Status Ledger::Append(const AttemptRow& r) {
     insert.Bind(r.cost.decode_compute_usd);
     insert.Bind(r.cost.api_tokens_usd);
     insert.Bind(r.cached_prompt_tokens);
+    insert.Bind(r.placement);
+    insert.Bind(r.placement_reason);
     PDSERVE_RETURN_IF_ERROR(insert.Run());
     const int64_t row_id = sqlite3_last_insert_rowid(db_);
     for (const auto& [key, value] : r.tags) {
@@ -431,7 +445,8 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
   };
   std::string sql = std::string("SELECT ") + kAttemptColumns + ", " +
                     (schema_version_ >= 2 ? kCostPartColumns : kNoCostPartColumns) + ", " +
-                    (schema_version_ >= 3 ? kCachedColumn : kNoCachedColumn) +
+                    (schema_version_ >= 3 ? kCachedColumn : kNoCachedColumn) + ", " +
+                    (schema_version_ >= 4 ? kPlacementColumns : kNoPlacementColumns) +
                     ", (SELECT json_group_object(key, value) FROM attempt_tags t WHERE t.row_id "
                     "= a.row_id) FROM attempts AS a WHERE 1";
   if (filter.tenant) sql += " AND a.tenant = ?";
@@ -494,6 +509,8 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
     }
     c += 3;
     r.cached_prompt_tokens = select.Int(c++);
+    r.placement = select.Text(c++);
+    r.placement_reason = select.Text(c++);
     const std::string tags = select.Text(c++);
     if (!tags.empty()) {
       auto j = nlohmann::json::parse(tags, nullptr, /*allow_exceptions=*/false);

@@ -16,7 +16,8 @@
 // row recorded: compute by the cost model from its step seconds and workers, egress as its
 // egress_cost_usd, API tokens as the cost_usd of a class api row; their total() is its cost_usd.
 // 3 adds each row's cached_prompt_tokens; a version 1 or 2 file is migrated to 3 when opened
-// for writing (its old rows read 0), and read-only its rows read 0.
+// for writing (its old rows read 0), and read-only its rows read 0. 4 adds each row's placement
+// and placement_reason, migrated the same way (old rows read "").
 //
 // Threads: every method may be called from any thread; one mutex serialises the connection.
 #pragma once
@@ -51,6 +52,11 @@ struct AttemptRow {
   // Of prompt_tokens, those whose KV the attempt's prefill (or colocated) worker, or its external
   // API, took from a prefix cache; never above prompt_tokens.
   int64_t cached_prompt_tokens = 0;
+  // How the router placed it: "pair" (a prefill and a decode worker), "local" (its decode worker
+  // prefilled it: conditional disaggregation), "colocated", "api" (an external API); and why, as
+  // the router said (router/routers.h: "short_uncached", "local_faster", "pair_faster",
+  // "always", "never", "round_robin"). "" where not recorded.
+  std::string placement, placement_reason;
   WorkerRef prefill_worker, decode_worker;  // the same worker twice when colocated; id 0 = none
   double prefill_step_seconds = 0, decode_step_seconds = 0;  // attributed step wall (not x gpus)
   int64_t kv_bytes = 0;

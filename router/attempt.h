@@ -19,6 +19,9 @@ struct AttemptUsage {
   double prefill_step_seconds = 0;  // its share of steps on the prefill side (prompt work)
   double decode_step_seconds = 0;   // its share of decode steps
   int64_t kv_bytes = 0;
+  // How it was placed (Route::placement, Route::placement_reason): what its ledger row records.
+  std::string placement;
+  std::string placement_reason;
 };
 
 // Why an attempt ended without finishing: a worker refused it or was lost.

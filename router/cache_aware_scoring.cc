@@ -114,9 +114,9 @@ Placement ChoosePlacement(const PlacementInputs& in, const PlacementOptions& opt
     p.reason = "short_uncached";
   } else if (in.local_tokens_per_second > 0 && p.local_seconds < p.pair_seconds) {
     p.local = true;
-    p.reason = "prefill_queue";
+    p.reason = "local_faster";
   } else {
-    p.reason = "pair";
+    p.reason = "pair_faster";
   }
   return p;
 }

@@ -133,9 +133,9 @@ struct PlacementInputs {
 
 struct Placement {
   bool local = false;
-  // "short_uncached": local, the uncached part is short; "prefill_queue": local, the pair's
+  // "short_uncached": local, the uncached part is short; "local_faster": local, the pair's
   // predicted time to first token (its queue, compute and transfer) is longer than local
-  // prefill; "pair": a prefill worker. What the ledger row records.
+  // prefill; "pair_faster": a prefill worker. What the ledger row records.
   std::string reason;
   double local_seconds = 0;  // predicted local time to first token (with local_slowdown)
   double pair_seconds = 0;   // predicted pair time to first token

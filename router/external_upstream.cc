@@ -138,12 +138,75 @@ Result<std::vector<UpstreamConfig>> UpstreamsFromFlags(
   return configs;
 }
 
+namespace {
+
+// Tokens in a block of the upstreams' prompt records.
+constexpr int kUpstreamBlockTokens = 16;
+// At most this many blocks recorded per upstream (some 4M tokens, about 20 MB).
+constexpr size_t kMaxRecordedBlocks = size_t{1} << 18;
+
+RoutedPrefixOptions PromptCacheOptions(const UpstreamHealthOptions& options) {
+  RoutedPrefixOptions o;
+  // A ttl of 0 records nothing (see Sent); RoutedPrefixes takes a ttl > 0.
+  o.ttl = std::max<std::chrono::milliseconds>(options.prompt_cache_ttl, std::chrono::seconds(1));
+  return o;
+}
+
+}  // namespace
+
 ExternalUpstreams::ExternalUpstreams(std::vector<UpstreamConfig> configs,
                                      UpstreamHealthOptions options, Clock clock)
     : configs_(std::move(configs)),
       options_(options),
-      clock_(std::move(clock)),
-      health_(configs_.size()) {}
+      clock_(clock),
+      health_(configs_.size()),
+      sent_prompts_(PromptCacheOptions(options), clock) {
+  for (size_t i = 0; i < configs_.size(); ++i) sent_prompts_.AddWorker(i, kMaxRecordedBlocks);
+}
+
+int64_t ExternalUpstreams::PredictedCachedTokensLocked(int index,
+                                                       std::span<const BlockKey> keys) const {
+  if (keys.empty() || options_.prompt_cache_ttl.count() <= 0) return 0;
+  const uint64_t worker = static_cast<uint64_t>(index);
+  return int64_t{sent_prompts_.MatchedBlocks(keys, std::span(&worker, 1))[0]} *
+         kUpstreamBlockTokens;
+}
+
+double ExternalUpstreams::PredictUsdLocked(int index, int64_t prompt_tokens,
+                                           std::span<const BlockKey> keys,
+                                           int64_t max_tokens) const {
+  const UpstreamConfig& c = configs_[index];
+  const int64_t cached = std::min(prompt_tokens, PredictedCachedTokensLocked(index, keys));
+  return static_cast<double>(prompt_tokens - cached) * c.input_cost_per_token +
+         static_cast<double>(cached) *
+             c.cached_input_cost_per_token.value_or(c.input_cost_per_token) +
+         static_cast<double>(max_tokens) * c.output_cost_per_token;
+}
+
+double ExternalUpstreams::PredictUsd(int index, std::span<const int32_t> prompt,
+                                     int64_t max_tokens) const {
+  if (index < 0 || index >= static_cast<int>(configs_.size())) return 0;
+  const std::vector<BlockKey> keys = PromptBlockKeys(0, prompt, kUpstreamBlockTokens);
+  std::lock_guard lock(mu_);
+  return PredictUsdLocked(index, static_cast<int64_t>(prompt.size()), keys, max_tokens);
+}
+
+int64_t ExternalUpstreams::PredictedCachedTokens(int index, std::span<const int32_t> prompt) const {
+  if (index < 0 || index >= static_cast<int>(configs_.size())) return 0;
+  const std::vector<BlockKey> keys = PromptBlockKeys(0, prompt, kUpstreamBlockTokens);
+  std::lock_guard lock(mu_);
+  return PredictedCachedTokensLocked(index, keys);
+}
+
+void ExternalUpstreams::Sent(int index, std::span<const int32_t> prompt) {
+  if (index < 0 || index >= static_cast<int>(configs_.size()) ||
+      options_.prompt_cache_ttl.count() <= 0) {
+    return;
+  }
+  const std::vector<BlockKey> keys = PromptBlockKeys(0, prompt, kUpstreamBlockTokens);
+  std::lock_guard lock(mu_);
+  sent_prompts_.Routed(static_cast<uint64_t>(index), keys);
+}
 
 void ExternalUpstreams::RefreshLocked(Health& h, std::chrono::steady_clock::time_point now) const {
   if (h.cool_until != std::chrono::steady_clock::time_point{} && now >= h.cool_until) {
@@ -163,8 +226,10 @@ bool ExternalUpstreams::Available(int index) const {
   return h.cool_until == std::chrono::steady_clock::time_point{};
 }
 
-int ExternalUpstreams::Pick(int64_t prompt_tokens, int64_t max_tokens,
+int ExternalUpstreams::Pick(std::span<const int32_t> prompt, int64_t max_tokens,
                             const std::set<int>& exclude) const {
+  const std::vector<BlockKey> keys = PromptBlockKeys(0, prompt, kUpstreamBlockTokens);
+  const auto prompt_tokens = static_cast<int64_t>(prompt.size());
   const auto now = clock_();
   std::lock_guard lock(mu_);
   int best = -1;
@@ -174,9 +239,7 @@ int ExternalUpstreams::Pick(int64_t prompt_tokens, int64_t max_tokens,
     Health& h = health_[i];
     RefreshLocked(h, now);
     if (h.cool_until != std::chrono::steady_clock::time_point{}) continue;
-    const UpstreamConfig& c = configs_[i];
-    const double cost = static_cast<double>(prompt_tokens) * c.input_cost_per_token +
-                        static_cast<double>(max_tokens) * c.output_cost_per_token;
+    const double cost = PredictUsdLocked(i, prompt_tokens, keys, max_tokens);
     if (best < 0 || cost < best_cost) {
       best = i;
       best_cost = cost;

@@ -9,8 +9,16 @@
 // least `min_requests` of them) cools down for `cooldown`: nothing is sent to it, and then it is
 // tried afresh (its window forgotten).
 //
-// Threads: ExternalUpstreams is safe to call from any thread (one mutex guards the health);
-// configurations are immutable once constructed.
+// Prompt caches: an API keeps the prompts it was sent lately and bills the part of a new prompt
+// it held at its cached-input price. The gateway cannot see that cache, so it keeps its own
+// record per upstream of the prompts it sent there (Sent: their 16-token blocks, believed held
+// for `prompt_cache_ttl` after the last send, router/routed_prefixes.h) and predicts a prompt's
+// cached part as the leading blocks recorded (our tokens standing for the API's). Pick and
+// PredictUsd price that part at the upstream's cached-input price: what `overflow=cheapest`
+// compares with self-hosted.
+//
+// Threads: ExternalUpstreams is safe to call from any thread (one mutex guards the health and
+// the prompt records); configurations are immutable once constructed.
 #pragma once
 
 #include <chrono>
@@ -21,11 +29,14 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/block_key.h"
 #include "common/status.h"
+#include "router/routed_prefixes.h"
 
 namespace pdserve::router {
 
@@ -71,6 +82,10 @@ struct UpstreamHealthOptions {
   std::chrono::seconds window{60};    // failures are counted over this much recent time
   std::chrono::seconds cooldown{30};  // how long a failing upstream is left alone
   int min_requests = 3;               // fewer requests in the window never cool it down
+  // How long an upstream's prompt cache is believed to hold a prompt's blocks after one holding
+  // them was last sent there (default 300 s: the hosted APIs keep an unused prefix some 5 to 10
+  // minutes). 0: no cached part is predicted.
+  std::chrono::seconds prompt_cache_ttl{300};
 };
 
 class ExternalUpstreams {
@@ -83,10 +98,20 @@ class ExternalUpstreams {
   const std::vector<UpstreamConfig>& configs() const { return configs_; }
   bool empty() const { return configs_.empty(); }
 
-  // The upstream a request of `prompt_tokens` and up to `max_tokens` should use now: the cheapest
-  // for those tokens among those not cooling down and not in `exclude` (the first configured on
-  // a tie); -1 when there is none.
-  int Pick(int64_t prompt_tokens, int64_t max_tokens, const std::set<int>& exclude = {}) const;
+  // The upstream a request of `prompt` (its token ids) and up to `max_tokens` should use now:
+  // the cheapest for those tokens (PredictUsd) among those not cooling down and not in
+  // `exclude` (the first configured on a tie); -1 when there is none.
+  int Pick(std::span<const int32_t> prompt, int64_t max_tokens,
+           const std::set<int>& exclude = {}) const;
+  // USD upstream `index` is predicted to charge for `prompt` and `max_tokens` completion tokens:
+  // the part of the prompt it is believed to hold (PredictedCachedTokens) at its cached-input
+  // price, the rest at its input price.
+  double PredictUsd(int index, std::span<const int32_t> prompt, int64_t max_tokens) const;
+  // The leading tokens of `prompt`, in whole 16-token blocks, sent to upstream `index` within
+  // the prompt cache's ttl.
+  int64_t PredictedCachedTokens(int index, std::span<const int32_t> prompt) const;
+  // `prompt` was sent to upstream `index` now.
+  void Sent(int index, std::span<const int32_t> prompt);
   // Whether upstream `index` takes requests now (not cooling down).
   bool Available(int index) const;
   // An attempt's end on upstream `index`: ok, or failed (an error answer, a broken connection).
@@ -103,11 +128,16 @@ class ExternalUpstreams {
   // Leaves cooldown (forgetting the window) once it is over; trims the window.
   void RefreshLocked(Health& h, std::chrono::steady_clock::time_point now) const;
 
+  int64_t PredictedCachedTokensLocked(int index, std::span<const BlockKey> keys) const;
+  double PredictUsdLocked(int index, int64_t prompt_tokens, std::span<const BlockKey> keys,
+                          int64_t max_tokens) const;
+
   const std::vector<UpstreamConfig> configs_;
   const UpstreamHealthOptions options_;
   const Clock clock_;
   mutable std::mutex mu_;
   mutable std::vector<Health> health_;  // by index; guarded by mu_
+  RoutedPrefixes sent_prompts_;         // by index as the worker id; guarded by mu_
 };
 
 }  // namespace pdserve::router

@@ -73,6 +73,11 @@ void LoadView::Routed(uint64_t attempt, const router::Route& route, int kv_pages
   if (auto d = workers_.find(route.decode_worker); d != workers_.end()) {
     d->second.attempts.insert(attempt);
     d->second.last_busy = now;
+    if (!route.disaggregated) {  // it prefills the prompt itself, from now
+      a.prefilling = true;
+      if (d->second.sent_prompt_tokens <= 0) d->second.prompt_work_since = now;
+      d->second.sent_prompt_tokens += prompt_tokens;
+    }
   }
 }
 
@@ -118,7 +123,18 @@ void LoadView::Released(uint64_t attempt, uint64_t worker, Clock::time_point now
   it->second.last_busy = now;
 }
 
-void LoadView::Closed(uint64_t attempt) { attempts_.erase(attempt); }
+void LoadView::Closed(uint64_t attempt) {
+  auto a = attempts_.find(attempt);
+  if (a == attempts_.end()) return;
+  // Closed before its prefill worker answered (cancelled, or the worker failed): its prompt
+  // leaves that worker's queue.
+  if (a->second.prefilling) {
+    if (auto p = workers_.find(a->second.prefill_worker); p != workers_.end()) {
+      p->second.sent_prompt_tokens -= a->second.prompt_tokens;
+    }
+  }
+  attempts_.erase(a);
+}
 
 std::set<uint64_t> LoadView::HeldBy(uint64_t worker) const {
   auto it = workers_.find(worker);

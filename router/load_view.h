@@ -56,9 +56,9 @@ class LoadView {
   void OnStep(uint64_t worker, const proto::StepReport& step);
 
   // Attempt `attempt` was sent to `route`'s decode (or colocated) worker, which reserves
-  // `kv_pages` for it and holds it from `now`. Disaggregated, its `prompt_tokens` (those its
-  // prefill worker computes: past the blocks it holds) count in that worker's queue from now,
-  // though sent only once the decode worker answers.
+  // `kv_pages` for it and holds it from `now`. Its `prompt_tokens` (those its prefill worker
+  // computes: past the blocks it holds) count in that worker's queue from now: disaggregated,
+  // though sent only once the decode worker answers; otherwise the one worker's own.
   void Routed(uint64_t attempt, const router::Route& route, int kv_pages, int64_t prompt_tokens,
               Clock::time_point now);
   // Its decode worker answered its Reserve (or, colocated, sent its first tokens): a Load it
@@ -74,7 +74,7 @@ class LoadView {
   void Withdrawn(uint64_t attempt);
   // `worker` no longer holds a part of it (idle from `now` if it holds nothing else).
   void Released(uint64_t attempt, uint64_t worker, Clock::time_point now);
-  // No worker holds it any more.
+  // No worker holds it any more; a prompt still counted in a worker's queue leaves it.
   void Closed(uint64_t attempt);
 
   // The attempts `worker` holds a part of (none when it is not registered).

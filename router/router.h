@@ -66,11 +66,16 @@ struct RouteRequest {
   }
 };
 
-// The workers of one attempt: a prefill and a decode worker (disaggregated), or one worker of
-// role both (colocated, the same id twice).
+// The workers of one attempt: a prefill and a decode worker (disaggregated), or one worker that
+// prefills and decodes (the same id twice): of role both (colocated), or a decode worker
+// prefilling the prompt itself (conditional disaggregation).
 struct Route {
   uint64_t prefill_worker = 0, decode_worker = 0;
   bool disaggregated = false;
+  // What the ledger row records: "pair", "local" (a decode worker prefills) or "colocated", and
+  // why (routers.h); empty when the router gives none.
+  std::string placement;
+  std::string placement_reason;
 };
 
 // The prompt work the live prefill (and colocated) workers can do: what admission predicts a

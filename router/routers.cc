@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <vector>
 
 namespace pdserve::router {
@@ -87,15 +88,62 @@ std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
     prefill.push_back(&w);
     PrefillCandidate c = PrefillCandidateOf(w, request.Matched(w.id), w.prefill_tokens_per_second);
     c.has_room = HasPrefillRoomFor(w, request);
-    c.queue_limit_tokens = int64_t{affinity_.queue_steps} * std::max(0, w.max_batch_tokens);
+    c.queue_limit_tokens = int64_t{routing_.affinity.queue_steps} * std::max(0, w.max_batch_tokens);
     candidates.push_back(c);
   }
   const PrefillJob job{.prompt_tokens = request.prompt_tokens,
                        .page_size = d->page_size > 0 ? d->page_size : 16,
-                       .work_weight = affinity_.work_weight};
+                       .work_weight = routing_.affinity.work_weight};
   const std::optional<size_t> p = PickPrefill(candidates, job);
-  if (!p) return std::nullopt;
-  return Route{prefill[*p]->id, d->id, true};
+  auto pair = [&](std::string reason) -> std::optional<Route> {
+    if (!p) return std::nullopt;  // it waits for a prefill worker's room
+    return Route{prefill[*p]->id, d->id, true, "pair", std::move(reason)};
+  };
+  auto local = [&](std::string reason) {
+    return Route{d->id, d->id, false, "local", std::move(reason)};
+  };
+  switch (routing_.disaggregation) {
+    case Disaggregation::kAlways:
+      return pair("always");
+    case Disaggregation::kNever:
+      return local("never");
+    case Disaggregation::kConditional:
+      break;
+  }
+  if (candidates.empty()) return local("no_prefill_worker");
+  // D's prompt rate: measured when it has prefilled, else the prefill workers' mean (the same
+  // layout: the same model on like devices); 0 when none is measured.
+  double local_rate = d->prefill_tokens_per_second;
+  if (!(local_rate > 0)) {
+    double sum = 0;
+    int measured = 0;
+    for (const PrefillCandidate& c : candidates) {
+      if (c.tokens_per_second > 0) {
+        sum += c.tokens_per_second;
+        ++measured;
+      }
+    }
+    local_rate = measured > 0 ? sum / measured : 0;
+  }
+  PlacementInputs in;
+  in.uncached_tokens = UncachedTokens(request.prompt_tokens, request.Matched(d->id), job.page_size);
+  in.local_tokens_per_second = local_rate;
+  if (local_rate > 0) {
+    in.local_queue_seconds =
+        static_cast<double>(std::max<int64_t>(0, d->sent_prompt_tokens)) / local_rate;
+  }
+  // The pair's first token: the chosen prefill worker's; with none free, the soonest of any, as
+  // waiting for one's room takes at least its queue. Infinite with no prefill worker at all.
+  in.pair.queue_seconds = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (p && i != *p) continue;
+    const PrefillEstimate e =
+        PredictPrefill(candidates[i], job, PrefillRate(candidates[i], candidates, job));
+    if (e.ttft_seconds() < in.pair.ttft_seconds()) in.pair = e;
+  }
+  Placement placement = ChoosePlacement(in, routing_.placement);
+  if (placement.local) return local(std::move(placement.reason));
+  return pair(std::move(placement.reason));
 }
 
 std::optional<Route> ColocatedRouter::Pick(std::span<const WorkerLoad> workers,
@@ -103,7 +151,7 @@ std::optional<Route> ColocatedRouter::Pick(std::span<const WorkerLoad> workers,
   const WorkerLoad* b = Best(workers, "both", request, 0,
                              [&](const WorkerLoad& w) { return RoomForDecoding(w, request); });
   if (!b) return std::nullopt;
-  return Route{b->id, b->id, false};
+  return Route{b->id, b->id, false, "colocated", ""};
 }
 
 std::optional<Route> RoundRobinRouter::Pick(std::span<const WorkerLoad> workers,
@@ -120,10 +168,12 @@ std::optional<Route> RoundRobinRouter::Pick(std::span<const WorkerLoad> workers,
   };
   if (const WorkerLoad* d = nth_usable("decode", 0)) {
     if (const WorkerLoad* p = nth_usable("prefill", d->layout_hash)) {
-      return Route{p->id, d->id, true};
+      return Route{p->id, d->id, true, "pair", "round_robin"};
     }
   }
-  if (const WorkerLoad* b = nth_usable("both", 0)) return Route{b->id, b->id, false};
+  if (const WorkerLoad* b = nth_usable("both", 0)) {
+    return Route{b->id, b->id, false, "colocated", "round_robin"};
+  }
   return std::nullopt;
 }
 
@@ -138,18 +188,42 @@ std::optional<Route> FallbackRouter::Pick(std::span<const WorkerLoad> workers,
   return std::nullopt;
 }
 
-std::unique_ptr<Router> MakeDefaultRouter(CacheAffinity affinity) {
+const char* ToString(Disaggregation d) {
+  switch (d) {
+    case Disaggregation::kConditional:
+      return "conditional";
+    case Disaggregation::kAlways:
+      return "always";
+    case Disaggregation::kNever:
+      return "never";
+  }
+  return "conditional";
+}
+
+Result<Disaggregation> ParseDisaggregation(const std::string& name) {
+  for (Disaggregation d :
+       {Disaggregation::kConditional, Disaggregation::kAlways, Disaggregation::kNever}) {
+    if (name == ToString(d)) return d;
+  }
+  return InvalidArgument("unknown disaggregation '" + name + "' (conditional, always or never)");
+}
+
+std::unique_ptr<Router> MakeDefaultRouter(PairRouting pair) {
   std::vector<std::unique_ptr<Router>> chain;
-  chain.push_back(std::make_unique<PdPairRouter>(affinity));
+  chain.push_back(std::make_unique<PdPairRouter>(pair));
   chain.push_back(std::make_unique<ColocatedRouter>());
   return std::make_unique<FallbackRouter>(std::move(chain));
 }
 
-Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, CacheAffinity affinity) {
-  if (!(affinity.work_weight >= 0) || affinity.queue_steps < 0) {
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, PairRouting pair) {
+  if (!(pair.affinity.work_weight >= 0) || pair.affinity.queue_steps < 0) {
     return InvalidArgument("the cache affinity's work weight and queue steps must be >= 0");
   }
-  if (routing == "cache-aware") return MakeDefaultRouter(affinity);
+  if (pair.placement.short_uncached_tokens < 0 || !(pair.placement.local_slowdown >= 1)) {
+    return InvalidArgument(
+        "local prefill's short prompt must be >= 0 tokens and its slowdown >= 1");
+  }
+  if (routing == "cache-aware") return MakeDefaultRouter(pair);
   if (routing == "round-robin")
     return std::unique_ptr<Router>(std::make_unique<RoundRobinRouter>());
   return InvalidArgument("unknown routing '" + routing + "' (cache-aware or round-robin)");

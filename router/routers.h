@@ -6,6 +6,8 @@
 //   measured prompt rate (cache_aware_scoring.h: a cached prefix draws a request only while the
 //   work it saves outweighs the cached worker's extra queue, and past that worker's step budget
 //   only within CacheAffinity::queue_steps);
+//   then, per request, whether D prefills the prompt itself instead (conditional
+//   disaggregation: Disaggregation below, ChoosePlacement);
 // - ColocatedRouter: the worker of role both with the most free pages, cached blocks counted as
 //   for D (then the smallest batch);
 // - FallbackRouter: the first of its routers that finds a route (the default: a P/D pair, else
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "router/cache_aware_scoring.h"
 #include "router/router.h"
 
 namespace pdserve::router {
@@ -37,14 +40,36 @@ struct CacheAffinity {
   int queue_steps = 2;
 };
 
+// Whether an attempt with a decode worker uses a prefill worker (Route::placement "pair") or
+// is prefilled by its decode worker ("local"): per request by predicted time to first token
+// (ChoosePlacement, reasons "short_uncached", "local_faster" and "pair_faster"; local with
+// reason "no_prefill_worker" when no prefill worker of its layout serves), or always one.
+// The default is kAlways: admission's prediction and the planner count prompt work on prefill
+// workers only, so local prefill on decode workers is an opt-in (`--disaggregation
+// conditional`) until they count it too.
+enum class Disaggregation {
+  kConditional,
+  kAlways,  // reason "always": every attempt a pair (waiting for a prefill worker's room)
+  kNever,   // reason "never": every attempt local
+};
+// "conditional", "always", "never"; ParseDisaggregation: InvalidArgument for another name.
+const char* ToString(Disaggregation d);
+Result<Disaggregation> ParseDisaggregation(const std::string& name);
+
+struct PairRouting {
+  CacheAffinity affinity;
+  Disaggregation disaggregation = Disaggregation::kAlways;
+  PlacementOptions placement;  // kConditional only
+};
+
 class PdPairRouter final : public Router {
  public:
-  explicit PdPairRouter(CacheAffinity affinity = {}) : affinity_(affinity) {}
+  explicit PdPairRouter(PairRouting routing = {}) : routing_(routing) {}
   std::optional<Route> Pick(std::span<const WorkerLoad> workers,
                             const RouteRequest& request) const override;
 
  private:
-  CacheAffinity affinity_;
+  PairRouting routing_;
 };
 
 class ColocatedRouter final : public Router {
@@ -73,9 +98,9 @@ class RoundRobinRouter final : public Router {
 };
 
 // A P/D pair where one exists, else a colocated worker.
-std::unique_ptr<Router> MakeDefaultRouter(CacheAffinity affinity = {});
+std::unique_ptr<Router> MakeDefaultRouter(PairRouting pair = {});
 // The policy `--routing` names: "cache-aware" (MakeDefaultRouter) or "round-robin";
-// InvalidArgument for another name or an affinity out of range.
-Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, CacheAffinity affinity = {});
+// InvalidArgument for another name or options out of range.
+Result<std::unique_ptr<Router>> MakeRouter(const std::string& routing, PairRouting pair = {});
 
 }  // namespace pdserve::router

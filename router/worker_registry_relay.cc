@@ -82,8 +82,11 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
   const uint64_t id = it->first;
   InFlight& f = it->second;
   const bool ended = !batch.finish_reason().empty();
-  // A colocated worker's first tokens: its pages are taken.
-  if (w.id == f.cost.decode_worker) loads_.KvAnswered(id);
+  // A colocated worker's first tokens: its pages are taken, and its prompt is done.
+  if (w.id == f.cost.decode_worker) {
+    loads_.KvAnswered(id);
+    if (w.id == f.cost.prefill_worker) loads_.PrefillAnswered(id, std::chrono::steady_clock::now());
+  }
   if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
     // The prefill worker's answer: the first token, its KV acknowledged by the decode worker.
     loads_.PrefillAnswered(id, std::chrono::steady_clock::now());
@@ -120,7 +123,7 @@ void WorkerRegistry::HandleErrorLocked(Worker& w, const proto::RequestError& err
   auto it = attempts_.find(error.request_id());
   if (it == attempts_.end() || !it->second.open.count(w.id)) return;
   InFlight& f = it->second;
-  if (f.phase == Phase::kPrefilling && w.id == f.cost.prefill_worker) {
+  if (w.id == f.cost.prefill_worker) {  // no-op unless its prompt is still counted there
     loads_.PrefillAnswered(it->first, std::chrono::steady_clock::now());
   }
   const uint64_t failed = error.peer_failed() ? f.cost.decode_worker : w.id;
@@ -249,7 +252,9 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     Worker* p = &p_it->second;
     const bool pair =
         route->disaggregated && p->info.role() == "prefill" && d->info.role() == "decode";
-    const bool colocated = !route->disaggregated && p == d && d->info.role() == "both";
+    // One worker prefilling and decoding: of role both, or a decode worker prefilling locally.
+    const bool colocated =
+        !route->disaggregated && p == d && (d->info.role() == "both" || d->info.role() == "decode");
     if (!d->registered || !p->registered || !(pair || colocated)) {
       return Internal("the router chose workers " + std::to_string(route->prefill_worker) +
                       " and " + std::to_string(route->decode_worker) +
@@ -289,6 +294,8 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     f.cost.decode_worker = d->id;
     f.cost.prefill_info = p->info;
     f.cost.decode_info = d->info;
+    f.cost.placement = route->placement;
+    f.cost.placement_reason = route->placement_reason;
     f.open.insert(d->id);
     actions.sends.emplace_back(d->conn, std::move(m));
     attempts_.emplace(attempt_id, std::move(f));

@@ -201,7 +201,10 @@ TEST_F(SoakTest, SixtyFourStreamingClientsForSixtySecondsLoseNoRequest) {
   EXPECT_EQ(testing::MetricSum(http_, "pdserve_request_success_total"), done);
   EXPECT_EQ(testing::MetricValue(http_, "pdserve_generation_tokens_total"),
             static_cast<double>(done_tokens));
-  EXPECT_LE(testing::MetricValue(http_, "pdserve_request_failure_total"), errors);
+  // MetricValue gives -1 for a metric the gateway does not export: that must fail, not pass.
+  const double failures = testing::MetricValue(http_, "pdserve_request_failure_total");
+  EXPECT_GE(failures, 0) << "pdserve_request_failure_total is missing from /metrics";
+  EXPECT_LE(failures, errors);
   // A healthy prefill/decode pair serves (nearly) all of it; errors would mean refusals.
   EXPECT_GE(done, kClients) << "fewer requests completed than there are clients";
   EXPECT_LE(errors * 100, sent.load()) << "more than 1% of the requests ended in an error";

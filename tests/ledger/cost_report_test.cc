@@ -175,6 +175,7 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
   AttemptRow served = Row("chatcmpl-5", 1, "acme", "ok", api, 0, api, 0, 100, 20, 10, 11, 12);
   served.cost.api_tokens_usd = 100 * 1e-6 + 20 * 4e-6;
+  served.cached_prompt_tokens = 64;
   AttemptRow failed = Row("chatcmpl-6", 1, "beta", "retried", api, 0, api, 0, 0, 0, 10, 0, 11);
   failed.cost = {};
   ASSERT_TRUE((*ledger)->Append(served).ok());
@@ -193,6 +194,7 @@ TEST_F(CostReportTest, ExternalRowsAreReportedBesideSelfHostedCapacityNotInIt) {
   EXPECT_EQ(e["requests"], 1);
   EXPECT_EQ(e["failed_attempts"], 1);
   EXPECT_EQ(e["input_tokens"], 100);
+  EXPECT_EQ(e["cached_input_tokens"], 64);
   EXPECT_EQ(e["output_tokens"], 20);
   EXPECT_EQ(e["cost_usd"].get<double>(), served.cost.total());
   EXPECT_EQ(j["tenants"]["acme"]["external_apis"]["openai"]["requests"], 1);

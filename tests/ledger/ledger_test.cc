@@ -88,6 +88,8 @@ TEST(LedgerTest, RoundTripsEveryField) {
   r.prompt_text = "hello";
   r.completion_text = "world";
   r.decode_worker.id = (uint64_t{1} << 63) + 5;  // ids use the whole uint64 range
+  r.placement = "local";
+  r.placement_reason = "local_faster";
   ASSERT_TRUE(ledger->Append(r).ok());
 
   auto rows = ledger->Rows({});
@@ -130,6 +132,8 @@ TEST(LedgerTest, RoundTripsEveryField) {
   EXPECT_EQ(g.user, "user-7");
   EXPECT_EQ(g.prompt_text, "hello");
   EXPECT_EQ(g.completion_text, "world");
+  EXPECT_EQ(g.placement, "local");
+  EXPECT_EQ(g.placement_reason, "local_faster");
 }
 
 TEST(LedgerTest, StoresNoTextUnlessAsked) {
@@ -471,7 +475,7 @@ TEST(LedgerTest, OpeningAVersion1LedgerToWriteMigratesItAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v1.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v1.db"), 3);
+    EXPECT_EQ(UserVersion(dir / "v1.db"), 4);
     // A new row's parts are stored as given, not what its usage would price at.
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.cost = {0.25, 0.5, 0.125, 1.0};
@@ -526,7 +530,7 @@ TEST(LedgerTest, OpeningAVersion2LedgerToWriteAddsCachedTokensAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v2.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v2.db"), 3);
+    EXPECT_EQ(UserVersion(dir / "v2.db"), 4);
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.prompt_tokens = 1000;
     r.cached_prompt_tokens = 768;
@@ -557,7 +561,52 @@ TEST(LedgerTest, ANewLedgerStoresCachedPromptTokens) {
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].cached_prompt_tokens, 42);
-  EXPECT_EQ(UserVersion(dir / "l.db"), 3);
+  EXPECT_EQ(UserVersion(dir / "l.db"), 4);
+}
+
+// A version 3 ledger: version 2's with cached prompt tokens, one row's recorded.
+void WriteVersion3Ledger(const std::string& path) {
+  WriteVersion2Ledger(path);
+  RawSql(path,
+         "ALTER TABLE attempts ADD COLUMN cached_prompt_tokens INTEGER NOT NULL DEFAULT 0; "
+         "UPDATE attempts SET cached_prompt_tokens = 512 WHERE request_id = 'chatcmpl-old'; "
+         "PRAGMA user_version=3;");
+}
+
+TEST(LedgerTest, AVersion3LedgerReadsNoPlacementAndIsLeftAsItIs) {
+  TempDir dir;
+  WriteVersion3Ledger(dir / "v3.db");
+  auto ledger = Ledger::OpenReadOnly(dir / "v3.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  auto rows = (*ledger)->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].cached_prompt_tokens, 512);
+  EXPECT_EQ((*rows)[0].placement, "");
+  EXPECT_EQ((*rows)[0].placement_reason, "");
+  EXPECT_EQ(UserVersion(dir / "v3.db"), 3);
+}
+
+TEST(LedgerTest, OpeningAVersion3LedgerToWriteAddsPlacementAndKeepsItsRows) {
+  TempDir dir;
+  WriteVersion3Ledger(dir / "v3.db");
+  {
+    auto ledger = OpenOrDie(dir / "v3.db");
+    ASSERT_TRUE(ledger != nullptr);
+    EXPECT_EQ(UserVersion(dir / "v3.db"), 4);
+    AttemptRow r = Row("chatcmpl-new", "acme", 30);
+    r.placement = "pair";
+    r.placement_reason = "pair_faster";
+    ASSERT_TRUE(ledger->Append(r).ok());
+  }
+  auto rows = OpenOrDie(dir / "v3.db")->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].request_id, "chatcmpl-old");
+  EXPECT_EQ((*rows)[0].cached_prompt_tokens, 512);  // version 3's, kept
+  EXPECT_EQ((*rows)[0].placement, "");
+  EXPECT_EQ((*rows)[2].placement, "pair");
+  EXPECT_EQ((*rows)[2].placement_reason, "pair_faster");
 }
 
 TEST(LedgerTest, ARowWithAnUnknownLabelIsAnErrorNamingIt) {

@@ -161,7 +161,7 @@ TEST(CacheAwareScoringTest, ShortUncachedPromptsArePrefilledLocally) {
   EXPECT_EQ(p.reason, "short_uncached");
   p = ChoosePlacement(Inputs(513, 0));
   EXPECT_FALSE(p.local);
-  EXPECT_EQ(p.reason, "pair");
+  EXPECT_EQ(p.reason, "pair_faster");
   // Short goes local even with no local rate measured.
   PlacementInputs unmeasured = Inputs(100, 0);
   unmeasured.local_tokens_per_second = 0;
@@ -171,23 +171,23 @@ TEST(CacheAwareScoringTest, ShortUncachedPromptsArePrefilledLocally) {
 TEST(CacheAwareScoringTest, ALongPrefillQueueSendsTheRequestLocal) {
   // 4,000 uncached tokens: local 0.8 s * 1.5 = 1.2 s; the pair 0.4 s + 0.01 s + its queue.
   Placement p = ChoosePlacement(Inputs(4000, 0.7));
-  EXPECT_EQ(p.reason, "pair");
+  EXPECT_EQ(p.reason, "pair_faster");
   EXPECT_DOUBLE_EQ(p.local_seconds, 1.2);
   EXPECT_DOUBLE_EQ(p.pair_seconds, 1.11);
   p = ChoosePlacement(Inputs(4000, 0.8));
   EXPECT_TRUE(p.local);
-  EXPECT_EQ(p.reason, "prefill_queue");
+  EXPECT_EQ(p.reason, "local_faster");
   // No prefill worker can take it at all.
   p = ChoosePlacement(Inputs(4000, std::numeric_limits<double>::infinity()));
-  EXPECT_EQ(p.reason, "prefill_queue");
+  EXPECT_EQ(p.reason, "local_faster");
   // Without a measured local rate, a long prompt goes to the pair.
   PlacementInputs unmeasured = Inputs(4000, 5);
   unmeasured.local_tokens_per_second = 0;
-  EXPECT_EQ(ChoosePlacement(unmeasured).reason, "pair");
+  EXPECT_EQ(ChoosePlacement(unmeasured).reason, "pair_faster");
   // Work already waiting on the decode worker counts against local.
   PlacementInputs busy = Inputs(4000, 0.8);
   busy.local_queue_seconds = 0.1;
-  EXPECT_EQ(ChoosePlacement(busy).reason, "pair");
+  EXPECT_EQ(ChoosePlacement(busy).reason, "pair_faster");
 }
 
 }  // namespace

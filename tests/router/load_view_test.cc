@@ -99,16 +99,22 @@ TEST(LoadViewTest, RoutedPagesArePendingUntilALoadAfterTheAnswerShowsThem) {
   EXPECT_EQ(Of(view, 2).attempts, 2);
 }
 
-// A colocated worker's pages are answered by its first tokens.
+// A colocated worker's pages are answered by its first tokens, and its prompt counts in its
+// own queue until then; one closed unanswered leaves the queue too.
 TEST(LoadViewTest, AColocatedAttemptsPagesArePendingOnItsOneWorker) {
   LoadView view;
   view.Join(3, Worker("both"), kT0);
   view.Routed(30, {3, 3, false}, 4, 50, kT0);
-  EXPECT_EQ(Of(view, 3).pending_pages, 4);
-  EXPECT_EQ(Of(view, 3).sent_prompt_tokens, 0) << "no prefill worker's queue to count it in";
+  view.Routed(31, {3, 3, false}, 4, 20, kT0);
+  EXPECT_EQ(Of(view, 3).pending_pages, 8);
+  EXPECT_EQ(Of(view, 3).sent_prompt_tokens, 70);
   view.KvAnswered(30);
+  view.PrefillAnswered(30, kT0 + 1s);
   view.OnLoad(3, Load(100));
-  EXPECT_EQ(Of(view, 3).pending_pages, 0);
+  EXPECT_EQ(Of(view, 3).pending_pages, 4);
+  EXPECT_EQ(Of(view, 3).sent_prompt_tokens, 20);
+  view.Closed(31);  // cancelled before its first token
+  EXPECT_EQ(Of(view, 3).sent_prompt_tokens, 0);
 }
 
 // A disaggregated prompt counts in its prefill worker's queue from routing (before the decode
@@ -131,6 +137,8 @@ TEST(LoadViewTest, APromptCountsInItsPrefillWorkersQueueFromRoutingToItsAnswer) 
   EXPECT_EQ(Of(view, 1).sent_prompt_tokens, 0);
   view.PrefillAnswered(40, kT0 + 2s);  // its error after its token: counted once
   EXPECT_EQ(Of(view, 1).sent_prompt_tokens, 0);
+  view.Closed(40);
+  EXPECT_EQ(Of(view, 1).sent_prompt_tokens, 0) << "answered: not taken off again";
 }
 
 TEST(LoadViewTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
