@@ -109,14 +109,13 @@ Placement ChoosePlacement(const PlacementInputs& in, const PlacementOptions& opt
                        static_cast<double>(in.uncached_tokens) / in.local_tokens_per_second) *
                       options.local_slowdown;
   }
-  if (in.uncached_tokens <= options.short_uncached_tokens) {
-    p.local = true;
-    p.reason = "short_uncached";
-  } else if (in.local_tokens_per_second > 0 && p.local_seconds < p.pair_seconds) {
-    p.local = true;
-    p.reason = "local_faster";
+  if (in.local_tokens_per_second > 0) {
+    p.local = p.local_seconds < p.pair_seconds;
+    p.reason = p.local ? "local_faster" : "pair_faster";
   } else {
-    p.reason = "pair_faster";
+    // Nothing to predict local prefill from: only a short part goes local.
+    p.local = in.uncached_tokens <= options.short_uncached_tokens;
+    p.reason = p.local ? "short_uncached" : "pair_faster";
   }
   return p;
 }

@@ -111,10 +111,14 @@ DecodeCandidate DecodeCandidateOf(const WorkerLoad& w, int matched_blocks);
 
 // Conditional disaggregation: prefill on the decode worker itself (no KV transfer) or use a
 // prefill worker.
+// Local when its predicted time to first token is sooner than the pair's: its queued prompt
+// work and the part it lacks at its prompt rate, times local_slowdown, against the pair's queue,
+// compute and transfer. With no local rate to predict from, only a part of at most
+// short_uncached_tokens goes local.
 struct PlacementOptions {
-  // At most this many uncached prompt tokens on the decode worker are prefilled there (default
-  // 512): a prefill that short shares a step with the decode batch at little cost to it, and the
-  // pair's extra hops would cost more than they save. >= 0.
+  // With no prompt rate measured for the decode worker (nor any prefill worker), at most this
+  // many uncached prompt tokens are prefilled there (default 512): a prefill that short shares a
+  // step with the decode batch at little cost to it. >= 0.
   int64_t short_uncached_tokens = 512;
   // A longer local prefill counts this many times its predicted time (default 1.5): it delays
   // the tokens of the decode worker's running sequences as well. >= 1.
@@ -133,9 +137,9 @@ struct PlacementInputs {
 
 struct Placement {
   bool local = false;
-  // "short_uncached": local, the uncached part is short; "local_faster": local, the pair's
-  // predicted time to first token (its queue, compute and transfer) is longer than local
-  // prefill; "pair_faster": a prefill worker. What the ledger row records.
+  // "local_faster": local, the pair's predicted time to first token (its queue, compute and
+  // transfer) is longer than local prefill's; "pair_faster": a prefill worker; "short_uncached":
+  // local with no rate to predict from, the uncached part short. What the ledger row records.
   std::string reason;
   double local_seconds = 0;  // predicted local time to first token (with local_slowdown)
   double pair_seconds = 0;   // predicted pair time to first token

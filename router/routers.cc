@@ -133,12 +133,15 @@ std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
         static_cast<double>(std::max<int64_t>(0, d->sent_prompt_tokens)) / local_rate;
   }
   // The pair's first token: the chosen prefill worker's; with none free, the soonest of any, as
-  // waiting for one's room takes at least its queue. Infinite with no prefill worker at all.
+  // waiting for one's room takes at least its queue. A prefill worker with no rate measured yet
+  // counts at the local one (the same layout: like devices).
+  PrefillJob pair_job = job;
+  pair_job.default_tokens_per_second = local_rate;
   in.pair.queue_seconds = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < candidates.size(); ++i) {
     if (p && i != *p) continue;
     const PrefillEstimate e =
-        PredictPrefill(candidates[i], job, PrefillRate(candidates[i], candidates, job));
+        PredictPrefill(candidates[i], pair_job, PrefillRate(candidates[i], candidates, pair_job));
     if (e.ttft_seconds() < in.pair.ttft_seconds()) in.pair = e;
   }
   Placement placement = ChoosePlacement(in, routing_.placement);

@@ -155,17 +155,22 @@ PlacementInputs Inputs(int64_t uncached, double pair_queue_seconds) {
   return in;
 }
 
-TEST(CacheAwareScoringTest, ShortUncachedPromptsArePrefilledLocally) {
-  Placement p = ChoosePlacement(Inputs(512, 0));
+TEST(CacheAwareScoringTest, WithoutALocalRateOnlyShortPromptsArePrefilledLocally) {
+  PlacementInputs unmeasured = Inputs(512, 0);
+  unmeasured.local_tokens_per_second = 0;
+  Placement p = ChoosePlacement(unmeasured);
   EXPECT_TRUE(p.local);
   EXPECT_EQ(p.reason, "short_uncached");
-  p = ChoosePlacement(Inputs(513, 0));
+  unmeasured.uncached_tokens = 513;
+  p = ChoosePlacement(unmeasured);
   EXPECT_FALSE(p.local);
   EXPECT_EQ(p.reason, "pair_faster");
-  // Short goes local even with no local rate measured.
-  PlacementInputs unmeasured = Inputs(100, 0);
-  unmeasured.local_tokens_per_second = 0;
-  EXPECT_EQ(ChoosePlacement(unmeasured).reason, "short_uncached");
+  // Measured, a short prompt goes where it is sooner: 512 tokens take 0.154 s locally against
+  // the idle pair's 0.061 s.
+  p = ChoosePlacement(Inputs(512, 0));
+  EXPECT_FALSE(p.local);
+  EXPECT_EQ(p.reason, "pair_faster");
+  EXPECT_EQ(ChoosePlacement(Inputs(512, 0.1)).reason, "local_faster");
 }
 
 TEST(CacheAwareScoringTest, ALongPrefillQueueSendsTheRequestLocal) {

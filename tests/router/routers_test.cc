@@ -239,17 +239,17 @@ TEST(PdPairRouterTest, CacheAffinityWeighsTheWorkSavedAndBoundsTheQueuePastTheBu
 // route says so. 1,000 prompt tokens a second everywhere.
 TEST(PdPairRouterTest, ConditionalDisaggregationPrefillsLocallyWhenThatIsSooner) {
   std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill")};
-  ws[1].prefill_tokens_per_second = 1000;
+  ws[1].prefill_tokens_per_second = 1000;  // the decode worker's counts at it, unmeasured
   RouteRequest request;
   request.prompt_tokens = 2048;
-  request.matched_blocks = {{1, 100}};  // the decode worker lacks 448 tokens: short
+  request.matched_blocks = {{1, 100}};  // the decode worker lacks 448 tokens, P all 2,048
   auto route = PdPairRouter(kConditional).Pick(ws, request);
   ASSERT_TRUE(route);
   EXPECT_FALSE(route->disaggregated);
   EXPECT_EQ(route->prefill_worker, 1u);
   EXPECT_EQ(route->decode_worker, 1u);
   EXPECT_EQ(route->placement, "local");
-  EXPECT_EQ(route->placement_reason, "short_uncached");
+  EXPECT_EQ(route->placement_reason, "local_faster");  // 1.5 x 0.448 s against 2.048 s
   // All 2,048 lacking: the idle prefill worker's 2.05 s against 1.5 x 2.05 s locally.
   request.matched_blocks.clear();
   route = PdPairRouter(kConditional).Pick(ws, request);
@@ -267,13 +267,24 @@ TEST(PdPairRouterTest, ConditionalDisaggregationPrefillsLocallyWhenThatIsSooner)
   // Its own prompt work counts against local prefill: 1,000 tokens queued there make it 4.57 s.
   ws[0].sent_prompt_tokens = 1000;
   EXPECT_EQ(PdPairRouter(kConditional).Pick(ws, request)->placement_reason, "pair_faster");
-  // The threshold is an option: past it, the prefill worker holding the same prefix is sooner.
-  request.matched_blocks = {{1, 100}, {2, 100}};
-  ws[0].sent_prompt_tokens = ws[1].sent_prompt_tokens = 0;
+  // Its own measured rate goes before the prefill workers': at 4,000 tokens a second, 1.14 s.
+  ws[0].prefill_tokens_per_second = 4000;
+  EXPECT_EQ(PdPairRouter(kConditional).Pick(ws, request)->placement_reason, "local_faster");
+}
+
+// With no prompt rate measured anywhere, only a short uncached part goes local, up to the
+// option's tokens.
+TEST(PdPairRouterTest, ConditionalDisaggregationBeforeAnyRateIsMeasured) {
+  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill")};
+  RouteRequest request;
+  request.prompt_tokens = 2048;
+  request.matched_blocks = {{1, 100}};  // 448 tokens lacking
+  EXPECT_EQ(PdPairRouter(kConditional).Pick(ws, request)->placement_reason, "short_uncached");
   const PdPairRouter strict({.disaggregation = Disaggregation::kConditional,
                              .placement = {.short_uncached_tokens = 400}});
   EXPECT_EQ(strict.Pick(ws, request)->placement_reason, "pair_faster");
-  EXPECT_EQ(PdPairRouter(kConditional).Pick(ws, request)->placement_reason, "short_uncached");
+  request.matched_blocks.clear();
+  EXPECT_EQ(PdPairRouter(kConditional).Pick(ws, request)->placement_reason, "pair_faster");
 }
 
 TEST(PdPairRouterTest, ConditionalDisaggregationWithoutPrefillRoomOrPrefillWorkers) {
