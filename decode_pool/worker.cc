@@ -94,7 +94,9 @@ Status Worker::Run() {
   }
   // Role both too: the gateway salts its block keys with it, as the engine does.
   r.set_layout_hash(layout_->hash);
-  r.set_kv_events(engine_->prefix_cache());
+  // Always: with its prefix cache off it publishes that it holds nothing (an empty snapshot),
+  // where a worker publishing nothing would be matched by where its prompts went.
+  r.set_kv_events(true);
   Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });

@@ -78,7 +78,9 @@ void PrefillWorker::Drain() {
 Status PrefillWorker::Run() {
   proto::Register r = worker::RegisterFor("prefill", *engine_, options_.identity);
   r.set_layout_hash(layout_.hash);
-  r.set_kv_events(engine_->prefix_cache());
+  // Always: with its prefix cache off it publishes that it holds nothing (an empty snapshot),
+  // where a worker publishing nothing would be matched by where its prompts went.
+  r.set_kv_events(true);
   Status served = worker::ConnectAndServe(
       options_.gateway, r, options_.gateway_reconnect_seconds, &link_, [this] { return Serve(); },
       [this] { AbandonRequests(); }, [this] { return draining_.load(); });

@@ -53,7 +53,10 @@ void KvEventPublisher::SendEvents(model::Engine& engine, GatewayLink& link) {
 }
 
 void KvEventPublisher::SendSnapshot(model::Engine& engine, GatewayLink& link) {
-  if (!engine.prefix_cache()) return;
+  if (!engine.prefix_cache()) {  // it holds nothing, and never will
+    link.Send(Resync(model::KvCacheSnapshot{}));
+    return;
+  }
   // Events recorded before the snapshot and not yet taken are covered by it.
   SendEvents(engine, link);
   link.Send(Resync(engine.CachedBlocks()));

@@ -5,7 +5,8 @@
 // the wire seq the following KvEvents continue from. Engine events the snapshot covers are dropped;
 // later ones get consecutive wire seqs. When the engine's own numbers skip (its event log
 // overflowed), the next KvEvents skips a wire seq too, so that the gateway sees the gap and asks
-// for a snapshot (it ignores snapshots it did not ask for).
+// for a snapshot (it ignores snapshots it did not ask for). A worker with its prefix cache off
+// answers every resync with an empty snapshot and sends no events.
 // Used by every worker role; engine thread only (it is not thread-safe).
 #pragma once
 

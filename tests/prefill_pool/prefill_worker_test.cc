@@ -192,6 +192,26 @@ TEST_F(PrefillWorkerTest, PushesThePromptsKvAndAnswersWithTheFirstToken) {
   }
 }
 
+// With its prefix cache off, a worker answers the gateway's resync with an empty snapshot and
+// publishes nothing after a prompt: the gateway believes it holds no block, wherever prompts went.
+TEST_F(PrefillWorkerTest, WithItsCacheOffItPublishesThatItHoldsNothing) {
+  engine_.prefix_cache = false;
+  StartWorker();
+  proto::Envelope resync;
+  resync.mutable_kv_resync();
+  gateway_.Send(resync);
+  ASSERT_TRUE(Eventually([&] { return !KvMessages().empty(); }));
+  SendPrefill(7, model::testing::RandomTokens(11, config_.vocab_size, 5));
+  const auto answer = AnswerTo(7);
+  ASSERT_TRUE(answer && answer->has_tokens());
+  gateway_.Send(resync);
+  ASSERT_TRUE(Eventually([&] { return KvMessages().size() >= 2; }));
+  for (const proto::Envelope& m : KvMessages()) {
+    ASSERT_TRUE(m.has_kv_snapshot()) << m.DebugString();
+    EXPECT_EQ(m.kv_snapshot().blocks_size(), 0);
+  }
+}
+
 // The decode worker holds the prompt's first two pages (Reserved.cached_blocks): only the third
 // is sent, into the one page it reserved, and the bytes charged are that page's.
 TEST_F(PrefillWorkerTest, SendsOnlyThePagesAfterTheDecodeWorkersCachedBlocks) {
