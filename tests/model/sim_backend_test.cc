@@ -76,10 +76,10 @@ TEST(SimBackend, EachStepTakesTheProfilesTime) {
   ASSERT_EQ(steps.size(), 4u);  // one prefill step of both prompts, then three decode steps
   for (const auto& [stats, seconds] : steps) {
     const double want = TestProfile().StepSeconds(stats.shape);
-    EXPECT_GE(seconds, want);
-    // The engine's own bookkeeping on top: small against steps of tens of milliseconds.
-    EXPECT_LT(seconds, want + 0.025)
-        << "prompt " << stats.prompt_tokens << " decode " << stats.decode_tokens;
+    // Never less; how little more on an idle machine is scripts/sim-validity's to measure (a
+    // wall-clock bound here would fail on a loaded one).
+    EXPECT_GE(seconds, want) << "prompt " << stats.prompt_tokens << " decode "
+                             << stats.decode_tokens;
   }
   EXPECT_EQ(steps[0].first.shape.prompt_tokens, 150);
   EXPECT_NEAR(TestProfile().StepSeconds(steps[0].first.shape), 0.03 + 0.015, 1e-12);
@@ -101,8 +101,10 @@ TEST(SimBackend, SlowFactorStretchesEveryStep) {
 // The simulated step right after another waits it out; one after a prompt step, or after a pause
 // longer than the gap, takes only its own time.
 TEST(SimBackend, ADecodeStepRightAfterAnotherEndsAGapAfterIt) {
+  // A gap far longer than a late wake-up on a loaded machine, so that a step that waited it
+  // out and one that did not are told apart with room to spare.
   PerformanceProfile p = TestProfile();
-  p.decode_gap_seconds = 0.05;
+  p.decode_gap_seconds = 0.5;
   auto engine = SimEngine(p);
   ASSERT_TRUE(engine.ok());
   ASSERT_TRUE((*engine)->Add(testing::Iota(10, 1), Greedy(4)).ok());
@@ -117,15 +119,15 @@ TEST(SimBackend, ADecodeStepRightAfterAnotherEndsAGapAfterIt) {
   const auto [start1, end1] = step();
   ASSERT_EQ(stats.shape.decode_tokens, 1);
   const double one = p.StepSeconds(stats.shape);
-  EXPECT_LT(Seconds(end1 - start1), one + 0.04) << "a decode step after a prompt step";
+  EXPECT_LT(Seconds(end1 - start1), one + 0.25) << "a decode step after a prompt step";
   const auto [start2, end2] = step();
   // The gap counts from the previous step's planned end, at least `one` after start1 (a wake-up
   // late under load moves end1, not the plan).
   EXPECT_GE(Seconds(end2 - start1), one + p.decode_gap_seconds + one);
-  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   const auto [start3, end3] = step();
   EXPECT_GE(Seconds(end3 - start3), one);
-  EXPECT_LT(Seconds(end3 - start3), one + 0.04) << "a decode step after a pause";
+  EXPECT_LT(Seconds(end3 - start3), one + 0.25) << "a decode step after a pause";
   EXPECT_FALSE((*engine)->HasWork());
 }
 
@@ -145,7 +147,7 @@ TEST(SimBackend, AStepsTimeIsDrawnFromTheProfilesSpread) {
     }
     const double want = p.StepSeconds(stats.shape);
     EXPECT_GE(seconds, 0.5 * want);
-    EXPECT_LT(seconds, 2.0 * want + 0.025);
+    EXPECT_LT(seconds, 2.0 * want + 0.1);  // bookkeeping and late wake-ups on top
     factors.push_back(seconds / want);
   }
   ASSERT_EQ(factors.size(), 24u);
