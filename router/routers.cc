@@ -46,6 +46,47 @@ int64_t RoomForDecoding(const WorkerLoad& w, const RouteRequest& request) {
          (w.attempts + w.running);
 }
 
+// Conditional disaggregation's inputs for decode worker `d` against the prefill `candidates`
+// (`p`: PickPrefill's choice among them, nullopt when none has room).
+PlacementInputs PlacementInputsOf(const WorkerLoad& d, const RouteRequest& request,
+                                  std::span<const PrefillCandidate> candidates,
+                                  std::optional<size_t> p, const PrefillJob& job) {
+  // D's prompt rate: measured when it has prefilled, else the prefill workers' mean (the same
+  // layout: the same model on like devices); 0 when none is measured.
+  double local_rate = d.prefill_tokens_per_second;
+  if (!(local_rate > 0)) {
+    double sum = 0;
+    int measured = 0;
+    for (const PrefillCandidate& c : candidates) {
+      if (c.tokens_per_second > 0) {
+        sum += c.tokens_per_second;
+        ++measured;
+      }
+    }
+    local_rate = measured > 0 ? sum / measured : 0;
+  }
+  PlacementInputs in;
+  in.uncached_tokens = UncachedTokens(request.prompt_tokens, request.Matched(d.id), job.page_size);
+  in.local_tokens_per_second = local_rate;
+  if (local_rate > 0) {
+    in.local_queue_seconds =
+        static_cast<double>(std::max<int64_t>(0, d.sent_prompt_tokens)) / local_rate;
+  }
+  // The pair's first token: the chosen prefill worker's; with none free, the soonest of any, as
+  // waiting for one's room takes at least its queue. A prefill worker with no rate measured yet
+  // counts at the local one (the same layout: like devices).
+  PrefillJob pair_job = job;
+  pair_job.default_tokens_per_second = local_rate;
+  in.pair.queue_seconds = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (p && i != *p) continue;
+    const PrefillEstimate e =
+        PredictPrefill(candidates[i], pair_job, PrefillRate(candidates[i], candidates, pair_job));
+    if (e.ttft_seconds() < in.pair.ttft_seconds()) in.pair = e;
+  }
+  return in;
+}
+
 }  // namespace
 
 int PagesFor(int tokens, int page_size) {
@@ -111,39 +152,7 @@ std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
       break;
   }
   if (candidates.empty()) return local("no_prefill_worker");
-  // D's prompt rate: measured when it has prefilled, else the prefill workers' mean (the same
-  // layout: the same model on like devices); 0 when none is measured.
-  double local_rate = d->prefill_tokens_per_second;
-  if (!(local_rate > 0)) {
-    double sum = 0;
-    int measured = 0;
-    for (const PrefillCandidate& c : candidates) {
-      if (c.tokens_per_second > 0) {
-        sum += c.tokens_per_second;
-        ++measured;
-      }
-    }
-    local_rate = measured > 0 ? sum / measured : 0;
-  }
-  PlacementInputs in;
-  in.uncached_tokens = UncachedTokens(request.prompt_tokens, request.Matched(d->id), job.page_size);
-  in.local_tokens_per_second = local_rate;
-  if (local_rate > 0) {
-    in.local_queue_seconds =
-        static_cast<double>(std::max<int64_t>(0, d->sent_prompt_tokens)) / local_rate;
-  }
-  // The pair's first token: the chosen prefill worker's; with none free, the soonest of any, as
-  // waiting for one's room takes at least its queue. A prefill worker with no rate measured yet
-  // counts at the local one (the same layout: like devices).
-  PrefillJob pair_job = job;
-  pair_job.default_tokens_per_second = local_rate;
-  in.pair.queue_seconds = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (p && i != *p) continue;
-    const PrefillEstimate e =
-        PredictPrefill(candidates[i], pair_job, PrefillRate(candidates[i], candidates, pair_job));
-    if (e.ttft_seconds() < in.pair.ttft_seconds()) in.pair = e;
-  }
+  const PlacementInputs in = PlacementInputsOf(*d, request, candidates, p, job);
   Placement placement = ChoosePlacement(in, routing_.placement);
   if (placement.local) return local(std::move(placement.reason));
   return pair(std::move(placement.reason));
