@@ -20,15 +20,20 @@ double PrefillRate(const PrefillCandidate& c, std::span<const PrefillCandidate> 
                    const PrefillJob& job) {
   if (c.tokens_per_second > 0) return c.tokens_per_second;
   if (job.default_tokens_per_second > 0) return job.default_tokens_per_second;
+  const double mean = MeanMeasuredRate(candidates);
+  return mean > 0 ? mean : 1.0;
+}
+
+double MeanMeasuredRate(std::span<const PrefillCandidate> candidates) {
   double sum = 0;
   int measured = 0;
-  for (const PrefillCandidate& other : candidates) {
-    if (other.tokens_per_second > 0) {
-      sum += other.tokens_per_second;
+  for (const PrefillCandidate& c : candidates) {
+    if (c.tokens_per_second > 0) {
+      sum += c.tokens_per_second;
       ++measured;
     }
   }
-  return measured > 0 ? sum / measured : 1.0;
+  return measured > 0 ? sum / measured : 0;
 }
 
 std::optional<size_t> PickPrefill(std::span<const PrefillCandidate> candidates,

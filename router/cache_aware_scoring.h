@@ -77,6 +77,8 @@ std::optional<size_t> PickPrefill(std::span<const PrefillCandidate> candidates,
 // The rate PickPrefill uses for `c` among `candidates`.
 double PrefillRate(const PrefillCandidate& c, std::span<const PrefillCandidate> candidates,
                    const PrefillJob& job);
+// The mean prompt rate of the candidates with one measured; 0 when none is.
+double MeanMeasuredRate(std::span<const PrefillCandidate> candidates);
 
 struct DecodeCandidate {
   uint64_t worker = 0;

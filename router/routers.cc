@@ -53,18 +53,8 @@ PlacementInputs PlacementInputsOf(const WorkerLoad& d, const RouteRequest& reque
                                   std::optional<size_t> p, const PrefillJob& job) {
   // D's prompt rate: measured when it has prefilled, else the prefill workers' mean (the same
   // layout: the same model on like devices); 0 when none is measured.
-  double local_rate = d.prefill_tokens_per_second;
-  if (!(local_rate > 0)) {
-    double sum = 0;
-    int measured = 0;
-    for (const PrefillCandidate& c : candidates) {
-      if (c.tokens_per_second > 0) {
-        sum += c.tokens_per_second;
-        ++measured;
-      }
-    }
-    local_rate = measured > 0 ? sum / measured : 0;
-  }
+  const double local_rate =
+      d.prefill_tokens_per_second > 0 ? d.prefill_tokens_per_second : MeanMeasuredRate(candidates);
   PlacementInputs in;
   in.uncached_tokens = UncachedTokens(request.prompt_tokens, request.Matched(d.id), job.page_size);
   in.local_tokens_per_second = local_rate;
