@@ -22,13 +22,13 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   const int64_t prompt = static_cast<int64_t>(response_.prompt().size());
   if (f.upstreams_configured) {
     // The upstream's price for the part of the prompt it is believed to hold is its cached one.
+    double usd = 0;
     f.picked_upstream =
-        overflow_.upstreams->Pick(response_.prompt(), max_tokens_, failed_upstreams_);
+        overflow_.upstreams->Pick(response_.prompt(), max_tokens_, failed_upstreams_, &usd);
     if (f.picked_upstream < 0) {
       f.why_no_upstream = overflow_.upstreams->WhyNone(failed_upstreams_);
     } else {
-      f.upstream_usd =
-          overflow_.upstreams->PredictUsd(f.picked_upstream, response_.prompt(), max_tokens_);
+      f.upstream_usd = usd;
     }
   }
   // Both priced at the request's whole allowance: its prompt and max_tokens (the self-hosted

@@ -227,7 +227,7 @@ bool ExternalUpstreams::Available(int index) const {
 }
 
 int ExternalUpstreams::Pick(std::span<const int32_t> prompt, int64_t max_tokens,
-                            const std::set<int>& exclude) const {
+                            const std::set<int>& exclude, double* usd) const {
   const std::vector<BlockKey> keys = PromptBlockKeys(0, prompt, kUpstreamBlockTokens);
   const auto prompt_tokens = static_cast<int64_t>(prompt.size());
   const auto now = clock_();
@@ -245,6 +245,7 @@ int ExternalUpstreams::Pick(std::span<const int32_t> prompt, int64_t max_tokens,
       best_cost = cost;
     }
   }
+  if (usd && best >= 0) *usd = best_cost;
   return best;
 }
 

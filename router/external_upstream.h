@@ -100,9 +100,10 @@ class ExternalUpstreams {
 
   // The upstream a request of `prompt` (its token ids) and up to `max_tokens` should use now:
   // the cheapest for those tokens (PredictUsd) among those not cooling down and not in
-  // `exclude` (the first configured on a tie); -1 when there is none.
-  int Pick(std::span<const int32_t> prompt, int64_t max_tokens,
-           const std::set<int>& exclude = {}) const;
+  // `exclude` (the first configured on a tie); -1 when there is none. `usd`, when given, gets
+  // the picked one's PredictUsd (the prompt is hashed once).
+  int Pick(std::span<const int32_t> prompt, int64_t max_tokens, const std::set<int>& exclude = {},
+           double* usd = nullptr) const;
   // USD upstream `index` is predicted to charge for `prompt` and `max_tokens` completion tokens:
   // the part of the prompt it is believed to hold (PredictedCachedTokens) at its cached-input
   // price, the rest at its input price.

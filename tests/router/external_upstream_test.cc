@@ -173,7 +173,9 @@ TEST_F(UpstreamPromptCacheTest, APromptSentLatelyIsPricedAtTheCachedInputPrice) 
   EXPECT_EQ(u.PredictedCachedTokens(1, next), 992);  // 62 whole blocks of 16
   EXPECT_EQ(u.PredictedCachedTokens(0, next), 0) << "sent to b, not a";
   EXPECT_DOUBLE_EQ(u.PredictUsd(1, next, 10), 208 * 2e-6 + 992 * 2e-7 + 10 * 1e-6);
-  EXPECT_EQ(u.Pick(next, 10), 1) << "b's cached prefix makes it cheaper than a";
+  double usd = 0;
+  EXPECT_EQ(u.Pick(next, 10, {}, &usd), 1) << "b's cached prefix makes it cheaper than a";
+  EXPECT_DOUBLE_EQ(usd, u.PredictUsd(1, next, 10));
   EXPECT_EQ(u.PredictedCachedTokens(1, Prompt(1200, 5000)), 0) << "another prompt";
   now_ += 301s;
   EXPECT_EQ(u.PredictedCachedTokens(1, next), 0) << "past the ttl";

@@ -167,16 +167,30 @@ TEST(PdPairRouterTest, ACachedPrefixDrawsThePromptWhileItSavesMoreThanTheQueueCo
   EXPECT_EQ(PdPairRouter(kPairs).Pick(ws, request)->decode_worker, 1u);
 }
 
-TEST(PdPairRouterTest, APrefillWorkerPastItsBudgetKeepsItsPrefixWithinTwoSteps) {
+// A decode worker (1) and two prefill workers (2, 3) of 1,000 prompt tokens a second with a step
+// budget of `max_batch_tokens`.
+std::vector<WorkerLoad> OneDecodeTwoPrefill(int max_batch_tokens) {
   std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
   for (int i : {1, 2}) {
     ws[i].prefill_tokens_per_second = 1000;
-    ws[i].max_batch_tokens = 512;
+    ws[i].max_batch_tokens = max_batch_tokens;
   }
+  return ws;
+}
+
+// A prompt of 64 blocks of which prefill worker 3 holds 60: it computes 64 tokens, worker 2 all
+// 1,024.
+RouteRequest SixtyOfSixtyFourBlocksOnWorker3() {
   RouteRequest request;
   request.prompt_tokens = 64 * 16;
-  request.matched_blocks = {{3, 60}};  // worker 3 computes 64 tokens, worker 2 all 1,024
-  ws[2].sent_prompt_tokens = 500;      // past its budget with this prompt, within two steps
+  request.matched_blocks = {{3, 60}};
+  return request;
+}
+
+TEST(PdPairRouterTest, APrefillWorkerPastItsBudgetKeepsItsPrefixWithinTwoSteps) {
+  std::vector<WorkerLoad> ws = OneDecodeTwoPrefill(512);
+  const RouteRequest request = SixtyOfSixtyFourBlocksOnWorker3();
+  ws[2].sent_prompt_tokens = 500;  // past its budget with this prompt, within two steps
   EXPECT_EQ(PdPairRouter(kPairs).Pick(ws, request)->prefill_worker, 3u);
   ws[2].sent_prompt_tokens = 961;  // 961 + 64 > 1,024: past two steps
   // Worker 2 (no queue) cannot take the 1,024-token prompt either past its 512-token budget:
@@ -212,15 +226,9 @@ TEST(RoundRobinRouterTest, TakesUsableWorkersInTurnBlindToLoadAndCaches) {
 }
 
 TEST(PdPairRouterTest, CacheAffinityWeighsTheWorkSavedAndBoundsTheQueuePastTheBudget) {
-  std::vector<WorkerLoad> ws = {Worker(1, "decode"), Worker(2, "prefill"), Worker(3, "prefill")};
-  for (int i : {1, 2}) {
-    ws[i].prefill_tokens_per_second = 1000;
-    ws[i].max_batch_tokens = 4096;
-  }
-  RouteRequest request;
-  request.prompt_tokens = 64 * 16;
-  request.matched_blocks = {{3, 60}};  // 960 tokens saved
-  ws[2].sent_prompt_tokens = 1500;     // more than it saves, less than twice that
+  std::vector<WorkerLoad> ws = OneDecodeTwoPrefill(4096);
+  const RouteRequest request = SixtyOfSixtyFourBlocksOnWorker3();  // 960 tokens saved
+  ws[2].sent_prompt_tokens = 1500;  // more than it saves, less than twice that
   EXPECT_EQ(PdPairRouter({.affinity = {.work_weight = 0}}).Pick(ws, request)->prefill_worker, 2u);
   EXPECT_EQ(PdPairRouter({.affinity = {.work_weight = 1}}).Pick(ws, request)->prefill_worker, 3u);
   ws[2].max_batch_tokens = 1024;  // past its budget: within one step, not within none
