@@ -186,6 +186,12 @@ void AddGatewayCommand(CLI::App& app) {
                  "Refuse at once (429) a request whose predicted wait exceeds this time to first "
                  "token (0: never; a tenant's ttft_slo_ms or x-pdserve-ttft-slo-ms overrides it)")
       ->check(CLI::NonNegativeNumber);
+  auto fault_delay_ms = std::make_shared<double>(0);
+  gw->add_option("--fault-delay-ms", *fault_delay_ms,
+                 "Fault injection: hold every completion request this long before admission, "
+                 "as Envoy's fault filter's fixed delay does (to test clients' timeouts, and "
+                 "that scripts/gateway-overhead catches a slow gateway); 0: none")
+      ->check(CLI::Range(0.0, 60000.0));
   gw->add_option("--ready-file", *ready, "Write the bound ports here as JSON once listening");
   auto planner = std::make_shared<PlannerFlags>();
   gw->add_option("--planner", planner->mode,
@@ -229,7 +235,9 @@ void AddGatewayCommand(CLI::App& app) {
   AddActuatorFlags(gw, &planner->actuator);
   auto external = std::make_shared<ExternalFlags>();
   AddExternalFlags(gw, external.get(), g.get());
-  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, planner, external, disaggregation] {
+  gw->callback([g, ready, no_auth, queue_timeout, ttft_slo_ms, fault_delay_ms, planner, external,
+                disaggregation] {
+    g->fault_delay = std::chrono::microseconds(static_cast<int64_t>(*fault_delay_ms * 1000));
     InitLogging("gateway", "info");
     g->pair_routing.disaggregation = router::ParseDisaggregation(*disaggregation).value();
     ApplyExternalFlags(*external, g.get());

@@ -29,4 +29,11 @@ double AttemptAccounting::Record(ledger::AttemptRow row, const AttemptUse& use,
   return row.cost.total();
 }
 
+void AttemptAccounting::RecordUnrun(const ledger::AttemptRow& row) {
+  if (!accounting_.ledger) return;
+  if (Status s = accounting_.ledger->Append(row); !s.ok()) {
+    spdlog::error("ledger: could not record {} (never ran): {}", row.request_id, s.ToString());
+  }
+}
+
 }  // namespace pdserve::gateway

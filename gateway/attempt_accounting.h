@@ -39,6 +39,8 @@ class AttemptAccounting {
   // attempt's upstream, whose prices it is paid at; null: a self-hosted attempt.
   double Record(ledger::AttemptRow row, const AttemptUse& use,
                 const router::UpstreamConfig* upstream);
+  // Appends the row of a request that never ran (status refused): no cost, no metrics.
+  void RecordUnrun(const ledger::AttemptRow& row);
 
  private:
   CallAccounting accounting_;

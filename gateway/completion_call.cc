@@ -17,6 +17,7 @@ constexpr int kMaxAttempts = 3;
 constexpr int kMaxExternalAttempts = 3;  // failures before the request gives up
 // How long a completed response waits for its attempt's cost (the workers' last step reports).
 constexpr auto kCostWait = std::chrono::seconds(5);
+constexpr double kEndlessSeconds = 365.0 * 24 * 3600;  // a predicted wait recorded as endless
 // Attempt ids, which workers key their state by, start from this process's start time in
 // milliseconds times 2^16: a gateway that restarts never hands out an id of the one before it
 // (which would have had to start 65,536 attempts a millisecond), so the state workers keep of
@@ -158,8 +159,16 @@ bool CompletionCall::Submit() {
   };
   if (attempts_ == 1) submitted_ = std::chrono::steady_clock::now();
   const router::Admission a = admission_.queue->Submit(std::move(r));
+  if (attempts_ == 1 && !predicted_) {
+    predicted_ = true;
+    predicted_queue_s_ = a.predicted_queue_s;
+    predicted_ttft_s_ = a.predicted_wait_s;
+  }
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
-  if (a.verdict != router::Admission::Verdict::kRejected) return true;
+  if (a.verdict != router::Admission::Verdict::kRejected) {
+    if (admission_decision_.empty()) admission_decision_ = "admitted";
+    return true;
+  }
   if (overflow_.rule != router::OverflowRule::kNever) return Overflow(a);
   metrics_->RecordRejected("predicted_wait");
   char wait[32];
@@ -170,7 +179,7 @@ bool CompletionCall::Submit() {
       std::to_string(admission_.ttft_slo.count()) + " ms. Please try again later.");
   e.type = "capacity";
   e.code = "predicted_wait_exceeds_slo";
-  EndUnstarted(e, a.retry_after_s);
+  EndUnstarted(e, a.retry_after_s, "refused");
   return false;
 }
 
@@ -230,7 +239,7 @@ void CompletionCall::HandleTimeout(uint64_t id) {
                 waited);
   ApiError e = ApiError::Unavailable(text);
   e.code = "queue_timeout";
-  EndUnstarted(e, 1);
+  EndUnstarted(e, 1, "queue_timeout");
 }
 
 void CompletionCall::ForgetUnstartedAttempt(ledger::AttemptStatus prior_status) {
@@ -249,8 +258,19 @@ void CompletionCall::ForgetUnstartedAttempt(ledger::AttemptStatus prior_status) 
   }
 }
 
-void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s) {
+void CompletionCall::EndUnstarted(const ApiError& e, int retry_after_s,
+                                  const std::string& decision) {
   done_ = true;
+  if (!started_ && attempts_ == 1 && !decision.empty()) {
+    // It never ran: its row holds the decision and the prediction, at no cost.
+    admission_decision_ = decision;
+    Attempt a = attempts_by_id_[attempt_id_];
+    a.status = ledger::AttemptStatus::kRefused;
+    a.end = std::chrono::system_clock::now();
+    ledger::AttemptRow row = BaseRow(attempt_id_, a);
+    row.queue_seconds = Seconds(std::chrono::steady_clock::now() - arrival_);
+    accounting_.RecordUnrun(row);
+  }
   ForgetUnstartedAttempt(ledger::AttemptStatus::kError);
   if (started_) {  // a retry: the request was counted as running
     metrics_->running().Decrement();
@@ -357,6 +377,9 @@ void CompletionCall::NoteFirstOutput(std::chrono::steady_clock::time_point now) 
   first_token_wall_ = std::chrono::system_clock::now();
   first_token_ = now;
   metrics_->RecordFirstToken(Seconds(now - arrival_));
+  if (admission_decision_ == "admitted" && !is_current_external()) {
+    metrics_->RecordTtftPrediction(predicted_ttft_s_, Seconds(now - arrival_));
+  }
 }
 
 void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
@@ -514,6 +537,10 @@ ledger::AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a
   // A resumed attempt's worker may also have found the tokens so far cached: the row counts the
   // client's prompt only. An external row's come from its use (PriceExternalRow).
   row.cached_prompt_tokens = std::min(a.cached_prompt_tokens, row.prompt_tokens);
+  row.admission = admission_decision_;
+  // A wait predicted endless (a queue that does not move) is recorded as a year.
+  row.predicted_queue_seconds = std::min(predicted_queue_s_, kEndlessSeconds);
+  row.predicted_ttft_seconds = std::min(predicted_ttft_s_, kEndlessSeconds);
   if (final_attempt) {
     if (completion_tokens > 0) row.first_token_unix = UnixSeconds(first_token_wall_);
     row.completion_tokens = completion_tokens;

@@ -153,8 +153,10 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // Drops the current attempt, which never ran: the retried attempt before it (if any) gets
   // `prior_status` and its row, and a request that never started gets its quota back.
   void ForgetUnstartedAttempt(ledger::AttemptStatus prior_status);
-  // Ends a call whose current attempt never left the queue, with Retry-After when > 0.
-  void EndUnstarted(const ApiError& error, int retry_after_s);
+  // Ends a call whose current attempt never left the queue, with Retry-After when > 0. A request
+  // that never ran and was refused or timed out in the queue (`decision`: "refused",
+  // "queue_timeout") leaves a row of status refused; "" for one that leaves none (a bad request).
+  void EndUnstarted(const ApiError& error, int retry_after_s, const std::string& decision = "");
   // Ends a started call with an error (its stream's error event, or the error body).
   void Fail(const ApiError& error);
   void StreamPiece(const std::string& piece, std::chrono::steady_clock::time_point read_at);
@@ -204,6 +206,11 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   bool refused_for_objective_ = true;
   bool overflow_deadline_ = false;  // its queue deadline is its overflow time, not the request's
   bool external_text_ = false;      // an external attempt's text reached the client
+  // Admission's decision for the request and what it predicted at its first Submit: every row's
+  // admission and predicted_* columns (ledger/ledger.h).
+  std::string admission_decision_;
+  double predicted_queue_s_ = 0, predicted_ttft_s_ = 0;
+  bool predicted_ = false;
   std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
   // The attempt whose first output started the client's response: its cached prompt tokens are
   // the usage's (a resumed attempt prefills the request's prompt and the tokens so far again,

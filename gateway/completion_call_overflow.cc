@@ -64,7 +64,10 @@ void CompletionCall::OverflowFromQueue() {
   if (choice.where == RouteChoice::Where::kExternal) {
     return StartExternal(choice.upstream, choice.reason);
   }
-  if (choice.where == RouteChoice::Where::kWaitForBurst) metrics_->RecordOverflowDeferred();
+  if (choice.where == RouteChoice::Where::kWaitForBurst) {
+    metrics_->RecordOverflowDeferred();
+    admission_decision_ = "waited_for_burst";
+  }
   Submit();  // back in the queue until the request's own deadline
 }
 
@@ -75,6 +78,7 @@ bool CompletionCall::Overflow(const router::Admission& refusal) {
       // A burst worker due within the objective serves it sooner than the objective asks.
       refused_for_objective_ = false;
       metrics_->RecordOverflowDeferred();
+      admission_decision_ = "waited_for_burst";
       return Submit();
     case RouteChoice::Where::kExternal:
       StartExternal(choice.upstream, choice.reason);
@@ -93,11 +97,12 @@ bool CompletionCall::Overflow(const router::Admission& refusal) {
       std::to_string(admission_.ttft_slo.count()) + " ms, and " + choice.reason + ".");
   e.type = "capacity";
   e.code = "no_allowed_route";
-  EndUnstarted(e, std::max(1, refusal.retry_after_s));
+  EndUnstarted(e, std::max(1, refusal.retry_after_s), "refused");
   return false;
 }
 
 void CompletionCall::StartExternal(int upstream, const std::string& reason) {
+  if (!started_) admission_decision_ = "overflowed";  // its first route is the API
   attempts_by_id_[attempt_id_].upstream = upstream;
   overflow_.upstreams->Sent(upstream, response_.prompt());
   metrics_->RecordExternal(overflow_.upstreams->configs()[upstream].name, reason);

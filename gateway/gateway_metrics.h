@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "ledger/ledger.h"
 
@@ -62,6 +63,15 @@ class GatewayMetrics {
   int64_t StartedPromptTokens() const {
     return started_prompt_tokens_.load(std::memory_order_relaxed);
   }
+  // pdserve_ttft_predicted_over_measured: admission's predicted TTFT of a request admitted to
+  // workers over its measured TTFT (1: exact; above 1: predicted too long).
+  void RecordTtftPrediction(double predicted_seconds, double measured_seconds) {
+    if (predicted_seconds > 0 && measured_seconds > 0) {
+      ttft_prediction_.Observe(predicted_seconds / measured_seconds);
+    }
+  }
+  // How many that histogram holds, and their sum.
+  std::pair<uint64_t, double> TtftPredictions() const;
   // pdserve_request_rejected_total{reason}: a request refused without running.
   void RecordRejected(const std::string& reason) {
     rejected_.Add({{"reason", reason}}).Increment();
@@ -127,6 +137,7 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Counter>& cost_;
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;
+  prometheus::Histogram& ttft_prediction_;
   prometheus::Family<prometheus::Histogram>& own_time_;
   prometheus::Histogram& own_request_;
   prometheus::Histogram& own_first_token_;

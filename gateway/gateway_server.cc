@@ -132,6 +132,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   *admission = shared->admission;
   PDSERVE_RETURN_IF_ERROR(StartUpstreams(o, shared.get()));
   shared->queue_timeout = o.queue_timeout;
+  shared->fault_delay = o.fault_delay;
   shared->ttft_slo = o.ttft_slo;
   if (o.cluster_token.empty()) {
     boost::system::error_code bad;

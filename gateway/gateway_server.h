@@ -71,6 +71,9 @@ struct GatewayOptions {
   // The cold start assumed for a pool's burst workers until one is measured (ask to
   // registration); 0: none, so an overflow request waits for no burst worker before one came.
   std::chrono::duration<double> burst_cold_start{0};
+  // Fault injection (Envoy's fault filter's fixed delay): every completion request is held this
+  // long before admission, its TTFT counting it. 0: none.
+  std::chrono::microseconds fault_delay{0};
 };
 
 class GatewayServer {
@@ -107,6 +110,7 @@ class GatewayServer {
     std::shared_ptr<boost::asio::ssl::context> upstream_tls;
     std::shared_ptr<router::SelfHostedRates> rates;  // what `cheapest` compares upstreams with
     std::shared_ptr<BurstAsks> burst_asks;           // null: no planner
+    std::chrono::microseconds fault_delay{0};        // GatewayOptions::fault_delay
   };
 
  private:

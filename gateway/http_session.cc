@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <boost/asio/steady_timer.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -241,6 +243,17 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
     }
     call_->AllowOverflow(std::move(o));
   }
+  if (shared_->fault_delay.count() > 0) {
+    auto timer =
+        std::make_shared<boost::asio::steady_timer>(stream_.get_executor(), shared_->fault_delay);
+    timer->async_wait(
+        [self = shared_from_this(), timer](boost::system::error_code) { self->StartCall(); });
+    return;
+  }
+  StartCall();
+}
+
+void HttpSession::StartCall() {
   if (!call_->Start()) return;
   WatchForClose();  // while it waits in the queue (and, not streaming, while it runs)
 }

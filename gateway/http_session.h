@@ -34,6 +34,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Read();
   void Handle(Request request);
   void HandleCompletion(const Request& request, Endpoint endpoint);
+  // Submits call_ (after the fault delay, when one is set) and watches its client.
+  void StartCall();
   // How the request waits: the tenant's weight and SLO, and the x-pdserve-priority,
   // x-pdserve-ttft-slo-ms and x-pdserve-queue-timeout-ms headers (InvalidArgument for a bad one).
   Status ReadAdmission(const Request& request, CallAdmission* admission) const;

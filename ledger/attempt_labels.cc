@@ -8,12 +8,13 @@
 namespace pdserve::ledger {
 namespace {
 
-constexpr std::array<std::pair<AttemptStatus, std::string_view>, 5> kStatusText = {{
+constexpr std::array<std::pair<AttemptStatus, std::string_view>, 6> kStatusText = {{
     {AttemptStatus::kOk, "ok"},
     {AttemptStatus::kCancelled, "cancelled"},
     {AttemptStatus::kError, "error"},
     {AttemptStatus::kRetried, "retried"},
     {AttemptStatus::kResumed, "resumed"},
+    {AttemptStatus::kRefused, "refused"},
 }};
 
 template <typename Enum, size_t N>

@@ -21,6 +21,10 @@ enum class AttemptStatus {
   // "resumed": its tokens reached the client before its sequence was resumed on other workers;
   // they recompute its work (prompt and tokens so far), so its cost is retry waste.
   kResumed,
+  // "refused": the request never ran: admission refused it for its TTFT objective (429) or its
+  // wait in the queue passed its deadline (503). It cost nothing; its row keeps the prediction
+  // and the decision (AttemptRow::admission).
+  kRefused,
 };
 
 std::string_view ToString(AttemptStatus status);

@@ -1,6 +1,5 @@
 // Builds the cost report from ledger rows and periods; see cost_report.h for the definitions.
 #include "ledger/cost_report.h"
-#include "common/json_text.h"
 
 #include <fmt/format.h>
 
@@ -17,6 +16,8 @@ using Json = nlohmann::json;
 std::string ClassKey(const WorkerRef& w) { return std::string(ToString(w.capacity_class)); }
 
 void AddRow(const AttemptRow& r, ReportSection* s) {
+  s->predictions.Add(r);
+  if (r.status == AttemptStatus::kRefused) return;  // it never ran: no cost, no attempt
   const AttemptCost& c = r.cost;  // as the gateway priced it: the report never re-prices
   if (r.decode_worker.capacity_class == CapacityClass::kApi) {
     ExternalFigures& e = s->external[r.decode_worker.name];
@@ -407,20 +408,6 @@ Json SectionsJson(const std::map<std::string, ReportSection>& sections) {
   return j;
 }
 
-void FlattenCsv(const Json& j, const std::string& path, std::string* out) {
-  if (j.is_object()) {
-    for (const auto& [key, value] : j.items()) {
-      FlattenCsv(value, path.empty() ? key : path + "." + key, out);
-    }
-  } else if (j.is_array()) {
-    for (size_t i = 0; i < j.size(); ++i)
-      FlattenCsv(j[i], path + "[" + std::to_string(i) + "]", out);
-  } else {
-    const std::string value = j.is_string() ? j.get<std::string>() : j.is_null() ? "" : DumpJson(j);
-    *out += CsvField(path) + "," + CsvField(value) + "\n";
-  }
-}
-
 std::string Usd(double v) { return fmt::format("${:.6f}", v); }
 std::string UsdOrDash(std::optional<double> v) {
   return v ? fmt::format("${:.4f}", *v) : std::string("-");
@@ -440,6 +427,7 @@ void SectionTable(const std::string& title, const ReportSection& s, std::string*
   *out += fmt::format("  idle waste      {:>14}{}\n", Usd(s.idle_usd), alloc);
   if (s.egress_usd > 0) *out += fmt::format("  egress          {:>14}\n", Usd(s.egress_usd));
   *out += PromptCacheLine(s.prompt_cache);
+  *out += PredictionsLines(s.predictions);
   *out += fmt::format("  {:<24}{:>12}{:>12}{:>14}   {}\n", "per 1M tokens", "input", "output",
                       "fully loaded", "(in / out)");
   auto line = [&](const std::string& name, const ClassFigures& f) {
@@ -466,6 +454,14 @@ void SectionTable(const std::string& title, const ReportSection& s, std::string*
 }
 
 }  // namespace
+
+nlohmann::json ReportPredictionsJson(const CostReport& r) {
+  Json j = PredictionsJson(r.overall.predictions);
+  Json by_tenant = Json::object();
+  for (const auto& [name, s] : r.tenants) by_tenant[name] = PredictionsJson(s.predictions);
+  j["by_tenant"] = by_tenant;
+  return j;
+}
 
 nlohmann::json CostReportJson(const CostReport& r) {
   const ReportOptions& o = r.options;
@@ -519,6 +515,7 @@ nlohmann::json CostReportJson(const CostReport& r) {
             {"tenants", SectionsJson(r.tenants)},
             {"workers", workers},
             {"utilisation_over_time", utilisation},
+            {"predictions", ReportPredictionsJson(r)},
             {"notes",
              {"overall covers every row and worker in the window; filters apply to the "
               "tenant, selection and group sections",
@@ -526,23 +523,12 @@ nlohmann::json CostReportJson(const CostReport& r) {
               "they are the fleet's allocated by share of compute (allocated: true)",
               "request_cost_usd: accepted attempts (ok, cancelled); retry_waste_usd: failed "
               "attempts (retried, error); see ledger/cost_report.h for every definition",
-              std::string(kPromptCacheSavingNote)}}};
+              std::string(kPromptCacheSavingNote),
+              "predictions: admission's predicted TTFT and queue wait against the measured "
+              "ones (error = predicted - measured); see ledger/prediction_figures.h"}}};
   if (r.selection) j["selection"] = SectionJson(*r.selection);
   if (o.group_by_tag) j["groups"] = SectionsJson(r.groups);
   return j;
-}
-
-std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-std::string CostReportCsv(const CostReport& report) {
-  std::string out = "metric,value\n";
-  FlattenCsv(CostReportJson(report), "", &out);
-  return out;
 }
 
 std::string CostReportTable(const CostReport& r) {

@@ -49,6 +49,9 @@
 //   upstream did.
 // - The prompt cache (JSON "prompt_cache"): hit rate and the estimated saving, per section
 //   (prompt_cache_figures.h has the definitions).
+// - Predictions (JSON "predictions", top level: overall, with "by_tenant"): admission's decisions
+//   and its predicted TTFT and queue wait against the measured ones (prediction_figures.h).
+//   Refused rows (status refused: never ran) count there only.
 #pragma once
 
 #include <map>
@@ -58,6 +61,7 @@
 #include <vector>
 
 #include "ledger/ledger.h"
+#include "ledger/prediction_figures.h"
 #include "ledger/price_sheet.h"
 #include "ledger/prompt_cache_figures.h"
 
@@ -106,6 +110,7 @@ struct ReportSection {
   std::vector<ApiFigures> apis;
   std::map<std::string, ExternalFigures> external;  // by upstream; not in the figures above
   PromptCacheFigures prompt_cache;  // accepted rows prefilled here (prompt_cache_figures.h)
+  PredictionFigures predictions;    // every row, refused ones too (prediction_figures.h)
 };
 
 struct WorkerFigures {  // one worker over its periods in the window
@@ -136,6 +141,8 @@ CostReport BuildCostReport(const std::vector<AttemptRow>& rows,
                            const std::vector<ApiPrice>& apis, const ReportOptions& options);
 
 nlohmann::json CostReportJson(const CostReport& report);
+// The JSON's "predictions": the overall section's, with "by_tenant" for each tenant section.
+nlohmann::json ReportPredictionsJson(const CostReport& report);
 // One line per figure: "scope,metric,value" with the JSON's paths flattened.
 std::string CostReportCsv(const CostReport& report);
 // `s` as one CSV field: quoted (quotes doubled) when it holds a comma, quote or line break.

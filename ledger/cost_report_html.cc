@@ -194,6 +194,33 @@ std::string MixTables(const CostReport& r) {
   return html + "</table><p>-: burst capacity served no tokens of that kind in this window.</p>\n";
 }
 
+// Admission's decisions and its predictions against the outcomes, overall and per tenant.
+std::string PredictionsTable(const CostReport& r) {
+  std::string html =
+      "<h3>Predictions against outcomes</h3><table><tr><th>section</th><th>decisions</th>"
+      "<th>predicted TTFT</th><th>predicted queue wait</th></tr>\n";
+  auto row = [&](const std::string& name, const PredictionFigures& f) {
+    std::string decisions;
+    for (const auto& [decision, n] : f.decisions) {
+      decisions += fmt::format("{}{} {}", decisions.empty() ? "" : ", ", decision, n);
+    }
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", HtmlEscape(name),
+                        HtmlEscape(decisions.empty() ? "-" : decisions),
+                        HtmlEscape(ErrorSummaryText(Summarise(f.ttft))),
+                        HtmlEscape(ErrorSummaryText(Summarise(f.queue_wait))));
+  };
+  row("overall", r.overall.predictions);
+  for (const auto& [pool, errors] : r.overall.predictions.ttft_by_pool) {
+    html += fmt::format("<tr><td>pool {}</td><td></td><td>{}</td><td></td></tr>\n",
+                        HtmlEscape(pool), HtmlEscape(ErrorSummaryText(Summarise(errors))));
+  }
+  for (const auto& [name, s] : r.tenants) row("tenant " + name, s.predictions);
+  return html +
+         "</table><p>error = predicted - measured; relative error = |error| / measured; bias "
+         "in % = the errors' sum over the measured sum. Requests admitted to workers whose "
+         "first token arrived.</p>\n";
+}
+
 std::string Tables(const CostReport& r) {
   std::string html =
       "<h3>Sections</h3><table><tr><th>section</th><th>requests</th><th>input tokens</th>"
@@ -218,7 +245,7 @@ std::string Tables(const CostReport& r) {
         Money(a.api_cost_usd),
         b.never ? std::string("never") : fmt::format("{:.1f}%", b.utilisation.value_or(0) * 100));
   }
-  html += "</table>\n" + MixTables(r);
+  html += "</table>\n" + MixTables(r) + PredictionsTable(r);
   html +=
       "<h3>Workers</h3><table><tr><th>worker</th><th>class</th><th>GPUs</th>"
       "<th>$/GPU-hour</th><th>uptime s</th><th>busy s</th><th>capacity</th><th>idle "

@@ -15,7 +15,7 @@
 namespace pdserve::ledger {
 namespace {
 
-constexpr int kSchemaVersion = 4;           // see ledger.h, "Schema versions"
+constexpr int kSchemaVersion = 5;           // see ledger.h, "Schema versions"
 constexpr int kApplicationId = 0x70647376;  // "pdsv": marks the file as a pdserve ledger
 
 constexpr char kSchema[] = R"sql(
@@ -42,6 +42,8 @@ CREATE TABLE attempts(
   prefill_compute_usd REAL, decode_compute_usd REAL, api_tokens_usd REAL,
   cached_prompt_tokens INTEGER NOT NULL DEFAULT 0,
   placement TEXT NOT NULL DEFAULT '', placement_reason TEXT NOT NULL DEFAULT '',
+  admission TEXT NOT NULL DEFAULT '', predicted_queue_seconds REAL NOT NULL DEFAULT 0,
+  predicted_ttft_seconds REAL NOT NULL DEFAULT 0,
   UNIQUE(request_id, attempt));
 CREATE INDEX attempts_end ON attempts(end_unix);
 CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
@@ -79,6 +81,14 @@ ALTER TABLE attempts ADD COLUMN placement_reason TEXT NOT NULL DEFAULT '';
 PRAGMA user_version=4;
 )sql";
 
+// Version 5's admission decision and predictions: '' and 0 in rows written before it.
+constexpr char kMigrateToVersion5[] = R"sql(
+ALTER TABLE attempts ADD COLUMN admission TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN predicted_queue_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN predicted_ttft_seconds REAL NOT NULL DEFAULT 0;
+PRAGMA user_version=5;
+)sql";
+
 // The attempt columns in the order Append binds them and Rows reads them.
 constexpr char kAttemptColumns[] =
     "request_id, attempt, tenant, model, endpoint, status, finish_reason, arrival_unix, "
@@ -98,7 +108,10 @@ constexpr char kNoCachedColumn[] = "0";
 // Version 4's placement, last; older files read ''.
 constexpr char kPlacementColumns[] = "placement, placement_reason";
 constexpr char kNoPlacementColumns[] = "'', ''";
-constexpr int kAttemptColumnCount = 44;  // the four lists
+// Version 5's admission decision and predictions, last; older files read '' and 0.
+constexpr char kAdmissionColumns[] = "admission, predicted_queue_seconds, predicted_ttft_seconds";
+constexpr char kNoAdmissionColumns[] = "'', 0, 0";
+constexpr int kAttemptColumnCount = 47;  // the five lists
 
 constexpr char kPeriodColumns[] =
     "period_id, worker_id, worker_name, worker_role, capacity_class, zone, price_per_gpu_hour, "
@@ -331,6 +344,7 @@ Status Ledger::Migrate() {
   if (s.ok() && version == 1) s = Exec(kMigrateToVersion2);
   if (s.ok() && version <= 2) s = Exec(kMigrateToVersion3);
   if (s.ok() && version <= 3) s = Exec(kMigrateToVersion4);
+  if (s.ok() && version <= 4) s = Exec(kMigrateToVersion5);
   if (!s.ok()) {
     (void)Exec("ROLLBACK");
     return s.WithContext("migrating to schema version " + std::to_string(kSchemaVersion));
@@ -346,7 +360,7 @@ Status Ledger::Append(const AttemptRow& r) {
     for (int i = 1; i < kAttemptColumnCount; ++i) placeholders += ",?";
     Statement insert(db_, std::string("INSERT INTO attempts(") + kAttemptColumns + ", " +
                               kCostPartColumns + ", " + kCachedColumn + ", " + kPlacementColumns +
-                              ") VALUES (" + placeholders + ")");
+                              ", " + kAdmissionColumns + ") VALUES (" + placeholders + ")");
     PDSERVE_RETURN_IF_ERROR(insert.prepared());
     insert.Bind(r.request_id);
     insert.Bind(r.attempt);
@@ -375,6 +389,9 @@ Status Ledger::Append(const AttemptRow& r) {
     insert.Bind(r.cached_prompt_tokens);
     insert.Bind(r.placement);
     insert.Bind(r.placement_reason);
+    insert.Bind(r.admission);
+    insert.Bind(r.predicted_queue_seconds);
+    insert.Bind(r.predicted_ttft_seconds);
     PDSERVE_RETURN_IF_ERROR(insert.Run());
     const int64_t row_id = sqlite3_last_insert_rowid(db_);
     for (const auto& [key, value] : r.tags) {
@@ -446,7 +463,8 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
   std::string sql = std::string("SELECT ") + kAttemptColumns + ", " +
                     (schema_version_ >= 2 ? kCostPartColumns : kNoCostPartColumns) + ", " +
                     (schema_version_ >= 3 ? kCachedColumn : kNoCachedColumn) + ", " +
-                    (schema_version_ >= 4 ? kPlacementColumns : kNoPlacementColumns) +
+                    (schema_version_ >= 4 ? kPlacementColumns : kNoPlacementColumns) + ", " +
+                    (schema_version_ >= 5 ? kAdmissionColumns : kNoAdmissionColumns) +
                     ", (SELECT json_group_object(key, value) FROM attempt_tags t WHERE t.row_id "
                     "= a.row_id) FROM attempts AS a WHERE 1";
   if (filter.tenant) sql += " AND a.tenant = ?";
@@ -511,6 +529,9 @@ Result<std::vector<AttemptRow>> Ledger::Rows(const LedgerFilter& filter) const {
     r.cached_prompt_tokens = select.Int(c++);
     r.placement = select.Text(c++);
     r.placement_reason = select.Text(c++);
+    r.admission = select.Text(c++);
+    r.predicted_queue_seconds = select.Real(c++);
+    r.predicted_ttft_seconds = select.Real(c++);
     const std::string tags = select.Text(c++);
     if (!tags.empty()) {
       auto j = nlohmann::json::parse(tags, nullptr, /*allow_exceptions=*/false);

@@ -17,7 +17,8 @@
 // egress_cost_usd, API tokens as the cost_usd of a class api row; their total() is its cost_usd.
 // 3 adds each row's cached_prompt_tokens; a version 1 or 2 file is migrated to 3 when opened
 // for writing (its old rows read 0), and read-only its rows read 0. 4 adds each row's placement
-// and placement_reason, migrated the same way (old rows read "").
+// and placement_reason, migrated the same way (old rows read ""). 5 adds admission's decision and
+// its predicted queue wait and TTFT (old rows read "" and 0: not recorded).
 //
 // Threads: every method may be called from any thread; one mutex serialises the connection.
 #pragma once
@@ -57,6 +58,18 @@ struct AttemptRow {
   // the router said (router/routers.h: "short_uncached", "local_faster", "pair_faster",
   // "always", "never", "round_robin"). "" where not recorded.
   std::string placement, placement_reason;
+  // What admission decided for the request (every attempt's row carries it): "admitted" (started
+  // on workers at once or after its wait in the queue), "overflowed" (sent to an external API:
+  // cheaper at arrival, refused for its objective, or waited to its overflow time),
+  // "waited_for_burst" (refused now, it waited for a burst worker due within its objective),
+  // "refused" (429 for its objective) or "queue_timeout" (503: no worker took it in time); ""
+  // where not recorded.
+  std::string admission;
+  // What admission predicted when the request's first attempt was submitted, on each of its
+  // attempts' rows (0: none predicted, as before any prompt rate was measured): the wait before
+  // its prompt starts and its time to first token, both from its arrival. The outcomes to set
+  // them against are its final row's queue_seconds and first_token_unix - arrival_unix.
+  double predicted_queue_seconds = 0, predicted_ttft_seconds = 0;
   WorkerRef prefill_worker, decode_worker;  // the same worker twice when colocated; id 0 = none
   double prefill_step_seconds = 0, decode_step_seconds = 0;  // attributed step wall (not x gpus)
   int64_t kv_bytes = 0;

@@ -37,7 +37,7 @@ Admission AdmissionQueue::Submit(AdmissionRequest request) {
   std::lock_guard lock(mu_);
   const auto now = clock_();
   Admission a;
-  a.predicted_wait_s = PredictLocked(request, now);
+  a.predicted_wait_s = PredictLocked(request, now, &a.predicted_queue_s);
   const double slo = kSloHeadroom * std::chrono::duration<double>(request.ttft_slo).count();
   if (slo > 0 && a.predicted_wait_s > slo) {
     a.verdict = Admission::Verdict::kRejected;
@@ -212,7 +212,11 @@ double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now
 }
 
 double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
-                                     std::chrono::steady_clock::time_point now) const {
+                                     std::chrono::steady_clock::time_point now,
+                                     double* queue_s) const {
+  double unused = 0;
+  if (!queue_s) queue_s = &unused;
+  *queue_s = 0;
   const PrefillCapacity capacity = capacity_ ? capacity_() : PrefillCapacity{};
   if (!(capacity.tokens_per_second > 0)) return 0;
   double ahead = 0;
@@ -247,8 +251,12 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
                    : 0;
   const std::chrono::duration<double> minimum(2 * mean_waiting / one_worker);
   if (const double drain = DrainRateLocked(now, minimum); drain >= 0) rate = std::min(rate, drain);
-  if (rate <= 0) return std::numeric_limits<double>::infinity();
-  return work_ahead / rate + static_cast<double>(request.prompt_tokens) / one_worker;
+  if (rate <= 0) {
+    *queue_s = std::numeric_limits<double>::infinity();
+    return *queue_s;
+  }
+  *queue_s = work_ahead / rate;
+  return *queue_s + static_cast<double>(request.prompt_tokens) / one_worker;
 }
 
 }  // namespace pdserve::router

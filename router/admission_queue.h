@@ -58,9 +58,11 @@ struct AdmissionRequest {
 
 struct Admission {
   enum class Verdict { kStarted, kQueued, kRejected } verdict = Verdict::kQueued;
-  uint64_t ticket = 0;          // kQueued: what Withdraw takes
-  double predicted_wait_s = 0;  // the wait predicted at Submit (0: none predicted)
-  int retry_after_s = 0;        // kRejected: when to try again (whole seconds, at least 1)
+  uint64_t ticket = 0;  // kQueued: what Withdraw takes
+  // The wait until its first token predicted at Submit (0: none predicted), and of it the
+  // wait before its prompt starts (the work ahead of it).
+  double predicted_wait_s = 0, predicted_queue_s = 0;
+  int retry_after_s = 0;  // kRejected: when to try again (whole seconds, at least 1)
 };
 
 class AdmissionQueue {
@@ -110,8 +112,10 @@ class AdmissionQueue {
     int64_t prompt_tokens;
   };
 
-  double PredictLocked(const AdmissionRequest& request,
-                       std::chrono::steady_clock::time_point now) const;
+  // The predicted wait until its first token; `queue_s` (when not null): of it, the wait
+  // before its prompt starts.
+  double PredictLocked(const AdmissionRequest& request, std::chrono::steady_clock::time_point now,
+                       double* queue_s = nullptr) const;
   // Prompt tokens a second the queue started while it was backlogged (0: not known yet).
   // Prompt tokens a second started while backlogged, over the last window; -1 while that backlog
   // is younger than `minimum` (a queue that has not moved for less than a prompt's time is

@@ -4,7 +4,8 @@
 // a client leaving an external attempt cancels it; and an attempt is priced once: its ledger
 // row, its header and its usage.cost_usd carry one figure; cached prompt tokens reach the usage
 // and the row (a worker's first-token batch, an API's usage), priced at the cached-input price on
-// an API. Fakes for both upstreams; no sockets.
+// an API; every row holds admission's decision and its prediction, and a request that never ran
+// leaves a row of status refused. Fakes for both upstreams; no sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -87,6 +88,16 @@ class OverflowTest : public ::testing::Test {
   }
 
   void Run() { testing::RunReady(io); }
+
+  // Accounting into a fresh ledger file named `name`.
+  CallAccounting LedgerAccounting(const std::string& name) {
+    std::filesystem::create_directories(TestDir());
+    const std::string path = (TestDir() / (name + ".sqlite")).string();
+    std::filesystem::remove(path);
+    CallAccounting accounting;
+    accounting.ledger = std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
+    return accounting;
+  }
 
   std::string Header(const std::string& name) const { return testing::HeaderValue(headers, name); }
 
@@ -409,6 +420,95 @@ TEST_F(OverflowTest, AnApisCachedTokensReachTheUsageAndArePricedAtItsCachedPrice
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].cached_prompt_tokens, 8);
   EXPECT_DOUBLE_EQ(rows[0].cost.api_tokens_usd, cost);
+}
+
+// Admission predicts 0.5 s for "hello world" (2 tokens at 4 a second) with nothing ahead.
+TEST_F(OverflowTest, AnAdmittedRequestsRowHoldsItsPredictionAndTheMetricItsRatio) {
+  workers->prefill.tokens_per_second = 4;
+  workers->prefill.workers = 1;
+  workers->prefill.idle_workers = 1;
+  CallAccounting accounting = LedgerAccounting("admitted");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(5000), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  ASSERT_EQ(workers->started.size(), 1u);
+  workers->SendTokens(Ids(" p q"), "length");
+  workers->Close();
+  Run();
+  ASSERT_EQ(status, 200);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].admission, "admitted");
+  EXPECT_DOUBLE_EQ(rows[0].predicted_ttft_seconds, 0.5);
+  EXPECT_EQ(rows[0].predicted_queue_seconds, 0);  // nothing ahead, a worker idle
+  const auto [count, sum] = metrics->TtftPredictions();
+  EXPECT_EQ(count, 1u);
+  EXPECT_GT(sum, 10) << "0.5 s predicted over the few milliseconds measured";
+}
+
+TEST_F(OverflowTest, ARefusedRequestLeavesARowOfStatusRefusedWithItsPrediction) {
+  Backlogged();
+  CallAccounting accounting = LedgerAccounting("refused");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(1000), accounting);
+  EXPECT_FALSE(call->Start());
+  EXPECT_EQ(status, 429);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, ledger::AttemptStatus::kRefused);
+  EXPECT_EQ(rows[0].admission, "refused");
+  EXPECT_NEAR(rows[0].predicted_ttft_seconds, 1000.0 / 10 + 2.0 / 10, 1e-6);
+  EXPECT_NEAR(rows[0].predicted_queue_seconds, 100, 1e-6);
+  EXPECT_EQ(rows[0].cost.total(), 0);
+  EXPECT_EQ(rows[0].prefill_worker.id, 0u);
+  EXPECT_EQ(metrics->TtftPredictions().first, 0u);
+}
+
+TEST_F(OverflowTest, OverflowingAndWaitingForBurstAreRecordedAsSuch) {
+  Backlogged();
+  CallAccounting overflowed = LedgerAccounting("overflowed");
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(1000), overflowed);
+  ASSERT_TRUE(call->Start());
+  Run();
+  ExternalAnswers(2, 3);
+  Run();
+  ASSERT_EQ(status, 200);
+  auto rows = overflowed.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].admission, "overflowed");
+  EXPECT_GT(rows[0].predicted_ttft_seconds, 100);
+
+  workers->room = false;
+  next_burst = std::chrono::system_clock::now();
+  CallAccounting waited = LedgerAccounting("waited");
+  auto burst = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(5000), waited);
+  ASSERT_TRUE(burst->Start());
+  Run();
+  workers->room = true;
+  EXPECT_EQ(queue->Pump(), 1);
+  Run();
+  workers->SendTokens(Ids(" x"), "stop");
+  workers->Close();
+  Run();
+  rows = waited.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].admission, "waited_for_burst");
+}
+
+TEST_F(OverflowTest, ARequestThatTimesOutInTheQueueLeavesARefusedRow) {
+  workers->room = false;
+  CallAccounting accounting = LedgerAccounting("timeout");
+  auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting);
+  ASSERT_TRUE(call->Start());
+  Run();
+  now += std::chrono::seconds(31);
+  EXPECT_EQ(queue->Expire(), 1);
+  Run();
+  EXPECT_EQ(status, 503);
+  const auto rows = accounting.ledger->Rows({}).value();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].status, ledger::AttemptStatus::kRefused);
+  EXPECT_EQ(rows[0].admission, "queue_timeout");
+  EXPECT_EQ(rows[0].predicted_ttft_seconds, 0);  // no rate measured: nothing predicted
 }
 
 }  // namespace

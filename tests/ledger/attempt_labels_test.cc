@@ -8,11 +8,10 @@ namespace pdserve::ledger {
 namespace {
 
 TEST(AttemptLabelsTest, StatusesRoundTripAsTheLedgerSpellsThem) {
-  const std::pair<AttemptStatus, const char*> all[] = {{AttemptStatus::kOk, "ok"},
-                                                       {AttemptStatus::kCancelled, "cancelled"},
-                                                       {AttemptStatus::kError, "error"},
-                                                       {AttemptStatus::kRetried, "retried"},
-                                                       {AttemptStatus::kResumed, "resumed"}};
+  const std::pair<AttemptStatus, const char*> all[] = {
+      {AttemptStatus::kOk, "ok"},           {AttemptStatus::kCancelled, "cancelled"},
+      {AttemptStatus::kError, "error"},     {AttemptStatus::kRetried, "retried"},
+      {AttemptStatus::kResumed, "resumed"}, {AttemptStatus::kRefused, "refused"}};
   for (const auto& [status, text] : all) {
     EXPECT_EQ(ToString(status), text);
     auto parsed = ParseAttemptStatus(text);
@@ -29,6 +28,7 @@ TEST(AttemptLabelsTest, OnlyOkAndCancelledAreAccepted) {
   EXPECT_FALSE(IsAcceptedStatus(AttemptStatus::kError));
   EXPECT_FALSE(IsAcceptedStatus(AttemptStatus::kRetried));
   EXPECT_FALSE(IsAcceptedStatus(AttemptStatus::kResumed));
+  EXPECT_FALSE(IsAcceptedStatus(AttemptStatus::kRefused));
 }
 
 }  // namespace

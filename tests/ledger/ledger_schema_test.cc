@@ -101,7 +101,7 @@ TEST(LedgerTest, OpeningAVersion1LedgerToWriteMigratesItAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v1.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v1.db"), 4);
+    EXPECT_EQ(UserVersion(dir / "v1.db"), 5);
     // A new row's parts are stored as given, not what its usage would price at.
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.cost = {0.25, 0.5, 0.125, 1.0};
@@ -156,7 +156,7 @@ TEST(LedgerTest, OpeningAVersion2LedgerToWriteAddsCachedTokensAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v2.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v2.db"), 4);
+    EXPECT_EQ(UserVersion(dir / "v2.db"), 5);
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.prompt_tokens = 1000;
     r.cached_prompt_tokens = 768;
@@ -187,7 +187,7 @@ TEST(LedgerTest, ANewLedgerStoresCachedPromptTokens) {
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].cached_prompt_tokens, 42);
-  EXPECT_EQ(UserVersion(dir / "l.db"), 4);
+  EXPECT_EQ(UserVersion(dir / "l.db"), 5);
 }
 
 // A version 3 ledger: version 2's with cached prompt tokens, one row's recorded.
@@ -219,7 +219,7 @@ TEST(LedgerTest, OpeningAVersion3LedgerToWriteAddsPlacementAndKeepsItsRows) {
   {
     auto ledger = OpenOrDie(dir / "v3.db");
     ASSERT_TRUE(ledger != nullptr);
-    EXPECT_EQ(UserVersion(dir / "v3.db"), 4);
+    EXPECT_EQ(UserVersion(dir / "v3.db"), 5);
     AttemptRow r = Row("chatcmpl-new", "acme", 30);
     r.placement = "pair";
     r.placement_reason = "pair_faster";
@@ -233,6 +233,62 @@ TEST(LedgerTest, OpeningAVersion3LedgerToWriteAddsPlacementAndKeepsItsRows) {
   EXPECT_EQ((*rows)[0].placement, "");
   EXPECT_EQ((*rows)[2].placement, "pair");
   EXPECT_EQ((*rows)[2].placement_reason, "pair_faster");
+}
+
+// A version 4 ledger: version 3's with placement, one row's recorded.
+void WriteVersion4Ledger(const std::string& path) {
+  WriteVersion3Ledger(path);
+  RawSql(path,
+         "ALTER TABLE attempts ADD COLUMN placement TEXT NOT NULL DEFAULT ''; "
+         "ALTER TABLE attempts ADD COLUMN placement_reason TEXT NOT NULL DEFAULT ''; "
+         "UPDATE attempts SET placement = 'local' WHERE request_id = 'chatcmpl-old'; "
+         "PRAGMA user_version=4;");
+}
+
+TEST(LedgerTest, AVersion4LedgerReadsNoPredictionsAndIsLeftAsItIs) {
+  TempDir dir;
+  WriteVersion4Ledger(dir / "v4.db");
+  auto ledger = Ledger::OpenReadOnly(dir / "v4.db");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString();
+  auto rows = (*ledger)->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].placement, "local");
+  EXPECT_EQ((*rows)[0].admission, "");
+  EXPECT_EQ((*rows)[0].predicted_ttft_seconds, 0);
+  EXPECT_EQ(UserVersion(dir / "v4.db"), 4);
+}
+
+TEST(LedgerTest, OpeningAVersion4LedgerToWriteAddsPredictionsAndKeepsItsRows) {
+  TempDir dir;
+  WriteVersion4Ledger(dir / "v4.db");
+  {
+    auto ledger = OpenOrDie(dir / "v4.db");
+    ASSERT_TRUE(ledger != nullptr);
+    EXPECT_EQ(UserVersion(dir / "v4.db"), 5);
+    AttemptRow r = Row("chatcmpl-new", "acme", 30);
+    r.admission = "admitted";
+    r.predicted_queue_seconds = 0.25;
+    r.predicted_ttft_seconds = 0.75;
+    ASSERT_TRUE(ledger->Append(r).ok());
+    AttemptRow refused = Row("chatcmpl-refused", "acme", 31);
+    refused.status = AttemptStatus::kRefused;
+    refused.admission = "refused";
+    refused.predicted_ttft_seconds = 9.5;
+    ASSERT_TRUE(ledger->Append(refused).ok());
+  }
+  auto rows = OpenOrDie(dir / "v4.db")->Rows({});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 4u);
+  EXPECT_EQ((*rows)[0].request_id, "chatcmpl-old");
+  EXPECT_EQ((*rows)[0].placement, "local");  // version 4's, kept
+  EXPECT_EQ((*rows)[0].admission, "");
+  EXPECT_EQ((*rows)[2].admission, "admitted");
+  EXPECT_EQ((*rows)[2].predicted_queue_seconds, 0.25);
+  EXPECT_EQ((*rows)[2].predicted_ttft_seconds, 0.75);
+  EXPECT_EQ((*rows)[3].status, AttemptStatus::kRefused);
+  EXPECT_EQ((*rows)[3].admission, "refused");
+  EXPECT_EQ((*rows)[3].predicted_ttft_seconds, 9.5);
 }
 
 }  // namespace

@@ -182,6 +182,8 @@ TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
   const Admission refused = queue.Submit(std::move(a));
   EXPECT_EQ(refused.verdict, Verdict::kRejected);
   EXPECT_EQ(refused.retry_after_s, 1);  // ceil(1.8 - 1.6)
+  EXPECT_NEAR(refused.predicted_wait_s, 1.8, 1e-9);
+  EXPECT_NEAR(refused.predicted_queue_s, 1.6, 1e-9) << "the work ahead of it, not its own prompt";
   EXPECT_EQ(queue.waiting(), 11u);
   EXPECT_TRUE(cluster.started.empty());
 }
