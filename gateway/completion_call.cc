@@ -138,7 +138,7 @@ bool CompletionCall::Submit() {
   r.deadline = attempts_ == 1 ? admission_.deadline
                               : std::chrono::steady_clock::now() + (admission_.deadline - arrival_);
   overflow_deadline_ = false;
-  if (attempts_ == 1 && refused_for_objective_) {
+  if (attempts_ == 1 && (refused_for_objective_ || waiting_for_burst_)) {
     if (const auto at = OverflowTime(); at && *at < r.deadline) {
       r.deadline = *at;
       overflow_deadline_ = true;

@@ -142,6 +142,8 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // When a first attempt that may overflow should leave the queue for an upstream: its
   // objective less its prompt's time on a worker; nullopt: never.
   std::optional<std::chrono::steady_clock::time_point> OverflowTime() const;
+  // Its prompt's time on one prefill worker at their mean measured rate (0: none measured).
+  double OwnPromptSeconds() const;
   void OverflowFromQueue();
   void StartExternal(int upstream, const std::string& reason);
   // Under the queue's lock, from any thread: starts attempt `id` on the workers.
@@ -205,7 +207,9 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // waited in the queue until its overflow time).
   bool refused_for_objective_ = true;
   bool overflow_deadline_ = false;  // its queue deadline is its overflow time, not the request's
-  bool external_text_ = false;      // an external attempt's text reached the client
+  // Refused for its objective, it waits for a burst worker due in time, until its overflow time.
+  bool waiting_for_burst_ = false;
+  bool external_text_ = false;  // an external attempt's text reached the client
   // Admission's decision for the request and what it predicted at its first Submit: every row's
   // admission and predicted_* columns (ledger/ledger.h).
   std::string admission_decision_;

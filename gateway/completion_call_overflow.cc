@@ -38,9 +38,17 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   }
   if (overflow_.next_burst) {
     const auto due = overflow_.next_burst();
-    f.burst_due_in_time = due && *due <= arrival_wall_ + admission_.ttft_slo;
+    const auto own = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::chrono::duration<double>(OwnPromptSeconds()));
+    f.burst_due_in_time = due && *due + own <= arrival_wall_ + admission_.ttft_slo;
   }
   return f;
+}
+
+double CompletionCall::OwnPromptSeconds() const {
+  const router::PrefillCapacity c = workers_.capacity->Prefill();
+  const double per_worker = c.workers > 0 ? c.tokens_per_second / c.workers : 0;
+  return per_worker > 0 ? static_cast<double>(response_.prompt().size()) / per_worker : 0;
 }
 
 std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTime() const {
@@ -48,18 +56,15 @@ std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTim
       !overflow_.upstreams || !admission_.zones.empty() || !overflow_.why_not_external.empty()) {
     return std::nullopt;
   }
-  const router::PrefillCapacity c = workers_.capacity->Prefill();
-  const double per_worker = c.workers > 0 ? c.tokens_per_second / c.workers : 0;
-  const double own_s =
-      per_worker > 0 ? static_cast<double>(response_.prompt().size()) / per_worker : 0;
   return arrival_ + admission_.ttft_slo -
          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-             std::chrono::duration<double>(own_s));
+             std::chrono::duration<double>(OwnPromptSeconds()));
 }
 
 void CompletionCall::OverflowFromQueue() {
   overflow_deadline_ = false;
   refused_for_objective_ = false;  // whatever comes of it, it waits on from here
+  waiting_for_burst_ = false;
   const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kOverflowTime));
   if (choice.where == RouteChoice::Where::kExternal) {
     return StartExternal(choice.upstream, choice.reason);
@@ -75,8 +80,10 @@ bool CompletionCall::Overflow(const router::Admission& refusal) {
   const RouteChoice choice = ChooseRoute(Facts(RouteMoment::kRefused));
   switch (choice.where) {
     case RouteChoice::Where::kWaitForBurst:
-      // A burst worker due within the objective serves it sooner than the objective asks.
+      // A burst worker due within the objective serves it sooner than the objective asks. If
+      // none has taken it by its overflow time, it leaves for an upstream then (Submit).
       refused_for_objective_ = false;
+      waiting_for_burst_ = true;
       metrics_->RecordOverflowDeferred();
       admission_decision_ = "waited_for_burst";
       return Submit();

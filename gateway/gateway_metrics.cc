@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "router/external_upstream.h"
 #include "router/worker_registry.h"
 
 namespace pdserve::gateway {
@@ -112,6 +113,11 @@ GatewayMetrics::GatewayMetrics()
                                  "prediction (1: exact; above 1: predicted too long).")
                            .Register(*registry_)
                            .Add({}, kPredictionRatioBuckets)),
+      upstream_available_(pm::BuildGauge()
+                              .Name("pdserve_external_upstream_available")
+                              .Help("1 while an external upstream takes requests, 0 while it "
+                                    "cools down after failures, by upstream.")
+                              .Register(*registry_)),
       own_time_(pm::BuildHistogram()
                     .Name("pdserve_gateway_own_seconds")
                     .Help("Histogram of the gateway's own share of time to first token in "
@@ -219,7 +225,14 @@ void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e
   generation_tokens_.Increment(generation_tokens);
 }
 
-std::string GatewayMetrics::Scrape(const router::WorkerRegistry& workers, size_t waiting) {
+std::string GatewayMetrics::Scrape(const router::WorkerRegistry& workers, size_t waiting,
+                                   const router::ExternalUpstreams* upstreams) {
+  if (upstreams) {
+    for (size_t i = 0; i < upstreams->configs().size(); ++i) {
+      upstream_available_.Add({{"upstream", upstreams->configs()[i].name}})
+          .Set(upstreams->Available(static_cast<int>(i)) ? 1 : 0);
+    }
+  }
   waiting_.Set(static_cast<double>(waiting));
   std::map<std::pair<std::string, CapacityClass>, int> counts;
   for (const auto& w : workers.Workers()) ++counts[{w.role, w.capacity_class}];

@@ -19,8 +19,9 @@
 #include "ledger/ledger.h"
 
 namespace pdserve::router {
+class ExternalUpstreams;
 class WorkerRegistry;
-}
+}  // namespace pdserve::router
 
 namespace pdserve::gateway {
 
@@ -119,7 +120,9 @@ class GatewayMetrics {
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
   // set to `waiting` (requests in the admission queue).
-  std::string Scrape(const router::WorkerRegistry& workers, size_t waiting);
+  // `upstreams` (null: none configured) sets pdserve_external_upstream_available.
+  std::string Scrape(const router::WorkerRegistry& workers, size_t waiting,
+                     const router::ExternalUpstreams* upstreams = nullptr);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -138,6 +141,7 @@ class GatewayMetrics {
   prometheus::Gauge& waiting_;
   prometheus::Histogram& queue_time_;
   prometheus::Histogram& ttft_prediction_;
+  prometheus::Family<prometheus::Gauge>& upstream_available_;
   prometheus::Family<prometheus::Histogram>& own_time_;
   prometheus::Histogram& own_request_;
   prometheus::Histogram& own_first_token_;

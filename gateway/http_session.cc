@@ -120,7 +120,9 @@ void HttpSession::Handle(Request request) {
     return Respond(200, DumpJson(nlohmann::json{{"object", "list"}, {"data", {model}}}));
   }
   if (request.method() == http::verb::get && path == "/metrics") {
-    return Respond(200, shared_->metrics->Scrape(*shared_->registry, shared_->admission->waiting()),
+    return Respond(200,
+                   shared_->metrics->Scrape(*shared_->registry, shared_->admission->waiting(),
+                                            shared_->upstreams.get()),
                    "text/plain; version=0.0.4");
   }
   if (request.method() == http::verb::get && path == "/ready") {

@@ -37,7 +37,9 @@ struct RouteFacts {
   // (unset: nothing lately) and the picked upstream's.
   std::optional<double> self_hosted_usd;
   std::optional<double> upstream_usd;
-  bool burst_due_in_time = false;  // a burst prefill worker is due before the objective runs out
+  // A burst prefill worker is due early enough to prefill the prompt within the objective
+  // (its due time plus the prompt's time on a worker, before arrival plus the objective).
+  bool burst_due_in_time = false;
 };
 
 struct RouteChoice {

@@ -146,7 +146,8 @@ TEST_F(AdmissionTest, AClientThatLeavesWhileItsRequestWaitsTakesItOutOfTheQueue)
       dir_ / "worker.log");
   ASSERT_TRUE(
       WaitFor([&] { return Curl(http_, "/ready").status == 200; }, std::chrono::seconds(30)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Its first load report came, and it still runs nothing: the queue it joined was empty.
+  ASSERT_TRUE(testing::WaitForWorkerLoad(http_, 1, std::chrono::seconds(30)));
   EXPECT_EQ(testing::SumOverWorkers(http_, "running"), 0);
   EXPECT_EQ(MetricValue(http_, "pdserve_num_requests_running"), 0);
 }

@@ -52,8 +52,10 @@ class CostLedgerTest : public ::testing::Test {
     double price = 0;         // as given on its command line
     double spawned_unix = 0;  // just before it was started
     double gone_unix = 0;     // just after it exited (0: still running)
-    double own_busy = -1;     // its pdserve_busy_seconds_total, read when it had no more work
-    bool killed = false;      // read before a kill -9: its last steps may come after
+    // When the test saw it registered (after it did), and when it was told to stop or killed.
+    double registered_unix = 0, stopped_unix = 0;
+    double own_busy = -1;  // its pdserve_busy_seconds_total, read when it had no more work
+    bool killed = false;   // read before a kill -9: its last steps may come after
   };
 
   StartedWorker StartWorker(const std::string& kind, double price,
@@ -147,6 +149,7 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   StartedWorker decode = StartWorker("decode", kDecodePrice, "burst");
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 2, std::chrono::seconds(60), "alpha-key"));
+  prefill.registered_unix = decode.registered_unix = NowUnix();
 
   // What each client saw: request id -> (prompt tokens, completion tokens, cost).
   struct Seen {
@@ -192,6 +195,7 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   auto resumed = Post("beta-key", Body("doomed", 3000, true), 60, "", /*tokens=*/3, [&] {
     decode.own_busy = OwnBusySeconds(decode);
     decode.killed = true;
+    decode.stopped_unix = NowUnix();
     decode.process->Kill(SIGKILL);
     decode.gone_unix = NowUnix();
     second = StartWorker("decode", kDecodePrice, "burst");
@@ -221,14 +225,18 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
     seen[j["id"]] = {j["usage"]["prompt_tokens"], j["usage"]["completion_tokens"],
                      j["usage"]["cost_usd"], "team-a"};
   }
+  second.registered_unix = NowUnix();
   for (StartedWorker* w : {&prefill, &second}) w->own_busy = OwnBusySeconds(*w);
+  prefill.stopped_unix = second.stopped_unix = NowUnix();
   prefill.process->Signal(SIGTERM);
   second.process->Signal(SIGTERM);
   EXPECT_EQ(prefill.process->Wait(std::chrono::seconds(20)), 0);
   prefill.gone_unix = NowUnix();
   EXPECT_EQ(second.process->Wait(std::chrono::seconds(20)), 0);
   second.gone_unix = NowUnix();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // their last periods written
+  // The gateway has seen every worker go, and written their periods' ends.
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 0, std::chrono::seconds(20), "alpha-key"));
 
   // Every row seen by a client matches what it saw; every row's cost is its step seconds priced
   // at what the test gave its workers; per worker, the step seconds of its rows add up.
@@ -300,9 +308,12 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
     const double usd_per_second = gpu_hours_per_second * process->price;
     EXPECT_GE(busy, 0) << w.dump();
     EXPECT_LE(busy, uptime) << w.dump();
-    // Registered after it started and gone once it exited (the gateway may see the exit a
-    // little after the test does).
+    // Billed within the process's lifetime as the test saw it, from both sides: registered after
+    // it started and gone once it exited (the gateway may see the exit a little after the test
+    // does); and up at least from when the test saw it registered to when it was stopped, less
+    // 0.25 s (a killed worker's period ends when the gateway last heard from it: it was streaming).
     EXPECT_LE(uptime, process->gone_unix - process->spawned_unix + 0.5) << w.dump();
+    EXPECT_GE(uptime, process->stopped_unix - process->registered_unix - 0.25) << w.dump();
     EXPECT_NEAR(w["capacity_cost_usd"].get<double>(), uptime * usd_per_second,
                 1e-9 * uptime * usd_per_second)
         << w.dump();

@@ -293,7 +293,14 @@ TEST_F(ExternalOverflowTest, AFailingUpstreamIsRetriedOnWorkersCoolsDownAndComes
   EXPECT_NE(refused.body.find("cooling down"), std::string::npos) << refused.body;
   EXPECT_EQ(refused.headers.count("retry-after"), 1u);
   EXPECT_EQ(fake_->requests_received(), 3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // --external-cooldown 2
+  EXPECT_EQ(testing::MetricValue(http_, "pdserve_external_upstream_available{upstream=\"fake\"}"),
+            0);
+  ASSERT_TRUE(WaitFor(  // --external-cooldown 2
+      [&] {
+        return testing::MetricValue(http_,
+                                    "pdserve_external_upstream_available{upstream=\"fake\"}") == 1;
+      },
+      std::chrono::seconds(10)));
   const HttpResponse back = Post("sk-over", Completion(4, false), kTightSlo);
   EXPECT_EQ(back.status, 200) << back.body;
   EXPECT_EQ(ReadResponse(back, false, false).text, " hello hello hello hello");

@@ -184,6 +184,37 @@ TEST_F(OverflowTest, ABurstWorkerDueInTimeIsWaitedFor) {
   EXPECT_EQ(workers->started.size(), 1u);
 }
 
+// Refused for its 5 s objective, it waits for a burst worker due 4.5 s after it arrived (its
+// 2-token prompt then takes 0.2 s at 10 tokens a second), but only until its overflow time (5 s
+// less its prompt's time): the worker that never comes, or comes late, is not waited for past
+// that, and it leaves for an upstream, not for its queue deadline (30 s).
+TEST_F(OverflowTest, ABurstWorkerThatDoesNotComeInTimeIsWaitedForOnlyUntilTheOverflowTime) {
+  Backlogged();
+  workers->room = false;
+  const auto arrived = std::chrono::system_clock::now();
+  next_burst = arrived + std::chrono::milliseconds(4500);
+  auto call = Make(router::OverflowRule::kOverflow, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(call->Start());
+  Run();
+  EXPECT_TRUE(external->started.empty());
+  EXPECT_EQ(queue->waiting(), 1u) << "it waits for the burst worker due in time";
+  now += std::chrono::milliseconds(4000);
+  EXPECT_EQ(queue->Expire(), 0) << "its overflow time is 4.8 s after it arrived";
+  // At 4.8 s the worker is still not there: due now, too late for the prompt to make 5 s.
+  now += std::chrono::milliseconds(900);
+  next_burst = arrived + std::chrono::milliseconds(4900);
+  EXPECT_EQ(queue->Expire(), 1);
+  Run();
+  ASSERT_EQ(external->started.size(), 1u) << "it left for an upstream at its overflow time";
+  workers->room = true;  // the burst worker comes, late
+  EXPECT_EQ(queue->Pump(), 0);
+  Run();
+  EXPECT_TRUE(workers->started.empty());
+  ExternalAnswers(2, 3);
+  Run();
+  EXPECT_EQ(status, 200);
+}
+
 TEST_F(OverflowTest, ACheapestTenantGoesWhereItIsCheaperAtArrival) {
   CallAccounting accounting;
   accounting.rates = std::make_shared<router::SelfHostedRates>();
