@@ -102,6 +102,9 @@ class WorkerCapacity {
   virtual int64_t LargestKvTokens() const = 0;
   // The prefill side's prompt rate and backlog.
   virtual router::PrefillCapacity Prefill() const = 0;
+  // The leading tokens of `prompt` a prefill or colocated worker's prefix cache is believed to
+  // hold (0: none, or not known).
+  virtual int64_t CachedPromptTokens(const std::vector<int32_t>& /*prompt*/) const { return 0; }
 };
 
 }  // namespace pdserve::gateway

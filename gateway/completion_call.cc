@@ -132,7 +132,9 @@ bool CompletionCall::Submit() {
   r.tenant = accounting_.accounting().tenant;
   r.weight = admission_.weight;
   r.priority = resuming ? router::Priority::kResumed : admission_.priority;
-  r.prompt_tokens = static_cast<int64_t>(prompt->size());
+  // Its prompt work: what no prefill worker's cache holds (it computes one token at least).
+  r.prompt_tokens = std::max<int64_t>(
+      1, static_cast<int64_t>(prompt->size()) - workers_.capacity->CachedPromptTokens(*prompt));
   r.cost = static_cast<int64_t>(prompt->size()) + sampling.max_tokens();
   // A retry waits as long as the request first could, from now.
   r.deadline = attempts_ == 1 ? admission_.deadline
@@ -163,6 +165,7 @@ bool CompletionCall::Submit() {
     predicted_ = true;
     predicted_queue_s_ = a.predicted_queue_s;
     predicted_ttft_s_ = a.predicted_wait_s;
+    correction_s_ = a.correction_s;
   }
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
   if (a.verdict != router::Admission::Verdict::kRejected) {
@@ -379,6 +382,9 @@ void CompletionCall::NoteFirstOutput(std::chrono::steady_clock::time_point now) 
   metrics_->RecordFirstToken(Seconds(now - arrival_));
   if (admission_decision_ == "admitted" && !is_current_external()) {
     metrics_->RecordTtftPrediction(predicted_ttft_s_, Seconds(now - arrival_));
+    if (predicted_ttft_s_ > 0) {
+      admission_.queue->RecordOutcome(predicted_ttft_s_ - correction_s_, Seconds(now - arrival_));
+    }
   }
 }
 

@@ -20,6 +20,9 @@ class WorkerAttempts : public AttemptUpstream, public WorkerCapacity {
   void Cancel(uint64_t id) override { registry_->Cancel(id); }
   int64_t LargestKvTokens() const override { return registry_->LargestKvTokens(); }
   router::PrefillCapacity Prefill() const override { return registry_->Prefill(); }
+  int64_t CachedPromptTokens(const std::vector<int32_t>& prompt) const override {
+    return registry_->CachedPromptTokens(prompt);
+  }
 
  private:
   std::shared_ptr<router::WorkerRegistry> registry_;

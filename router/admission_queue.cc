@@ -14,6 +14,9 @@ constexpr int kMaxRetryAfterSeconds = 3600;
 // Headroom: admit when the predicted wait is at most 0.8 x the objective, so a prediction's error
 // under overload leaves room (the figures: docs/benchmarks.md, "Admission under overload").
 constexpr double kSloHeadroom = 0.8;
+// Outcomes learned from: the last kMaxOutcomes within kOutcomeWindow, once kMinOutcomes.
+constexpr size_t kMinOutcomes = 20, kMaxOutcomes = 200;
+constexpr auto kOutcomeWindow = std::chrono::seconds(60);
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -37,11 +40,21 @@ Admission AdmissionQueue::Submit(AdmissionRequest request) {
   std::lock_guard lock(mu_);
   const auto now = clock_();
   Admission a;
-  a.predicted_wait_s = PredictLocked(request, now, &a.predicted_queue_s);
-  const double slo = kSloHeadroom * std::chrono::duration<double>(request.ttft_slo).count();
-  if (slo > 0 && a.predicted_wait_s > slo) {
+  const double model = PredictLocked(request, now, &a.predicted_queue_s);
+  a.predicted_wait_s = model;
+  double slo = std::chrono::duration<double>(request.ttft_slo).count();
+  double judged = model;  // what is set against the SLO
+  double median = 0, p90 = 0;
+  if (model > 0 && ResidualsLocked(now, &median, &p90)) {
+    a.correction_s = std::max(median, -0.5 * model);  // never a wait below half the model's
+    a.predicted_wait_s = model + a.correction_s;
+    judged = model + p90;
+  } else {
+    slo *= kSloHeadroom;
+  }
+  if (slo > 0 && judged > slo) {
     a.verdict = Admission::Verdict::kRejected;
-    const double over = std::ceil(a.predicted_wait_s - slo);
+    const double over = std::ceil(judged - slo);
     a.retry_after_s = std::isfinite(over) ? std::clamp(static_cast<int>(std::min(over, 1e6)), 1,
                                                        kMaxRetryAfterSeconds)
                                           : kMaxRetryAfterSeconds;
@@ -196,7 +209,31 @@ int64_t AdmissionQueue::waiting_prompt_tokens() const {
 
 double AdmissionQueue::PredictWait(const AdmissionRequest& request) const {
   std::lock_guard lock(mu_);
-  return PredictLocked(request, clock_());
+  const auto now = clock_();
+  const double model = PredictLocked(request, now);
+  double median = 0, p90 = 0;
+  if (model > 0 && ResidualsLocked(now, &median, &p90)) return model + std::max(median, -0.5 * model);
+  return model;
+}
+
+void AdmissionQueue::RecordOutcome(double model_s, double measured_s) {
+  if (!(model_s > 0) || !std::isfinite(model_s) || !(measured_s >= 0)) return;
+  std::lock_guard lock(mu_);
+  outcomes_.emplace_back(clock_(), measured_s - model_s);
+  while (outcomes_.size() > kMaxOutcomes) outcomes_.pop_front();
+}
+
+bool AdmissionQueue::ResidualsLocked(std::chrono::steady_clock::time_point now, double* median,
+                                     double* p90) const {
+  std::vector<double> residuals;
+  for (const auto& [at, residual] : outcomes_) {
+    if (now - at <= kOutcomeWindow) residuals.push_back(residual);
+  }
+  if (residuals.size() < kMinOutcomes) return false;
+  std::sort(residuals.begin(), residuals.end());
+  *median = residuals[residuals.size() / 2];
+  *p90 = residuals[std::min(residuals.size() - 1, residuals.size() * 9 / 10)];
+  return true;
 }
 
 double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now,
@@ -238,9 +275,9 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
   }
   const double one_worker = capacity.tokens_per_second / std::max(1, capacity.workers);
   // Nothing waits ahead of it and a prefill worker is idle (one that just joined): it starts now.
-  if (ahead <= 0 && capacity.idle_workers > 0) {
-    return static_cast<double>(request.prompt_tokens) / one_worker;
-  }
+  const double own_prompt_s =
+      capacity.step_seconds + static_cast<double>(request.prompt_tokens) / one_worker;
+  if (ahead <= 0 && capacity.idle_workers > 0) return own_prompt_s;
   // The work ahead is shared by every prefill worker; the request's own prompt runs on one.
   const double work_ahead = ahead + capacity.queued_prompt_tokens;
   double rate = capacity.tokens_per_second;
@@ -256,7 +293,7 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
     return *queue_s;
   }
   *queue_s = work_ahead / rate;
-  return *queue_s + static_cast<double>(request.prompt_tokens) / one_worker;
+  return *queue_s + own_prompt_s;
 }
 
 }  // namespace pdserve::router

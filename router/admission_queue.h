@@ -15,10 +15,20 @@
 // already exceeds the SLO. The prediction is the prompt tokens that will start before it (all
 // of higher priority, its tenant's own, and of every other tenant what fair share gives it
 // meanwhile), plus what the prefill workers still have to do of the prompts they hold (less what
-// their running steps have done at their measured rates) and its own, at the slower of two rates:
+// their running steps have done at their measured rates) at the slower of two rates:
 // the workers' measured prompt rate and the rate the queue has been draining at while backlogged
-// (which sees the decode side's limit too). With no measured prompt rate yet it predicts
-// nothing and refuses nothing.
+// (which sees the decode side's limit too); then its own prompt on one worker: a step's fixed
+// cost and its tokens at a worker's rate. Prompt tokens are those to compute: a caller passes a
+// prompt less the part the workers' prefix caches hold. With no measured prompt rate yet it
+// predicts nothing and refuses nothing.
+//
+// Learning from outcomes: the caller reports each admitted request's measured time to first
+// token beside the model's prediction for it (RecordOutcome). Once kMinOutcomes of the last
+// kOutcomeWindow are known, the prediction adds their median residual (measured - predicted:
+// what the model does not see, such as the KV transfer and the decode worker's first step under
+// its load), and a request is refused when the model's prediction plus their 90th percentile
+// residual exceeds its SLO, so that nine in ten of those admitted are predicted to make it. Until
+// then it is refused past kSloHeadroom (0.8) of its SLO.
 //
 // Threads: every method may be called from any thread; one mutex guards the queue, and
 // `try_start` runs under it (so that Withdraw returning true means it never ran and never will).
@@ -46,7 +56,7 @@ struct AdmissionRequest {
   std::string tenant;
   double weight = 1;  // the tenant's share against other waiting tenants; > 0
   Priority priority = Priority::kInteractive;
-  int64_t prompt_tokens = 0;  // its prompt work, for the prediction
+  int64_t prompt_tokens = 0;  // its prompt work (tokens to compute), for the prediction
   int64_t cost = 1;           // what fair share counts (the gateway: prompt plus max_tokens)
   std::chrono::steady_clock::time_point deadline;
   std::chrono::milliseconds ttft_slo{0};  // 0: not refused early
@@ -60,8 +70,9 @@ struct Admission {
   enum class Verdict { kStarted, kQueued, kRejected } verdict = Verdict::kQueued;
   uint64_t ticket = 0;  // kQueued: what Withdraw takes
   // The wait until its first token predicted at Submit (0: none predicted), and of it the
-  // wait before its prompt starts (the work ahead of it).
-  double predicted_wait_s = 0, predicted_queue_s = 0;
+  // wait before its prompt starts (the work ahead of it) and the learned correction (see
+  // "Learning from outcomes" above).
+  double predicted_wait_s = 0, predicted_queue_s = 0, correction_s = 0;
   int retry_after_s = 0;  // kRejected: when to try again (whole seconds, at least 1)
 };
 
@@ -89,6 +100,9 @@ class AdmissionQueue {
   int64_t waiting_prompt_tokens() const;
   // The wait Submit would predict now for `request` (seconds; 0: none predicted).
   double PredictWait(const AdmissionRequest& request) const;
+  // An admitted request's first token came `measured_s` after its arrival, where the model (the
+  // prediction less its correction) predicted `model_s` (> 0).
+  void RecordOutcome(double model_s, double measured_s);
 
  private:
   struct Entry {
@@ -132,8 +146,15 @@ class AdmissionQueue {
   // Takes out the requests past their deadline: their on_timeout calls, to run unlocked.
   std::vector<std::function<void()>> TakeExpiredLocked(std::chrono::steady_clock::time_point now);
 
+  // The median and 90th percentile residual of the recent outcomes; false while there are
+  // fewer than kMinOutcomes.
+  bool ResidualsLocked(std::chrono::steady_clock::time_point now, double* median,
+                       double* p90) const;
+
   const std::function<PrefillCapacity()> capacity_;
   const Clock clock_;
+  // Recent outcomes: when each was recorded and its residual (measured - model); guarded by mu_.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, double>> outcomes_;
 
   mutable std::mutex mu_;
   PriorityQueue queues_[3];  // by Priority; guarded by mu_

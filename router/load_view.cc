@@ -56,9 +56,8 @@ void LoadView::OnStep(uint64_t worker, const proto::StepReport& step) {
     if (step.prompt(i)) prompt_tokens += step.tokens(i);
   }
   if (prompt_tokens > 0 && step.seconds() > 0) {
-    const double rate = static_cast<double>(prompt_tokens) / step.seconds();
-    w.prefill_tokens_per_second =
-        w.prefill_tokens_per_second > 0 ? 0.9 * w.prefill_tokens_per_second + 0.1 * rate : rate;
+    w.prompt_steps.Add(prompt_tokens, step.seconds());
+    w.prefill_tokens_per_second = w.prompt_steps.tokens_per_second();
   }
 }
 
@@ -218,6 +217,7 @@ router::PrefillCapacity LoadView::Prefill(Clock::time_point now) const {
   for (const auto& [id, w] : workers_) {
     if (w.load.draining() || w.info.role() == "decode") continue;
     c.tokens_per_second += w.prefill_tokens_per_second;
+    if (w.prefill_tokens_per_second > 0) c.step_seconds += w.prompt_steps.step_seconds();
     c.workers += w.prefill_tokens_per_second > 0;
     unmeasured += !(w.prefill_tokens_per_second > 0);
     c.idle_workers += w.sent_prompt_tokens <= 0;
@@ -229,6 +229,7 @@ router::PrefillCapacity LoadView::Prefill(Clock::time_point now) const {
     c.queued_prompt_tokens += std::max(0.0, static_cast<double>(w.sent_prompt_tokens) - done);
   }
   if (c.workers > 0) {
+    c.step_seconds /= c.workers;
     c.tokens_per_second += c.tokens_per_second / c.workers * unmeasured;
     c.workers += unmeasured;
   }

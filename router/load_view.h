@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "proto/control.pb.h"
+#include "router/prompt_step_fit.h"
 #include "router/router.h"
 
 namespace pdserve::router {
@@ -104,7 +105,9 @@ class LoadView {
     int64_t sent_prompt_tokens = 0;
     // Since when it has worked on those: when the first was sent to it idle, or its last answer.
     Clock::time_point prompt_work_since;
-    double prefill_tokens_per_second = 0;  // while running prompts; from its step reports
+    // Its prompt steps' time fitted (router/prompt_step_fit.h), and the fit's prompt rate.
+    PromptStepFit prompt_steps;
+    double prefill_tokens_per_second = 0;
   };
   // Whether the decode worker's last Load counts an attempt's pages: not while its Reserve (or
   // Generate) is unanswered, nor until a Load sent after its answer.

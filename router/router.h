@@ -81,13 +81,17 @@ struct Route {
 // The prompt work the live prefill (and colocated) workers can do: what admission predicts a
 // queued request's wait from.
 struct PrefillCapacity {
-  // Measured from their step reports, a worker that has run no prompt yet at the mean of those
-  // measured; 0 before any prompt ran anywhere.
+  // Measured from their step reports (a step's cost per prompt token, past its fixed cost), a
+  // worker that has run no prompt yet at the mean of those measured; 0 before any prompt ran
+  // anywhere.
   double tokens_per_second = 0;
   // Sent to prefill workers and not answered yet, less what each worker has done of them since
   // its last answer at its measured rate: the work a request queued now still waits behind.
   double queued_prompt_tokens = 0;
-  int workers = 0;       // those counted in tokens_per_second
+  // A prompt step's fixed cost, seconds, beside its cost per token (1 / the rate a worker): the
+  // measured workers' mean (router/prompt_step_fit.h).
+  double step_seconds = 0;
+  int workers = 0;  // those counted in tokens_per_second
   int idle_workers = 0;  // prefill workers with no prompt sent and unanswered
 };
 

@@ -128,6 +128,10 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
   int64_t LargestKvTokens() const;
   // The live prefill and colocated workers' prompt rate and backlog (admission's prediction).
   router::PrefillCapacity Prefill() const;
+  // The longest leading part of `prompt`, in tokens, that a live prefill or colocated worker's
+  // prefix cache is believed to hold (whole blocks; 0: none): what admission does not count as
+  // the prompt's work.
+  int64_t CachedPromptTokens(const std::vector<int32_t>& prompt) const;
   PrefixIndexStats PrefixStats() const;
 
  private:

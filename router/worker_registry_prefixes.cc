@@ -84,4 +84,19 @@ PrefixIndexStats WorkerRegistry::PrefixStats() const {
   return {kv.blocks, routed_prefixes_.Size(), kv.resyncs, kv.gaps};
 }
 
+int64_t WorkerRegistry::CachedPromptTokens(const std::vector<int32_t>& prompt) const {
+  std::lock_guard lock(mu_);
+  RouteRequest request;
+  PromptKeysLocked(prompt, request);
+  int64_t longest = 0;
+  for (const auto& [id, blocks] : request.matched_blocks) {
+    auto w = workers_.find(id);
+    if (w == workers_.end() || !w->second.registered || w->second.info.role() == "decode") {
+      continue;
+    }
+    longest = std::max<int64_t>(longest, int64_t{blocks} * w->second.info.page_size());
+  }
+  return std::min<int64_t>(longest, static_cast<int64_t>(prompt.size()));
+}
+
 }  // namespace pdserve::router

@@ -188,6 +188,33 @@ TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
   EXPECT_TRUE(cluster.started.empty());
 }
 
+// Once 20 outcomes are known, the prediction adds their median residual (measured - model), and
+// a request is refused when the model plus their 90th percentile residual passes its SLO: the
+// headroom is learned, not the constant 80%.
+TEST_F(AdmissionQueueTest, OutcomesCorrectThePredictionAndSetTheHeadroom) {
+  cluster.capacity.tokens_per_second = 1000;  // one worker; nothing ahead: 100 tokens take 0.1 s
+  cluster.capacity.workers = 1;
+  cluster.capacity.idle_workers = 1;
+  AdmissionRequest r = Request("r", "A", 100);
+  EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9);
+  for (int i = 0; i < 19; ++i) queue.RecordOutcome(0.1, 0.1 + 0.05 * (i % 10 + 1));
+  EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9) << "19 outcomes are not enough";
+  queue.RecordOutcome(0.1, 0.1 + 0.5);
+  // Residuals 0.05..0.5 twice: median (the 11th of 20) 0.3, 90th percentile (the 19th) 0.5.
+  EXPECT_NEAR(queue.PredictWait(r), 0.1 + 0.3, 1e-9);
+  r.ttft_slo = milliseconds(550);  // 0.1 + 0.5 > 0.55, though 0.1 is within 80% of it
+  const Admission refused = queue.Submit(r);
+  EXPECT_EQ(refused.verdict, Verdict::kRejected);
+  EXPECT_NEAR(refused.predicted_wait_s, 0.4, 1e-9);
+  EXPECT_NEAR(refused.correction_s, 0.3, 1e-9);
+  r.ttft_slo = milliseconds(650);
+  cluster.free = 1;
+  EXPECT_EQ(queue.Submit(r).verdict, Verdict::kStarted);
+  // Outcomes older than a minute are forgotten: the constant headroom again.
+  now += seconds(61);
+  EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9);
+}
+
 // A prefill worker that holds no prompt (one that just joined) takes a request with nothing
 // ahead of it at once, however long the other workers' queues: only its own prompt counts.
 TEST_F(AdmissionQueueTest, AnIdlePrefillWorkerTakesARequestWithNothingAheadAtOnce) {

@@ -161,6 +161,21 @@ TEST(LoadViewTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
   EXPECT_DOUBLE_EQ(idle(2, kT0 + 10s), 2) << "idle since the attempt, not since it joined";
 }
 
+// A prefill worker's rate is the cost of a prompt token past a step's fixed cost, fitted to its
+// steps: the short steps of mostly cached prompts (a few tokens over the fixed cost) do not drag
+// it down to their own rates.
+TEST(LoadViewTest, ShortStepsOfCachedPromptsDoNotDragThePromptRateDown) {
+  LoadView view;
+  view.Join(1, Worker("prefill"), kT0);
+  view.OnStep(1, PromptStep(0.25, 200));  // a whole prompt
+  for (int i = 0; i < 9; ++i) view.OnStep(1, PromptStep(0.015, 1));  // 9 cached ones
+  // The line through both: 0.235 s for 199 tokens more, and a fixed cost of 0.015 s less one
+  // token's. Averaging the steps' rates (66 tokens a second for most) would give about 290.
+  const router::PrefillCapacity c = view.Prefill(kT0);
+  EXPECT_NEAR(c.tokens_per_second, 199 / 0.235, 1e-6);
+  EXPECT_NEAR(c.step_seconds, 0.015 - 0.235 / 199, 1e-9);
+}
+
 // A prefill (or colocated) worker that has run no prompt yet counts at the measured workers'
 // mean rate; decode and draining workers count not at all.
 TEST(LoadViewTest, PrefillRateCountsAnUnmeasuredWorkerAtTheMeasuredMean) {
@@ -170,15 +185,16 @@ TEST(LoadViewTest, PrefillRateCountsAnUnmeasuredWorkerAtTheMeasuredMean) {
   EXPECT_EQ(view.Prefill(kT0).workers, 0);
   view.OnStep(1, PromptStep(0.5, 1000));
   EXPECT_DOUBLE_EQ(view.Prefill(kT0).tokens_per_second, 2000);
-  view.OnStep(1, PromptStep(1.0, 1000));  // averaged: 0.9 of the old rate, 0.1 of the new
-  EXPECT_DOUBLE_EQ(view.Prefill(kT0).tokens_per_second, 1900);
+  // Tokens and seconds averaged apart (0.9 of the old, all of the new): 1900 / 1.45 s.
+  view.OnStep(1, PromptStep(1.0, 1000));
+  EXPECT_DOUBLE_EQ(view.Prefill(kT0).tokens_per_second, 1900 / 1.45);
   view.Join(2, Worker("both"), kT0);
   view.Join(3, Worker("decode"), kT0);
   view.OnStep(3, PromptStep(0.1, 1000));
   view.Join(4, Worker("prefill"), kT0);
   view.OnLoad(4, Load(512, 0, 0, /*draining=*/true));
   const router::PrefillCapacity c = view.Prefill(kT0);
-  EXPECT_DOUBLE_EQ(c.tokens_per_second, 3800);
+  EXPECT_DOUBLE_EQ(c.tokens_per_second, 2 * 1900 / 1.45);
   EXPECT_EQ(c.workers, 2);
   EXPECT_EQ(c.idle_workers, 2);
 }
