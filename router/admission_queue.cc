@@ -41,17 +41,10 @@ Admission AdmissionQueue::Submit(AdmissionRequest request) {
   const auto now = clock_();
   Admission a;
   const double model = PredictLocked(request, now, &a.predicted_queue_s);
-  a.predicted_wait_s = model;
-  double slo = std::chrono::duration<double>(request.ttft_slo).count();
-  double judged = model;  // what is set against the SLO
-  double median = 0, p90 = 0;
-  if (model > 0 && ResidualsLocked(now, &median, &p90)) {
-    a.correction_s = std::max(median, -0.5 * model);  // never a wait below half the model's
-    a.predicted_wait_s = model + a.correction_s;
-    judged = model + p90;
-  } else {
-    slo *= kSloHeadroom;
-  }
+  const double slo = kSloHeadroom * std::chrono::duration<double>(request.ttft_slo).count();
+  a.correction_s = CorrectionLocked(now, model);
+  a.predicted_wait_s = model + a.correction_s;
+  const double judged = a.predicted_wait_s;  // what is set against the SLO
   if (slo > 0 && judged > slo) {
     a.verdict = Admission::Verdict::kRejected;
     const double over = std::ceil(judged - slo);
@@ -211,9 +204,7 @@ double AdmissionQueue::PredictWait(const AdmissionRequest& request) const {
   std::lock_guard lock(mu_);
   const auto now = clock_();
   const double model = PredictLocked(request, now);
-  double median = 0, p90 = 0;
-  if (model > 0 && ResidualsLocked(now, &median, &p90)) return model + std::max(median, -0.5 * model);
-  return model;
+  return model + CorrectionLocked(now, model);
 }
 
 void AdmissionQueue::RecordOutcome(double model_s, double measured_s) {
@@ -223,28 +214,32 @@ void AdmissionQueue::RecordOutcome(double model_s, double measured_s) {
   while (outcomes_.size() > kMaxOutcomes) outcomes_.pop_front();
 }
 
-bool AdmissionQueue::ResidualsLocked(std::chrono::steady_clock::time_point now, double* median,
-                                     double* p90) const {
+double AdmissionQueue::CorrectionLocked(std::chrono::steady_clock::time_point now,
+                                        double model) const {
+  if (!(model > 0) || !std::isfinite(model)) return 0;
   std::vector<double> residuals;
   for (const auto& [at, residual] : outcomes_) {
     if (now - at <= kOutcomeWindow) residuals.push_back(residual);
   }
-  if (residuals.size() < kMinOutcomes) return false;
-  std::sort(residuals.begin(), residuals.end());
-  *median = residuals[residuals.size() / 2];
-  *p90 = residuals[std::min(residuals.size() - 1, residuals.size() * 9 / 10)];
-  return true;
+  if (residuals.size() < kMinOutcomes) return 0;
+  std::nth_element(residuals.begin(), residuals.begin() + residuals.size() / 2, residuals.end());
+  return std::clamp(residuals[residuals.size() / 2], -0.5 * model, model);
 }
 
 double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now,
-                                       std::chrono::duration<double> minimum) const {
+                                       std::chrono::duration<double> minimum,
+                                       double* requests_per_second) const {
+  *requests_per_second = -1;
   if (waiting_ == 0) return -1;
   const auto from = std::max(backlog_since_, now - kDrainWindow);
   if (now - from < kDrainMinimum || now - from < minimum) return -1;
-  int64_t tokens = 0;
+  int64_t tokens = 0, requests = 0;
   for (const Started& s : started_) {
-    if (s.at >= from) tokens += s.prompt_tokens;
+    if (s.at < from) continue;
+    tokens += s.prompt_tokens;
+    ++requests;
   }
+  *requests_per_second = static_cast<double>(requests) / Seconds(now - from);
   return static_cast<double>(tokens) / Seconds(now - from);
 }
 
@@ -256,22 +251,28 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
   *queue_s = 0;
   const PrefillCapacity capacity = capacity_ ? capacity_() : PrefillCapacity{};
   if (!(capacity.tokens_per_second > 0)) return 0;
-  double ahead = 0;
+  double ahead = 0, requests_ahead = 0;  // prompt tokens, and requests, that start before it
   for (int p = 0; p < static_cast<int>(request.priority); ++p) {
-    for (const auto& [name, tq] : queues_[p].tenants)
+    for (const auto& [name, tq] : queues_[p].tenants) {
       ahead += static_cast<double>(tq.prompt_tokens);
+      requests_ahead += static_cast<double>(tq.entries.size());
+    }
   }
   const PriorityQueue& pq = queues_[static_cast<int>(request.priority)];
   auto own = pq.tenants.find(request.tenant);
   const double own_cost =
       static_cast<double>(own == pq.tenants.end() ? 0 : own->second.cost) + request.cost;
-  if (own != pq.tenants.end()) ahead += static_cast<double>(own->second.prompt_tokens);
+  if (own != pq.tenants.end()) {
+    ahead += static_cast<double>(own->second.prompt_tokens);
+    requests_ahead += static_cast<double>(own->second.entries.size());
+  }
   // While the tenant's own queue and this request are served, each other tenant is served its
   // weight's share of that cost, or all it has waiting if less (fair share's fluid model).
   for (const auto& [name, tq] : pq.tenants) {
     if (name == request.tenant || tq.cost <= 0) continue;
-    const double share = own_cost * tq.weight / request.weight;
-    ahead += static_cast<double>(tq.prompt_tokens) * std::min(1.0, share / tq.cost);
+    const double share = std::min(1.0, own_cost * tq.weight / request.weight / tq.cost);
+    ahead += static_cast<double>(tq.prompt_tokens) * share;
+    requests_ahead += static_cast<double>(tq.entries.size()) * share;
   }
   const double one_worker = capacity.tokens_per_second / std::max(1, capacity.workers);
   // Nothing waits ahead of it and a prefill worker is idle (one that just joined): it starts now.
@@ -287,12 +288,19 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
       waiting_ > 0 ? static_cast<double>(waiting_prompt_tokens_) / static_cast<double>(waiting_)
                    : 0;
   const std::chrono::duration<double> minimum(2 * mean_waiting / one_worker);
-  if (const double drain = DrainRateLocked(now, minimum); drain >= 0) rate = std::min(rate, drain);
+  double requests_per_second = -1;
+  if (const double drain = DrainRateLocked(now, minimum, &requests_per_second); drain >= 0) {
+    rate = std::min(rate, drain);
+  }
   if (rate <= 0) {
     *queue_s = std::numeric_limits<double>::infinity();
     return *queue_s;
   }
   *queue_s = work_ahead / rate;
+  // Requests cost more than their prompt tokens (a step's fixed cost, their KV's transfer, a
+  // decode side that takes so many a second): while backlogged, the requests ahead at the pace
+  // the queue has been starting them bound the wait too.
+  if (requests_per_second > 0) *queue_s = std::max(*queue_s, requests_ahead / requests_per_second);
   return *queue_s + own_prompt_s;
 }
 

@@ -17,18 +17,18 @@
 // meanwhile), plus what the prefill workers still have to do of the prompts they hold (less what
 // their running steps have done at their measured rates) at the slower of two rates:
 // the workers' measured prompt rate and the rate the queue has been draining at while backlogged
-// (which sees the decode side's limit too); then its own prompt on one worker: a step's fixed
-// cost and its tokens at a worker's rate. Prompt tokens are those to compute: a caller passes a
-// prompt less the part the workers' prefix caches hold. With no measured prompt rate yet it
-// predicts nothing and refuses nothing.
+// (which sees the decode side's limit too), and no shorter than the requests ahead at the pace
+// the queue has been starting requests while backlogged; then its own prompt on one worker: a
+// step's fixed cost and its tokens at a worker's rate. Prompt tokens are those to compute: a caller
+// passes a prompt less the part the workers' prefix caches hold. With no measured prompt rate yet
+// it predicts nothing and refuses nothing.
 //
 // Learning from outcomes: the caller reports each admitted request's measured time to first
-// token beside the model's prediction for it (RecordOutcome). Once kMinOutcomes of the last
-// kOutcomeWindow are known, the prediction adds their median residual (measured - predicted:
-// what the model does not see, such as the KV transfer and the decode worker's first step under
-// its load), and a request is refused when the model's prediction plus their 90th percentile
-// residual exceeds its SLO, so that nine in ten of those admitted are predicted to make it. Until
-// then it is refused past kSloHeadroom (0.8) of its SLO.
+// token beside the model's prediction for it (RecordOutcome). Once 20 of the last minute's are
+// known, the prediction adds their median residual (measured - predicted: what the model does
+// not see, such as the KV transfer and the decode worker's first step under its load), within
+// half the model's prediction below and as much again above. A request is refused when that
+// exceeds 0.8 of its SLO (the headroom: docs/benchmarks.md, "Admission under overload").
 //
 // Threads: every method may be called from any thread; one mutex guards the queue, and
 // `try_start` runs under it (so that Withdraw returning true means it never ran and never will).
@@ -134,8 +134,9 @@ class AdmissionQueue {
   // Prompt tokens a second started while backlogged, over the last window; -1 while that backlog
   // is younger than `minimum` (a queue that has not moved for less than a prompt's time is
   // not evidence of a slow queue).
+  // `requests_per_second`: the requests it started a second over the same window (-1 likewise).
   double DrainRateLocked(std::chrono::steady_clock::time_point now,
-                         std::chrono::duration<double> minimum) const;
+                         std::chrono::duration<double> minimum, double* requests_per_second) const;
   bool AnyWaitingAtOrAboveLocked(Priority priority) const;
   void EnqueueLocked(uint64_t ticket, AdmissionRequest request);
   // The waiting request to try next, or null.
@@ -146,10 +147,9 @@ class AdmissionQueue {
   // Takes out the requests past their deadline: their on_timeout calls, to run unlocked.
   std::vector<std::function<void()>> TakeExpiredLocked(std::chrono::steady_clock::time_point now);
 
-  // The median and 90th percentile residual of the recent outcomes; false while there are
-  // fewer than kMinOutcomes.
-  bool ResidualsLocked(std::chrono::steady_clock::time_point now, double* median,
-                       double* p90) const;
+  // What to add to the model's prediction `model`: the median residual of the recent outcomes,
+  // within [-model / 2, model]; 0 while there are fewer than kMinOutcomes.
+  double CorrectionLocked(std::chrono::steady_clock::time_point now, double model) const;
 
   const std::function<PrefillCapacity()> capacity_;
   const Clock clock_;
