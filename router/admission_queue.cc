@@ -280,7 +280,7 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
       capacity.step_seconds + static_cast<double>(request.prompt_tokens) / one_worker;
   if (ahead <= 0 && capacity.idle_workers > 0) return own_prompt_s;
   // The work ahead is shared by every prefill worker; the request's own prompt runs on one.
-  const double work_ahead = ahead + capacity.queued_prompt_tokens;
+  const double in_workers_s = capacity.queued_prompt_seconds / std::max(1, capacity.workers);
   double rate = capacity.tokens_per_second;
   // The queue's own pace counts once it has been backlogged for two of its prompts' times on a
   // worker: a prompt-heavy queue whose head waits out one long step has not stalled.
@@ -296,7 +296,9 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
     *queue_s = std::numeric_limits<double>::infinity();
     return *queue_s;
   }
-  *queue_s = work_ahead / rate;
+  // Each request ahead also costs a step's fixed cost, shared by the workers like the tokens.
+  *queue_s = ahead / rate + requests_ahead * capacity.step_seconds / std::max(1, capacity.workers) +
+             in_workers_s;
   // Requests cost more than their prompt tokens (a step's fixed cost, their KV's transfer, a
   // decode side that takes so many a second): while backlogged, the requests ahead at the pace
   // the queue has been starting them bound the wait too.

@@ -214,6 +214,7 @@ router::PrefillCapacity LoadView::Prefill(Clock::time_point now) const {
   // mean: leaving it out would predict waits it is there to shorten, and admission would refuse
   // the requests that would have shown its rate.
   int unmeasured = 0;
+  double unmeasured_sent = 0;  // prompt tokens sent to those
   for (const auto& [id, w] : workers_) {
     if (w.load.draining() || w.info.role() == "decode") continue;
     c.tokens_per_second += w.prefill_tokens_per_second;
@@ -224,13 +225,25 @@ router::PrefillCapacity LoadView::Prefill(Clock::time_point now) const {
     if (w.sent_prompt_tokens <= 0) continue;
     // Its step has been running since its last answer: counting all it holds as still to do
     // would predict a request behind half a step a whole step's wait.
-    const double done = w.prefill_tokens_per_second *
-                        std::chrono::duration<double>(now - w.prompt_work_since).count();
+    const double elapsed = std::chrono::duration<double>(now - w.prompt_work_since).count();
+    const double done = w.prefill_tokens_per_second * elapsed;
     c.queued_prompt_tokens += std::max(0.0, static_cast<double>(w.sent_prompt_tokens) - done);
+    // In time: a step's fixed cost and the tokens at its rate, less what has run (a profile with
+    // no cost per token has all its work in the fixed cost, which tokens cannot show).
+    if (w.prefill_tokens_per_second > 0) {
+      c.queued_prompt_seconds += std::max(
+          0.0, w.prompt_steps.step_seconds() +
+                   static_cast<double>(w.sent_prompt_tokens) / w.prefill_tokens_per_second -
+                   elapsed);
+    } else {
+      unmeasured_sent += static_cast<double>(w.sent_prompt_tokens);
+    }
   }
   if (c.workers > 0) {
     c.step_seconds /= c.workers;
-    c.tokens_per_second += c.tokens_per_second / c.workers * unmeasured;
+    const double mean_rate = c.tokens_per_second / c.workers;
+    c.queued_prompt_seconds += unmeasured_sent / mean_rate;
+    c.tokens_per_second += mean_rate * unmeasured;
     c.workers += unmeasured;
   }
   return c;

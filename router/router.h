@@ -88,10 +88,13 @@ struct PrefillCapacity {
   // Sent to prefill workers and not answered yet, less what each worker has done of them since
   // its last answer at its measured rate: the work a request queued now still waits behind.
   double queued_prompt_tokens = 0;
+  // The same in worker seconds, summed over the workers: each one's step's fixed cost and its
+  // tokens at its rate, less the time it has run (admission's measure of the work ahead).
+  double queued_prompt_seconds = 0;
   // A prompt step's fixed cost, seconds, beside its cost per token (1 / the rate a worker): the
   // measured workers' mean (router/prompt_step_fit.h).
   double step_seconds = 0;
-  int workers = 0;  // those counted in tokens_per_second
+  int workers = 0;       // those counted in tokens_per_second
   int idle_workers = 0;  // prefill workers with no prompt sent and unanswered
 };
 

@@ -545,11 +545,13 @@ TEST_F(ExternalOverflowTest, CheapestTenantsStayOnWorkersThatCostLess) {
   EXPECT_EQ(fake_->requests_received(), 1);
 }
 
-// A burst worker the planner asked for, due within the request's objective, is waited for
-// rather than overflowing; one overdue by a whole cold start again is not counted on. The
-// planner (advise: nobody starts the worker) asks for a prefill worker once admission refuses
-// never tenants; the cold start is assumed to be 4 s, so the ask is due from 4 s to 8 s after
-// it is made and due now in between.
+// A burst worker the planner asked for, due early enough to prefill the request's prompt within
+// its objective, is waited for rather than overflowing; one overdue by a whole cold start again
+// is not counted on. The planner (advise: nobody starts the worker) asks for a prefill worker
+// once admission refuses never tenants; the cold start is assumed to be 4 s, so the ask is due
+// from 4 s to 8 s after it is made and due now in between. Each request is sent while another
+// holds the one prefill worker (a step of 0.5 s), so that admission predicts about 1 s against
+// its 1 s objective and refuses it: a burst worker due now would take its 0.5 s prompt in time.
 TEST_F(ExternalOverflowTest, AnOverflowWaitsForABurstWorkerDueWithinItsObjective) {
   Start({}, "slow.json", /*expect_refusal=*/true, 0,
         {"--planner", "advise", "--planner-prefill", "1:3", "--planner-decode", "1:3",
@@ -564,15 +566,30 @@ TEST_F(ExternalOverflowTest, AnOverflowWaitsForABurstWorkerDueWithinItsObjective
       std::chrono::seconds(30)))
       << "the planner never asked for a burst prefill worker";
   const auto asked = Clock::now();  // the ask was made at most half a second before
+  const std::vector<std::string> second_slo{"x-pdserve-ttft-slo-ms: 1000"};
+  // Sends `key`'s request while a never tenant's holds the prefill worker.
+  auto post_behind_another = [&](const std::string& key) {
+    std::thread other([&] { Post("sk-never", Completion(4, false)); });
+    EXPECT_TRUE(
+        WaitFor([&] { return testing::MetricValue(http_, "pdserve_num_requests_running") >= 1; },
+                std::chrono::seconds(5)));
+    const HttpResponse r = Post(key, Completion(4, false), second_slo);
+    other.join();
+    return r;
+  };
   std::this_thread::sleep_until(asked + std::chrono::seconds(5));
-  const HttpResponse waited = Post("sk-over", Completion(4, false), kTightSlo);
+  const HttpResponse waited = post_behind_another("sk-over");
   ASSERT_EQ(waited.status, 200) << waited.body;
   EXPECT_EQ(fake_->requests_received(), 0) << "it overflowed with a burst worker due";
   EXPECT_EQ(testing::MetricSum(http_, "pdserve_overflow_deferred_total"), 1);
+  // An objective of 100 ms is shorter than the prompt's 0.5 s: the worker due now cannot help.
+  const HttpResponse tight = Post("sk-over", Completion(4, false), kTightSlo);
+  ASSERT_EQ(tight.status, 200) << tight.body;
+  EXPECT_EQ(fake_->requests_received(), 1) << "it waited for a burst worker too late for it";
   std::this_thread::sleep_until(asked + std::chrono::seconds(9));
-  const HttpResponse overflowed = Post("sk-over", Completion(4, false), kTightSlo);
+  const HttpResponse overflowed = post_behind_another("sk-over");
   ASSERT_EQ(overflowed.status, 200) << overflowed.body;
-  EXPECT_EQ(fake_->requests_received(), 1) << "the lost burst worker was still waited for";
+  EXPECT_EQ(fake_->requests_received(), 2) << "the lost burst worker was still waited for";
   EXPECT_EQ(testing::MetricSum(http_, "pdserve_overflow_deferred_total"), 1);
 }
 

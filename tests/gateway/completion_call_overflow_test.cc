@@ -84,6 +84,7 @@ class OverflowTest : public ::testing::Test {
   void Backlogged() {
     workers->prefill.tokens_per_second = 10;
     workers->prefill.queued_prompt_tokens = 1000;
+    workers->prefill.queued_prompt_seconds = 100;
     workers->prefill.workers = 1;
   }
 

@@ -166,7 +166,7 @@ TEST_F(AdmissionQueueTest, PredictsNothingAndRefusesNothingBeforeAnyPromptRate) 
 TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
   cluster.capacity.tokens_per_second = 1000;  // two workers of 500 tokens/s
   cluster.capacity.workers = 2;
-  cluster.capacity.queued_prompt_tokens = 500;
+  cluster.capacity.queued_prompt_seconds = 1.0;  // 500 tokens on one of them
   for (int i = 0; i < 10; ++i) queue.Submit(Request("a" + std::to_string(i), "A", 100));
   // B's wait: A's 1000 queued tokens are shared with it, so of A only as much as B's own cost
   // (100) goes first; with the 500 in the workers that is 0.6 s at 1000 tokens/s, then its own
@@ -223,7 +223,7 @@ TEST_F(AdmissionQueueTest, OutcomesCorrectThePrediction) {
 TEST_F(AdmissionQueueTest, AnIdlePrefillWorkerTakesARequestWithNothingAheadAtOnce) {
   cluster.capacity.tokens_per_second = 1000;  // two workers of 500 tokens/s
   cluster.capacity.workers = 2;
-  cluster.capacity.queued_prompt_tokens = 5000;  // all on the busy one
+  cluster.capacity.queued_prompt_seconds = 10;  // 5000 tokens, all on the busy one
   AdmissionRequest r = Request("r", "A", 100);
   EXPECT_NEAR(queue.PredictWait(r), 5.0 + 0.2, 1e-9) << "no worker idle: the queue is shared";
   cluster.capacity.idle_workers = 1;
@@ -263,12 +263,24 @@ TEST_F(AdmissionQueueTest, AQueueThatDoesNotMoveAtAllPredictsAnEndlessWait) {
   EXPECT_GE(a.retry_after_s, 1);
 }
 
+// A step's fixed cost counts for the work in the workers and for each request ahead: a profile
+// with no cost per token (every step 0.5 s) still shows its queue.
+TEST_F(AdmissionQueueTest, AStepsFixedCostCountsForEachRequestAheadAndInTheWorkers) {
+  cluster.capacity.tokens_per_second = 1e9;  // no cost per token
+  cluster.capacity.step_seconds = 0.5;
+  cluster.capacity.workers = 2;
+  cluster.capacity.queued_prompt_seconds = 0.6;  // what the two workers still have to do
+  for (int i = 0; i < 4; ++i) queue.Submit(Request("a" + std::to_string(i), "A", 100));
+  // 4 requests ahead at 0.5 s over 2 workers, 0.3 s in the workers, then its own step.
+  EXPECT_NEAR(queue.PredictWait(Request("next", "A", 100)), 1.0 + 0.3 + 0.5, 1e-6);
+}
+
 // Long prompts: a head that has waited less than two of its prompts' times on a worker has been
 // waiting out a step, not a stalled queue; longer than that without a start, it has stalled.
 TEST_F(AdmissionQueueTest, AQueueOfLongPromptsStallsOnlyAfterTwoOfItsPromptsTimes) {
   cluster.capacity.tokens_per_second = 500;  // one worker: a 1000-token prompt takes 2 s
   cluster.capacity.workers = 1;
-  cluster.capacity.queued_prompt_tokens = 1000;
+  cluster.capacity.queued_prompt_seconds = 2;  // 1000 tokens
   queue.Submit(Request("head", "A", 1000));
   now += seconds(3);
   EXPECT_NEAR(queue.PredictWait(Request("next", "A", 1000)), (1000 + 1000) / 500.0 + 2.0, 1e-9);

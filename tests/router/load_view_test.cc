@@ -167,7 +167,7 @@ TEST(LoadViewTest, AWorkersIdleTimeCountsFromItsLastAttempt) {
 TEST(LoadViewTest, ShortStepsOfCachedPromptsDoNotDragThePromptRateDown) {
   LoadView view;
   view.Join(1, Worker("prefill"), kT0);
-  view.OnStep(1, PromptStep(0.25, 200));  // a whole prompt
+  view.OnStep(1, PromptStep(0.25, 200));                             // a whole prompt
   for (int i = 0; i < 9; ++i) view.OnStep(1, PromptStep(0.015, 1));  // 9 cached ones
   // The line through both: 0.235 s for 199 tokens more, and a fixed cost of 0.015 s less one
   // token's. Averaging the steps' rates (66 tokens a second for most) would give about 290.
@@ -218,6 +218,8 @@ TEST(LoadViewTest, APrefillWorkersBacklogShrinksAsItsStepRuns) {
   view.PrefillAnswered(7, kT0 + 3s);
   EXPECT_DOUBLE_EQ(view.Prefill(kT0 + 3s).queued_prompt_tokens, 500);
   EXPECT_NEAR(view.Prefill(kT0 + 3200ms).queued_prompt_tokens, 300, 1e-9);
+  // The same in seconds, at its measured 1000 tokens a second (no fixed cost measured yet).
+  EXPECT_NEAR(view.Prefill(kT0 + 3200ms).queued_prompt_seconds, 0.3, 1e-9);
 }
 
 TEST(LoadViewTest, TheLargestKvIsADecodeOrColocatedPoolCappedByItsContext) {
