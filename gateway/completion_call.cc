@@ -165,7 +165,6 @@ bool CompletionCall::Submit() {
     predicted_ = true;
     predicted_queue_s_ = a.predicted_queue_s;
     predicted_ttft_s_ = a.predicted_wait_s;
-    correction_s_ = a.correction_s;
   }
   if (a.verdict == router::Admission::Verdict::kQueued) ticket_ = a.ticket;
   if (a.verdict != router::Admission::Verdict::kRejected) {
@@ -382,9 +381,9 @@ void CompletionCall::NoteFirstOutput(std::chrono::steady_clock::time_point now) 
   metrics_->RecordFirstToken(Seconds(now - arrival_));
   if (admission_decision_ == "admitted" && !is_current_external()) {
     metrics_->RecordTtftPrediction(predicted_ttft_s_, Seconds(now - arrival_));
-    if (predicted_ttft_s_ > 0) {
-      admission_.queue->RecordOutcome(predicted_ttft_s_ - correction_s_, Seconds(now - arrival_));
-    }
+    // From its prefill's end: from leaving the queue, less the worker's queue and prefill.
+    admission_.queue->RecordAfterPrefill(
+        std::max(0.0, Seconds(now - dispatched_) - worker_queue_seconds_ - prefill_seconds_));
   }
 }
 

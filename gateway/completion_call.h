@@ -214,7 +214,6 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // admission and predicted_* columns (ledger/ledger.h).
   std::string admission_decision_;
   double predicted_queue_s_ = 0, predicted_ttft_s_ = 0;
-  double correction_s_ = 0;  // of predicted_ttft_s_, admission's learned correction
   bool predicted_ = false;
   std::optional<int64_t> usage_prompt_tokens_;  // the prompt tokens the client's usage says
   // The attempt whose first output started the client's response: its cached prompt tokens are

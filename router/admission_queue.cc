@@ -14,7 +14,8 @@ constexpr int kMaxRetryAfterSeconds = 3600;
 // Headroom: admit when the predicted wait is at most 0.8 x the objective, so a prediction's error
 // under overload leaves room (the figures: docs/benchmarks.md, "Admission under overload").
 constexpr double kSloHeadroom = 0.8;
-// Outcomes learned from: the last kMaxOutcomes within kOutcomeWindow, once kMinOutcomes.
+// Times after prefill learned from: the last kMaxOutcomes within kOutcomeWindow, once
+// kMinOutcomes.
 constexpr size_t kMinOutcomes = 20, kMaxOutcomes = 200;
 constexpr auto kOutcomeWindow = std::chrono::seconds(60);
 
@@ -42,8 +43,8 @@ Admission AdmissionQueue::Submit(AdmissionRequest request) {
   Admission a;
   const double model = PredictLocked(request, now, &a.predicted_queue_s);
   const double slo = kSloHeadroom * std::chrono::duration<double>(request.ttft_slo).count();
-  a.correction_s = CorrectionLocked(now, model);
-  a.predicted_wait_s = model + a.correction_s;
+  if (model > 0) a.after_prefill_s = AfterPrefillLocked(now);
+  a.predicted_wait_s = model + a.after_prefill_s;
   const double judged = a.predicted_wait_s;  // what is set against the SLO
   if (slo > 0 && judged > slo) {
     a.verdict = Admission::Verdict::kRejected;
@@ -204,26 +205,24 @@ double AdmissionQueue::PredictWait(const AdmissionRequest& request) const {
   std::lock_guard lock(mu_);
   const auto now = clock_();
   const double model = PredictLocked(request, now);
-  return model + CorrectionLocked(now, model);
+  return model > 0 ? model + AfterPrefillLocked(now) : 0;
 }
 
-void AdmissionQueue::RecordOutcome(double model_s, double measured_s) {
-  if (!(model_s > 0) || !std::isfinite(model_s) || !(measured_s >= 0)) return;
+void AdmissionQueue::RecordAfterPrefill(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return;
   std::lock_guard lock(mu_);
-  outcomes_.emplace_back(clock_(), measured_s - model_s);
+  outcomes_.emplace_back(clock_(), seconds);
   while (outcomes_.size() > kMaxOutcomes) outcomes_.pop_front();
 }
 
-double AdmissionQueue::CorrectionLocked(std::chrono::steady_clock::time_point now,
-                                        double model) const {
-  if (!(model > 0) || !std::isfinite(model)) return 0;
-  std::vector<double> residuals;
-  for (const auto& [at, residual] : outcomes_) {
-    if (now - at <= kOutcomeWindow) residuals.push_back(residual);
+double AdmissionQueue::AfterPrefillLocked(std::chrono::steady_clock::time_point now) const {
+  std::vector<double> recent;
+  for (const auto& [at, seconds] : outcomes_) {
+    if (now - at <= kOutcomeWindow) recent.push_back(seconds);
   }
-  if (residuals.size() < kMinOutcomes) return 0;
-  std::nth_element(residuals.begin(), residuals.begin() + residuals.size() / 2, residuals.end());
-  return std::clamp(residuals[residuals.size() / 2], -0.5 * model, model);
+  if (recent.size() < kMinOutcomes) return 0;
+  std::nth_element(recent.begin(), recent.begin() + recent.size() / 2, recent.end());
+  return recent[recent.size() / 2];
 }
 
 double AdmissionQueue::DrainRateLocked(std::chrono::steady_clock::time_point now,

@@ -23,12 +23,12 @@
 // passes a prompt less the part the workers' prefix caches hold. With no measured prompt rate yet
 // it predicts nothing and refuses nothing.
 //
-// Learning from outcomes: the caller reports each admitted request's measured time to first
-// token beside the model's prediction for it (RecordOutcome). Once 20 of the last minute's are
-// known, the prediction adds their median residual (measured - predicted: what the model does
-// not see, such as the KV transfer and the decode worker's first step under its load), within
-// half the model's prediction below and as much again above. A request is refused when that
-// exceeds 0.8 of its SLO (the headroom: docs/benchmarks.md, "Admission under overload").
+// After its prefill: a request's first token also waits for its KV's transfer and its decode
+// worker's first step, which grows with that worker's batch. The caller reports each admitted
+// request's time from the end of its prefill to its first token (RecordAfterPrefill); once 20
+// of the last minute's are known, the prediction adds their median. A request is refused when
+// its prediction exceeds 0.8 of its SLO (the headroom: docs/benchmarks.md, "Admission under
+// overload").
 //
 // Threads: every method may be called from any thread; one mutex guards the queue, and
 // `try_start` runs under it (so that Withdraw returning true means it never ran and never will).
@@ -70,9 +70,9 @@ struct Admission {
   enum class Verdict { kStarted, kQueued, kRejected } verdict = Verdict::kQueued;
   uint64_t ticket = 0;  // kQueued: what Withdraw takes
   // The wait until its first token predicted at Submit (0: none predicted), and of it the
-  // wait before its prompt starts (the work ahead of it) and the learned correction (see
-  // "Learning from outcomes" above).
-  double predicted_wait_s = 0, predicted_queue_s = 0, correction_s = 0;
+  // wait before its prompt starts (the work ahead of it) and the time after its prefill (see
+  // "After its prefill" above).
+  double predicted_wait_s = 0, predicted_queue_s = 0, after_prefill_s = 0;
   int retry_after_s = 0;  // kRejected: when to try again (whole seconds, at least 1)
 };
 
@@ -100,9 +100,8 @@ class AdmissionQueue {
   int64_t waiting_prompt_tokens() const;
   // The wait Submit would predict now for `request` (seconds; 0: none predicted).
   double PredictWait(const AdmissionRequest& request) const;
-  // An admitted request's first token came `measured_s` after its arrival, where the model (the
-  // prediction less its correction) predicted `model_s` (> 0).
-  void RecordOutcome(double model_s, double measured_s);
+  // An admitted request's first token came `seconds` after its prefill ended.
+  void RecordAfterPrefill(double seconds);
 
  private:
   struct Entry {
@@ -147,13 +146,13 @@ class AdmissionQueue {
   // Takes out the requests past their deadline: their on_timeout calls, to run unlocked.
   std::vector<std::function<void()>> TakeExpiredLocked(std::chrono::steady_clock::time_point now);
 
-  // What to add to the model's prediction `model`: the median residual of the recent outcomes,
-  // within [-model / 2, model]; 0 while there are fewer than kMinOutcomes.
-  double CorrectionLocked(std::chrono::steady_clock::time_point now, double model) const;
+  // The median time after a prefill of the recent requests; 0 while fewer than kMinOutcomes
+  // are known.
+  double AfterPrefillLocked(std::chrono::steady_clock::time_point now) const;
 
   const std::function<PrefillCapacity()> capacity_;
   const Clock clock_;
-  // Recent outcomes: when each was recorded and its residual (measured - model); guarded by mu_.
+  // Recent requests' times after their prefill, and when each was recorded; guarded by mu_.
   std::deque<std::pair<std::chrono::steady_clock::time_point, double>> outcomes_;
 
   mutable std::mutex mu_;

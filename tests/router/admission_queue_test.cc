@@ -188,32 +188,29 @@ TEST_F(AdmissionQueueTest, RefusesEarlyWhenThePredictedWaitExceedsTheSlo) {
   EXPECT_TRUE(cluster.started.empty());
 }
 
-// Once 20 outcomes are known, the prediction adds their median residual (measured - model),
-// within half the model's prediction below and as much again above; refusals judge the
-// corrected prediction.
-TEST_F(AdmissionQueueTest, OutcomesCorrectThePrediction) {
+// Once 20 requests' times after their prefill are known, the prediction adds their median;
+// refusals judge the whole prediction.
+TEST_F(AdmissionQueueTest, TheTimeAfterPrefillIsLearnedFromRecentRequests) {
   cluster.capacity.tokens_per_second = 1000;  // one worker; nothing ahead: 100 tokens take 0.1 s
   cluster.capacity.workers = 1;
   cluster.capacity.idle_workers = 1;
   AdmissionRequest r = Request("r", "A", 100);
   EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9);
-  for (int i = 0; i < 19; ++i) queue.RecordOutcome(0.1, 0.1 + 0.01 * (i % 10 + 1));
-  EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9) << "19 outcomes are not enough";
-  queue.RecordOutcome(0.1, 0.1 + 0.1);
-  // Residuals 0.01..0.1 twice: the median (the 11th of 20) 0.06.
+  for (int i = 0; i < 19; ++i) queue.RecordAfterPrefill(0.01 * (i % 10 + 1));
+  EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9) << "19 are not enough";
+  queue.RecordAfterPrefill(0.1);
+  // 0.01..0.1 twice: the median (the 11th of 20) 0.06.
   EXPECT_NEAR(queue.PredictWait(r), 0.1 + 0.06, 1e-9);
-  r.ttft_slo = milliseconds(190);  // 0.16 > 0.8 x 0.19, though the model's 0.1 is within it
+  r.ttft_slo = milliseconds(190);  // 0.16 > 0.8 x 0.19, though the prompt's 0.1 is within it
   const Admission refused = queue.Submit(r);
   EXPECT_EQ(refused.verdict, Verdict::kRejected);
   EXPECT_NEAR(refused.predicted_wait_s, 0.16, 1e-9);
-  EXPECT_NEAR(refused.correction_s, 0.06, 1e-9);
+  EXPECT_NEAR(refused.after_prefill_s, 0.06, 1e-9);
   r.ttft_slo = milliseconds(210);
   cluster.free = 1;
   EXPECT_EQ(queue.Submit(r).verdict, Verdict::kStarted);
-  // A correction is at most the model's prediction again.
-  for (int i = 0; i < 20; ++i) queue.RecordOutcome(0.1, 5.0);
-  EXPECT_NEAR(queue.PredictWait(r), 0.2, 1e-9);
-  // Outcomes older than a minute are forgotten.
+  queue.RecordAfterPrefill(-1);  // not a time: ignored
+  // Those older than a minute are forgotten.
   now += seconds(61);
   EXPECT_NEAR(queue.PredictWait(r), 0.1, 1e-9);
 }
