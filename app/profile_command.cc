@@ -1,12 +1,19 @@
 // `pdserve profile calibrate`: a measured performance profile scaled to the steps workers
-// logged while serving (`--step-log`), by model/profile_calibration.h.
+// logged while serving (`--step-log`), by model/profile_calibration.h. `pdserve profile check`:
+// a profile's step times against a few steps measured on this host with the profile's own
+// device, dtype and threads (bench/engine/profile_check.h).
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "app/commands.h"
+#include "bench/engine/profile_check.h"
+#include "model/model_maker.h"
 #include "model/profile_calibration.h"
 #include "model/step_log.h"
 
@@ -69,6 +76,49 @@ void RunCalibrate(const CalibrateFlags& f) {
             << gap;
 }
 
+struct CheckFlags {
+  std::string profile;
+  std::string model;
+  int repeats = 2;
+  double warn = 0.10;
+  bool strict = false;
+};
+
+void RunCheck(const CheckFlags& f) {
+  const char* command = "profile check";
+  auto profile = model::FindProfile(f.profile);
+  if (!profile.ok()) Fail(command, profile.status());
+  std::string model_dir = f.model;
+  std::filesystem::path made;
+  if (model_dir.empty()) {
+    const auto& presets = model::PresetNames();
+    if (std::find(presets.begin(), presets.end(), profile->model_id) == presets.end()) {
+      Fail(command, InvalidArgument("the profile's model '" + profile->model_id +
+                                    "' is not a make-model preset: pass --model DIR, the model "
+                                    "the profile was measured on"));
+    }
+    made = std::filesystem::temp_directory_path() /
+           fmt::format("pdserve-profile-check-{}-{}", profile->model_id, ::getpid());
+    model::MakeModelOptions options;
+    options.preset = profile->model_id;
+    options.out_dir = made.string();
+    ExitOnError(command, model::MakeModel(options));
+    model_dir = made.string();
+  }
+  const bench::ProfileSweepOptions sweep = bench::CheckSweep(*profile, f.repeats);
+  std::cerr << fmt::format(
+      "profile check: measuring {} prompt lengths and {} batch sizes on {} (dtype {}, {} "
+      "thread(s)), as the profile recorded\n",
+      sweep.prompt_lens.size(), sweep.batches.size(), sweep.engine.device, sweep.engine.dtype,
+      sweep.engine.threads == 0 ? std::string("all") : std::to_string(sweep.engine.threads));
+  auto measured = bench::MeasureProfile(model_dir, sweep);
+  if (!made.empty()) std::filesystem::remove_all(made);
+  if (!measured.ok()) Fail(command, measured.status());
+  const bench::ProfileCheck check = bench::CompareProfiles(*profile, *measured, sweep);
+  std::cout << bench::ProfileCheckReport(*profile, check, f.warn);
+  if (f.strict && bench::ProfileCheckWarns(check, f.warn)) std::exit(1);
+}
+
 }  // namespace
 
 void AddProfileCommands(CLI::App& app) {
@@ -89,6 +139,25 @@ void AddProfileCommands(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->callback([f] { RunCalibrate(*f); });
+
+  auto c = std::make_shared<CheckFlags>();
+  CLI::App* check = group->add_subcommand(
+      "check",
+      "Measure a few steps on this host with the profile's device, dtype and threads, and print "
+      "the ratio of their times to the profile's, with a warning past --warn");
+  check->add_option("--profile", c->profile, "The profile: a file or a name in profiles/")
+      ->required();
+  check->add_option("--model", c->model,
+                    "The model the profile was measured on (default: the make-model preset of "
+                    "its model id)");
+  check->add_option("--repeats", c->repeats, "Runs of each step shape (their median)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
+  check->add_option("--warn", c->warn, "Warn when a kind of step is off by more than this")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  check->add_flag("--strict", c->strict, "Exit 1 when it warns");
+  check->callback([c] { RunCheck(*c); });
 }
 
 }  // namespace pdserve::app
