@@ -45,10 +45,9 @@ Admission AdmissionQueue::Submit(AdmissionRequest request) {
   const double slo = kSloHeadroom * std::chrono::duration<double>(request.ttft_slo).count();
   if (model > 0) a.after_prefill_s = AfterPrefillLocked(now);
   a.predicted_wait_s = model + a.after_prefill_s;
-  const double judged = a.predicted_wait_s;  // what is set against the SLO
-  if (slo > 0 && judged > slo) {
+  if (slo > 0 && a.predicted_wait_s > slo) {
     a.verdict = Admission::Verdict::kRejected;
-    const double over = std::ceil(judged - slo);
+    const double over = std::ceil(a.predicted_wait_s - slo);
     a.retry_after_s = std::isfinite(over) ? std::clamp(static_cast<int>(std::min(over, 1e6)), 1,
                                                        kMaxRetryAfterSeconds)
                                           : kMaxRetryAfterSeconds;
@@ -288,16 +287,20 @@ double AdmissionQueue::PredictLocked(const AdmissionRequest& request,
                    : 0;
   const std::chrono::duration<double> minimum(2 * mean_waiting / one_worker);
   double requests_per_second = -1;
-  if (const double drain = DrainRateLocked(now, minimum, &requests_per_second); drain >= 0) {
-    rate = std::min(rate, drain);
-  }
+  const double drain = DrainRateLocked(now, minimum, &requests_per_second);
+  // The queue's pace already holds every cost of a request; the workers' rate is per token.
+  const bool drain_binds = drain >= 0 && drain < rate;
+  if (drain >= 0) rate = std::min(rate, drain);
   if (rate <= 0) {
     *queue_s = std::numeric_limits<double>::infinity();
     return *queue_s;
   }
-  // Each request ahead also costs a step's fixed cost, shared by the workers like the tokens.
-  *queue_s = ahead / rate + requests_ahead * capacity.step_seconds / std::max(1, capacity.workers) +
-             in_workers_s;
+  *queue_s = ahead / rate + in_workers_s;
+  // At the workers' rate each request ahead also costs a step's fixed cost, shared like the
+  // tokens.
+  if (!drain_binds) {
+    *queue_s += requests_ahead * capacity.step_seconds / std::max(1, capacity.workers);
+  }
   // Requests cost more than their prompt tokens (a step's fixed cost, their KV's transfer, a
   // decode side that takes so many a second): while backlogged, the requests ahead at the pace
   // the queue has been starting them bound the wait too.

@@ -17,9 +17,10 @@
 // meanwhile), plus what the prefill workers still have to do of the prompts they hold (less what
 // their running steps have done at their measured rates) at the slower of two rates:
 // the workers' measured prompt rate and the rate the queue has been draining at while backlogged
-// (which sees the decode side's limit too), and no shorter than the requests ahead at the pace
-// the queue has been starting requests while backlogged; then its own prompt on one worker: a
-// step's fixed cost and its tokens at a worker's rate. Prompt tokens are those to compute: a caller
+// (which sees the decode side's limit too; at the workers' rate each request ahead also costs a
+// step's fixed cost), and no shorter than the requests ahead at the pace the queue has been
+// starting requests while backlogged; then its own prompt on one worker: a step's fixed cost and
+// its tokens at a worker's rate. Prompt tokens are those to compute: a caller
 // passes a prompt less the part the workers' prefix caches hold. With no measured prompt rate yet
 // it predicts nothing and refuses nothing.
 //
