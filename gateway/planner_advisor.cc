@@ -85,8 +85,14 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   const Counts& first = counts_.front();
   const Counts& last = counts_.back();
   planner::PoolSignals& prefill = signals[Pool::kPrefill];
-  prefill.refused_requests = static_cast<int>(last.refused - first.refused);
-  prefill.started_requests = static_cast<int>(last.started - first.started);
+  // Refusals count from when the prefill pool last grew: those made before its newest worker
+  // came are evidence about a smaller pool, and counted again would add a worker a cooldown.
+  const int prefill_size = prefill.reserved + prefill.burst;
+  if (prefill_size > prefill_size_) prefill_grew_ = last;
+  prefill_size_ = prefill_size;
+  const Counts& from = prefill_grew_ && prefill_grew_->at > first.at ? *prefill_grew_ : first;
+  prefill.refused_requests = static_cast<int>(last.refused - from.refused);
+  prefill.started_requests = static_cast<int>(last.started - from.started);
   // The prompt tokens started a second over the window, against what the pool prefills a second.
   const double window = std::chrono::duration<double>(last.at - first.at).count();
   const double capacity = registry_->Prefill().tokens_per_second;

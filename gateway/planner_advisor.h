@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "gateway/burst_asks.h"
@@ -84,6 +85,10 @@ class PlannerAdvisor {
     int64_t started = 0, prompt_tokens = 0;
   };
   std::deque<Counts> counts_;
+  // The prefill pool's workers at the last Tick, and the counts when it last grew (refusals and
+  // starts count from there, within the window).
+  int prefill_size_ = 0;
+  std::optional<Counts> prefill_grew_;
   std::unique_ptr<planner::ActuationLoop> actuation_;  // last: its thread reads metrics_
 };
 
