@@ -200,14 +200,10 @@ std::string PredictionsTable(const CostReport& r) {
       "<h3>Predictions against outcomes</h3><table><tr><th>section</th><th>decisions</th>"
       "<th>predicted TTFT</th><th>predicted queue wait</th></tr>\n";
   auto row = [&](const std::string& name, const PredictionFigures& f) {
-    std::string decisions;
-    for (const auto& [decision, n] : f.decisions) {
-      decisions += fmt::format("{}{} {}", decisions.empty() ? "" : ", ", decision, n);
-    }
-    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", HtmlEscape(name),
-                        HtmlEscape(decisions.empty() ? "-" : decisions),
-                        HtmlEscape(ErrorSummaryText(Summarise(f.ttft))),
-                        HtmlEscape(ErrorSummaryText(Summarise(f.queue_wait))));
+    html +=
+        fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", HtmlEscape(name),
+                    HtmlEscape(DecisionsText(f)), HtmlEscape(ErrorSummaryText(Summarise(f.ttft))),
+                    HtmlEscape(ErrorSummaryText(Summarise(f.queue_wait))));
   };
   row("overall", r.overall.predictions);
   for (const auto& [pool, errors] : r.overall.predictions.ttft_by_pool) {

@@ -103,13 +103,17 @@ std::string ErrorSummaryText(const std::optional<ErrorSummary>& s) {
                      Percent(s->relative_bias, true));
 }
 
-std::string PredictionsLines(const PredictionFigures& f) {
-  if (f.decisions.empty() && f.ttft.predicted.empty()) return "";
+std::string DecisionsText(const PredictionFigures& f) {
   std::string decisions;
   for (const auto& [decision, n] : f.decisions) {
     decisions += fmt::format("{}{} {}", decisions.empty() ? "" : ", ", decision, n);
   }
-  std::string out = fmt::format("  admission       {}\n", decisions.empty() ? "-" : decisions);
+  return decisions.empty() ? "-" : decisions;
+}
+
+std::string PredictionsLines(const PredictionFigures& f) {
+  if (f.decisions.empty() && f.ttft.predicted.empty()) return "";
+  std::string out = fmt::format("  admission       {}\n", DecisionsText(f));
   out += fmt::format("  predicted TTFT  {}\n", ErrorSummaryText(Summarise(f.ttft)));
   out += fmt::format("  predicted queue {}\n", ErrorSummaryText(Summarise(f.queue_wait)));
   for (const auto& [pool, errors] : f.ttft_by_pool) {

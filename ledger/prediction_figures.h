@@ -56,6 +56,8 @@ struct PredictionFigures {
 // summary {count, median_abs_error, p90_abs_error, bias, median_abs_relative_error,
 // p90_abs_relative_error, relative_bias} (seconds and fractions) or null when empty.
 nlohmann::json PredictionsJson(const PredictionFigures& f);
+// The decisions as "admitted 4, refused 1" ("-" when none); the text and HTML reports use it.
+std::string DecisionsText(const PredictionFigures& f);
 // The text report's lines: decisions, then TTFT and queue wait errors ("" when nothing).
 std::string PredictionsLines(const PredictionFigures& f);
 // One summary as short text: "n=120 median |err| 0.21 s (14%), p90 0.52 s (33%), bias +0.05 s
