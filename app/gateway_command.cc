@@ -25,6 +25,7 @@ struct PlannerFlags {
   double interval_s = 5;
   int budget = 0;
   int64_t itl_slo_ms = 100;
+  int64_t ttft_slo_ms = 0;  // 0: admission's --ttft-slo-ms where set, else 2000
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
   double burst_cold_start_s = 0;
@@ -50,7 +51,10 @@ std::shared_ptr<gateway::PlannerAdvisorOptions> PlannerOptionsFrom(const Planner
   o->decode = ParsePoolLimits("--planner-decode", f.decode);
   o->interval = std::chrono::milliseconds(std::llround(f.interval_s * 1000));
   o->planner.worker_budget = f.budget;
-  o->planner.ttft_slo_s = ttft_slo_ms > 0 ? ttft_slo_ms / 1000.0 : 2.0;
+  // The planner's target is its own: an operator may scale at a tighter TTFT than admission
+  // refuses at.
+  const int64_t planner_ttft_ms = f.ttft_slo_ms > 0 ? f.ttft_slo_ms : ttft_slo_ms;
+  o->planner.ttft_slo_s = planner_ttft_ms > 0 ? planner_ttft_ms / 1000.0 : 2.0;
   o->planner.itl_slo_s = f.itl_slo_ms / 1000.0;
   o->planner.up_cooldown = std::chrono::seconds(f.up_cooldown_s);
   o->planner.down_hold = std::chrono::seconds(f.down_hold_s);
@@ -220,6 +224,10 @@ void AddGatewayCommand(CLI::App& app) {
                  "Seconds a pool must be comfortable before one burst worker goes")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  gw->add_option("--planner-ttft-slo-ms", planner->ttft_slo_ms,
+                 "The planner adds prefill workers when the predicted time to first token "
+                 "exceeds this (default: --ttft-slo-ms where set, else 2000)")
+      ->check(CLI::NonNegativeNumber);
   gw->add_option("--itl-slo-ms", planner->itl_slo_ms,
                  "The planner adds decode workers when inter-token latency exceeds this")
       ->check(CLI::PositiveNumber)

@@ -1,5 +1,6 @@
-// `pdserve report`: reads a ledger and a price sheet and writes the cost report (table, CSV,
-// JSON or HTML; ledger/cost_report.h has the definitions). Every input is checked before
+// `pdserve report`: reads a ledger and, where given, a price sheet, and writes the cost report
+// (table, CSV, JSON or HTML; ledger/cost_report.h has the definitions): the self-hosted costs
+// alone without a sheet, compared with the sheet's APIs with one. Every input is checked before
 // anything is written, so a bad price sheet or ledger leaves no --out file behind.
 #include <iostream>
 #include <memory>
@@ -22,8 +23,15 @@ struct ReportFlags {
 
 Result<std::string> RenderReport(const ReportFlags& f) {
   PDSERVE_ASSIGN_OR_RETURN(ledger::LedgerFilter filter, ParseLedgerFilterFlags(f.filter));
-  PDSERVE_ASSIGN_OR_RETURN(ledger::PriceSheet sheet, ledger::PriceSheet::Load(f.prices));
-  PDSERVE_ASSIGN_OR_RETURN(std::vector<ledger::ApiPrice> apis, sheet.Select(f.apis));
+  std::vector<ledger::ApiPrice> apis;
+  if (!f.prices.empty()) {
+    PDSERVE_ASSIGN_OR_RETURN(ledger::PriceSheet sheet, ledger::PriceSheet::Load(f.prices));
+    PDSERVE_ASSIGN_OR_RETURN(apis, sheet.Select(f.apis));
+  } else if (!f.apis.empty()) {
+    return InvalidArgument(
+        "--api compares with a price sheet's entry: give the sheet with "
+        "--prices (prices/litellm-sample.json is a sample)");
+  }
   PDSERVE_ASSIGN_OR_RETURN(auto ledger, ledger::Ledger::OpenReadOnly(f.ledger));
   // The fleet's figures need every row in the window; tenant and tags narrow the sections.
   ledger::LedgerFilter window;
@@ -54,8 +62,9 @@ void AddReportCommand(CLI::App& app) {
       "report", "Cost report from a ledger: reserved vs burst vs external APIs per 1M tokens");
   cmd->add_option("--ledger", f->ledger, "the ledger file the gateway wrote (SQLite)")->required();
   cmd->add_option("--prices", f->prices,
-                  "price sheet in LiteLLM's model_prices_and_context_window.json format")
-      ->required();
+                  "price sheet in LiteLLM's model_prices_and_context_window.json format, to "
+                  "compare with external APIs (prices/litellm-sample.json is a dated sample); "
+                  "without it, self-hosted costs only");
   cmd->add_option("--api", f->apis,
                   "compare with this entry of the price sheet (repeatable; default: all)");
   cmd->add_option("--format", f->format, "table, csv, json or html")

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,13 @@
 namespace pdserve::app {
 
 namespace {
+
+// "2.00": a price to print.
+std::string Dollars(double usd) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", usd);
+  return text;
+}
 
 // Whether the gateway on this host's `port` answers GET /ready with 200 (within a second).
 bool GatewayReady(int port) {
@@ -36,13 +44,16 @@ struct UpFlags {
   int threads = 0;             // per worker; 0: the machine's cores shared among the workers
   std::string dtype = "auto";  // every worker's, so prefill and decode compute alike
   std::string ledger = "pdserve-ledger.sqlite";
-  double price_per_gpu_hour = 0;  // passed to every worker
+  // Passed to the workers: sample prices (a rented H100 by the hour, committed and on demand),
+  // so that the ledger's costs are not zero out of the box; `up` says so at start.
+  double price_per_gpu_hour = 2.0;
   bool no_auth = true;
   bool autoscale = false;
-  double burst_price_per_gpu_hour = 0;
+  double burst_price_per_gpu_hour = 3.0;
   int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
+  int64_t planner_ttft_slo_ms = 2000;
   bool prefix_cache = true;               // passed to every worker
   std::string disaggregation = "always";  // passed to the gateway
 };
@@ -74,6 +85,17 @@ void RunUp(const UpFlags& f) {
   // With a floor of 0 a pool starts empty: its planner starts burst workers when requests wait.
   const bool from_zero = f.colocated == 0 && (prefill.min == 0 || decode.min == 0);
   const std::string model_dir = ModelOrBuiltin("up", f.model_dir);
+  // What the ledger's costs rest on, said before anything is priced at it.
+  std::cout << "pdserve up: workers are priced at $" << Dollars(f.price_per_gpu_hour)
+            << " a GPU-hour"
+            << (f.autoscale ? ", burst ones $" + Dollars(f.burst_price_per_gpu_hour)
+                            : std::string())
+            << ", one GPU each"
+            << (f.price_per_gpu_hour == 2.0 && f.burst_price_per_gpu_hour == 3.0
+                    ? " (sample prices; set yours with --price-per-gpu-hour"
+                      " and --burst-price-per-gpu-hour)"
+                    : "")
+            << std::endl;
   const std::string ready = std::filesystem::temp_directory_path() /
                             ("pdserve-up-" + std::to_string(::getpid()) + ".json");
   std::filesystem::remove(ready);
@@ -128,6 +150,7 @@ void RunUp(const UpFlags& f) {
   if (!f.ledger.empty()) gateway.insert(gateway.end(), {"--ledger", f.ledger});
   gateway.insert(gateway.end(), {"--disaggregation", f.disaggregation});
   if (f.autoscale) {
+    gateway.insert(gateway.end(), {"--planner-ttft-slo-ms", std::to_string(f.planner_ttft_slo_ms)});
     // The gateway's planner starts and drains the burst workers as its own children.
     gateway.insert(gateway.end(), {"--planner",
                                    "advise",
@@ -226,9 +249,10 @@ void RunUp(const UpFlags& f) {
                             std::to_string(decode.max) + " with burst workers as the planner asks"
                       : std::string())
       << ". Ctrl-C stops it.\n"
-      << (f.ledger.empty() ? std::string()
-                           : "  costs go to " + f.ledger + ": pdserve report --ledger " + f.ledger +
-                                 " --prices PRICES.json\n")
+      << (f.ledger.empty()
+              ? std::string()
+              : "  costs go to " + f.ledger + ": pdserve report --ledger " + f.ledger +
+                    " (add --prices prices/litellm-sample.json to compare with APIs)\n")
       << "  curl http://127.0.0.1:" << http
       << "/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"" << model
       << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 16}'\n"
@@ -275,8 +299,14 @@ void AddUpCommand(CLI::App& app) {
   up->add_flag("--autoscale", u->autoscale,
                "Run the planner in the gateway and start and drain burst workers as it asks");
   up->add_option("--burst-price-per-gpu-hour", u->burst_price_per_gpu_hour,
-                 "USD per GPU-hour of burst workers, for the ledger")
-      ->check(CLI::NonNegativeNumber);
+                 "USD per GPU-hour of burst workers, for the ledger (a sample price by default)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  up->add_option("--planner-ttft-slo-ms", u->planner_ttft_slo_ms,
+                 "With --autoscale: the planner adds prefill workers when the predicted time to "
+                 "first token exceeds this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   up->add_option("--kv-pages", u->kv_pages,
                  "KV pages of each decode or colocated worker (0: default)")
       ->check(CLI::NonNegativeNumber);
@@ -302,8 +332,10 @@ void AddUpCommand(CLI::App& app) {
   up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,
-                 "USD per GPU-hour of every worker, for the ledger")
-      ->check(CLI::NonNegativeNumber);
+                 "USD per GPU-hour of every reserved worker, for the ledger (a sample price by "
+                 "default; 0: costs not counted)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   up->callback([u] { RunUp(*u); });
 }
 

@@ -31,7 +31,7 @@ void RunWorker(const char* command, Options o) {
   auto worker = W::Create(o);
   if (!worker.ok()) Fail(command, worker.status());
   if ((*worker)->metrics_port()) {
-    spdlog::info("metrics on http://127.0.0.1:{}/metrics", (*worker)->metrics_port());
+    spdlog::info("metrics on http://{}:{}/metrics", o.metrics_address, (*worker)->metrics_port());
   }
   boost::asio::io_context signals_io;
   boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM);
@@ -90,6 +90,10 @@ void AddWorkerCommands(CLI::App& app) {
     AddPrefixCacheOption(*cmd, o->engine.prefix_cache);
     cmd->add_option("--metrics-port", o->metrics_port,
                     "Prometheus /metrics port (0: any free port, -1: off)");
+    cmd->add_option("--metrics-address", o->metrics_address,
+                    "Address /metrics binds (0.0.0.0: every interface, for a Prometheus on "
+                    "another host or pod)")
+        ->capture_default_str();
     cmd->add_option("--step-log", o->step_log,
                     "Append each engine step's work and wall time to FILE, a JSON line each "
                     "(for pdserve profile calibrate)");

@@ -48,6 +48,8 @@ Result<std::unique_ptr<Worker>> Worker::Create(const WorkerOptions& options) {
       worker->layout_,
       kv_transfer::KvLayout::FromConfig(worker->engine_->config(), shape.page_size, shape.dtype));
   if (options.role == "decode") PDSERVE_RETURN_IF_ERROR(worker->StartKvListener());
+  PDSERVE_ASSIGN_OR_RETURN(worker->gpu_uuid_,
+                           worker::GpuUuidOf(worker->engine_->backend().device()));
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, options.role));
   PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
   return worker;
@@ -263,6 +265,7 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   out->set_cached_blocks(held_pages);
   out->set_device(engine_->backend().device());  // normalised: "cuda:0", never "cuda"
   out->set_host_id(HostIdentity());
+  out->set_gpu_uuid(gpu_uuid_);
   out->set_transfer_secret(reinterpret_cast<const char*>(reservation->secret.data()),
                            reservation->secret.size());
   link_->Send(reply);

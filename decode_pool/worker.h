@@ -93,6 +93,7 @@ class Worker {
   std::unique_ptr<worker::GatewayLink> link_;
   std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log
+  std::string gpu_uuid_;                      // its GPU's ("" on the cpu): in each Reserved
   // Role decode only. The receiver writes into the engine's KV pool and must outlive the listener.
   std::unique_ptr<kv_transfer::KvReceiver> receiver_;
   std::unique_ptr<kv_transfer::TcpKvListener> listener_;

@@ -155,6 +155,7 @@ void HttpSession::Handle(Request request) {
                       {"running", w.running},
                       {"inflight", w.inflight},
                       {"free_pages", w.free_pages},
+                      {"kv_pages", w.kv_pages},
                       {"draining", w.draining}});
     }
     return Respond(200, DumpJson(nlohmann::json{

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace pdserve::gateway {
 
@@ -15,6 +16,7 @@ std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::Wor
   planner::PoolSignals& prefill = out[Pool::kPrefill];
   planner::PoolSignals& decode = out[Pool::kDecode];
   int64_t pages = 0, used = 0;
+  std::vector<double> unloaded_itls;
   for (const router::WorkerLoad& w : workers) {
     if (w.draining || (w.role != "prefill" && w.role != "decode")) continue;
     planner::PoolSignals& s = w.role == "prefill" ? prefill : decode;
@@ -24,13 +26,34 @@ std::map<Pool, planner::PoolSignals> PoolSignalsFrom(std::span<const router::Wor
     if (w.role == "decode") {
       pages += w.kv_pages;
       used += w.kv_pages - w.free_pages;
+      if (w.unloaded_decode_step_seconds > 0) {
+        unloaded_itls.push_back(w.unloaded_decode_step_seconds);
+      }
     }
   }
   for (auto& [pool, s] : out) s.queued_requests = static_cast<int>(queued);
   prefill.predicted_ttft_s = predicted_wait_s;
   decode.itl_s = itl_s;
+  if (!unloaded_itls.empty()) {  // the median worker's
+    auto mid = unloaded_itls.begin() + unloaded_itls.size() / 2;
+    std::nth_element(unloaded_itls.begin(), mid, unloaded_itls.end());
+    decode.unloaded_itl_s = *mid;
+  }
   decode.kv_use = pages > 0 ? static_cast<double>(used) / static_cast<double>(pages) : 0;
   return out;
+}
+
+std::vector<std::string> DrainOrder(std::span<const router::WorkerLoad> workers, Pool pool) {
+  std::vector<const router::WorkerLoad*> burst;
+  for (const router::WorkerLoad& w : workers) {
+    if (w.draining || w.capacity_class != CapacityClass::kBurst) continue;
+    if (w.role == (pool == Pool::kPrefill ? "prefill" : "decode")) burst.push_back(&w);
+  }
+  std::stable_sort(burst.begin(), burst.end(),
+                   [](const auto* a, const auto* b) { return a->idle_seconds > b->idle_seconds; });
+  std::vector<std::string> names;
+  for (const auto* w : burst) names.push_back(w->name);
+  return names;
 }
 
 int StartingWorkers(int desired_burst, int registered_burst,
@@ -53,6 +76,8 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
       start_timeout_(options.start_timeout),
       asks_(std::move(asks)),
       mode_(options.actuator && !options.advise ? "act" : "advise") {
+  spdlog::info("planner ({}): TTFT target {:.2f} s, ITL target {:.3f} s", mode_,
+               options.planner.ttft_slo_s, options.planner.itl_slo_s);
   if (options.actuator) {
     spdlog::info("planner ({}): burst workers through {}", mode_, options.actuator->Describe());
     planner::ActuationLoopOptions loop;
@@ -122,7 +147,7 @@ void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
   for (const auto& [pool, s] : signals) {
     const int desired_burst = planner_.desired(pool).burst;
     if (asks_) asks_->KeepAtMost(pool, desired_burst - s.burst);
-    if (actuation_) actuation_->Want(pool, desired_burst);
+    if (actuation_) actuation_->Want(pool, desired_burst, DrainOrder(snapshot, pool));
   }
 }
 

@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "gateway/burst_asks.h"
 #include "gateway/gateway_metrics.h"
@@ -49,9 +51,15 @@ int StartingWorkers(int desired_burst, int registered_burst,
                     std::chrono::steady_clock::duration since_last_up,
                     std::chrono::steady_clock::duration start_timeout);
 
+// `pool`'s burst workers (not draining) by their registered names, the idlest first: the order
+// the actuator lets them go in.
+std::vector<std::string> DrainOrder(std::span<const router::WorkerLoad> workers,
+                                    planner::Pool pool);
+
 // Each pool's signals: its reserved and burst workers (not draining), the requests waiting
 // (both pools'), the wait the queue predicts for a request arriving now (prefill), the share of
-// decode KV pages in use and the recent inter-token latency (decode), and the longest a burst
+// decode KV pages in use, the recent inter-token latency and the median decode worker's unloaded
+// step (decode), and the longest a burst
 // worker has been idle. Starting workers are for the caller to fill in (StartingWorkers).
 std::map<planner::Pool, planner::PoolSignals> PoolSignalsFrom(
     std::span<const router::WorkerLoad> workers, size_t queued, double predicted_wait_s,

@@ -31,9 +31,11 @@ Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view de
   return *path;
 }
 
-PayloadPath GpuPathTo(std::string_view device, std::string_view host_id,
-                      std::string_view peer_device, std::string_view peer_host_id) {
-  const bool same_gpu = !peer_host_id.empty() && peer_host_id == host_id && peer_device == device;
+PayloadPath GpuPathTo(const GpuIdentity& self, const GpuIdentity& peer) {
+  const bool same_gpu =
+      !self.uuid.empty() && !peer.uuid.empty()
+          ? self.uuid == peer.uuid
+          : !peer.host_id.empty() && peer.host_id == self.host_id && peer.device == self.device;
   return same_gpu ? PayloadPath::kCudaIpc : PayloadPath::kNccl;
 }
 

@@ -24,10 +24,17 @@ namespace pdserve::kv_transfer {
 // mismatch is refused with a message naming --kv-path.
 Result<PayloadPath> ChoosePayloadPath(std::string_view name, std::string_view device);
 
-// For "auto" on a GPU, once the receiver is known: CUDA IPC when it has the same GPU on the same
-// machine (NCCL cannot pair two ranks on one GPU), else NCCL. An unknown peer gets NCCL.
-PayloadPath GpuPathTo(std::string_view device, std::string_view host_id,
-                      std::string_view peer_device, std::string_view peer_host_id);
+// A KV pool's GPU as a peer describes it: its device ("cuda:0"), its machine (HostIdentity) and
+// the GPU's UUID ("" where unknown: a worker of an older release).
+struct GpuIdentity {
+  std::string_view device, host_id, uuid;
+};
+
+// For "auto" on a GPU, once the receiver is known: CUDA IPC when it has the same GPU (NCCL cannot
+// pair two ranks on one GPU), else NCCL. The same GPU is the same UUID where both have one (two
+// containers of a node may each call their own GPU "cuda:0"); else the same device on the same
+// machine. An unknown peer gets NCCL.
+PayloadPath GpuPathTo(const GpuIdentity& self, const GpuIdentity& peer);
 
 class DevicePayloadSender {
  public:

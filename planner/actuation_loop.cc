@@ -16,10 +16,11 @@ ActuationLoop::~ActuationLoop() {
   thread_.join();
 }
 
-void ActuationLoop::Want(Pool pool, int burst) {
+void ActuationLoop::Want(Pool pool, int burst, std::vector<std::string> drain_order) {
   {
     std::lock_guard lock(mu_);
     Entry& e = pools_[pool];
+    e.drain_order = std::move(drain_order);
     if (e.state.wanted == burst) return;
     e.state.wanted = burst;
   }
@@ -55,7 +56,9 @@ void ActuationLoop::Run() {
       continue;
     }
     const int count = pools_[pool].state.wanted;
+    std::vector<std::string> order = pools_[pool].drain_order;
     lock.unlock();
+    actuator_->SetDrainOrder(pool, std::move(order));
     const Status s = actuator_->SetBurstWorkers(pool, count);
     if (options_.on_result) options_.on_result(pool, count, s);
     lock.lock();

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "planner/actuator.h"
 
@@ -36,8 +37,9 @@ class ActuationLoop {
   ActuationLoop(const ActuationLoop&) = delete;
   ActuationLoop& operator=(const ActuationLoop&) = delete;
 
-  // The burst workers `pool` should have; returns at once.
-  void Want(Pool pool, int burst);
+  // The burst workers `pool` should have, and the order to let them go in (Actuator::
+  // SetDrainOrder, passed before each SetBurstWorkers); returns at once.
+  void Want(Pool pool, int burst, std::vector<std::string> drain_order = {});
 
   struct PoolState {
     int wanted = -1;   // the latest count asked for (-1: none yet)
@@ -52,8 +54,9 @@ class ActuationLoop {
   using Clock = std::chrono::steady_clock;
   struct Entry {
     PoolState state;
-    int attempted = -1;     // the count of the latest call, whatever its outcome
-    Clock::time_point due;  // the next call, when wanted == attempted
+    int attempted = -1;                    // the count of the latest call, whatever its outcome
+    std::vector<std::string> drain_order;  // the latest Want's
+    Clock::time_point due;                 // the next call, when wanted == attempted
   };
   void Run();
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "planner/planner.h"
@@ -23,6 +24,12 @@ class Actuator {
   // worker let go is sent SIGTERM, drains its requests, then exits. The same count again
   // changes nothing. The error says what the orchestrator refused.
   virtual Status SetBurstWorkers(Pool pool, int count) = 0;
+  // `pool`'s burst workers in the order to let them go, as they registered
+  // (common/worker_name.h: "host:pid", "host:pid@slurm:JOB"; a pod's host is its name), the
+  // idlest first. A later SetBurstWorkers that lowers the count lets go first those of them it
+  // can find (by pid, job or pod), then the newest. Kept until the next call; by default
+  // ignored (the newest go).
+  virtual void SetDrainOrder(Pool /*pool*/, std::vector<std::string> /*names*/) {}
   // For logs: "slurm (deploy/slurm/pdserve-worker.sbatch)".
   virtual std::string Describe() const = 0;
 };

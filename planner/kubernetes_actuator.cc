@@ -11,12 +11,22 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include "common/worker_name.h"
+
 namespace pdserve::planner {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+
+// The annotation the ReplicaSet controller reads when it picks pods to delete, lowest first
+// (kubernetes.io/docs/reference/labels-annotations-taints/#pod-deletion-cost); unmarked pods
+// count as 0.
+constexpr const char* kDeletionCost = "controller.kubernetes.io/pod-deletion-cost";
+constexpr int kLowestCost = -1000;
 
 constexpr const char* kNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
@@ -71,10 +81,10 @@ std::string KubernetesActuator::Describe() const {
          "-{prefill,decode}-burst)";
 }
 
-Status KubernetesActuator::SetBurstWorkers(Pool pool, int count) {
+Result<nlohmann::json> KubernetesActuator::Call(const std::string& method, const std::string& path,
+                                                const std::string& body) const {
   auto token = ReadFile(options_.token_file, "service account token");
   if (!token.ok()) return token.status();
-  const std::string path = ScalePath(pool);
   try {
     asio::io_context io;
     asio::ssl::context tls(asio::ssl::context::tls_client);
@@ -98,13 +108,13 @@ Status KubernetesActuator::SetBurstWorkers(Pool pool, int count) {
         resolver.resolve(options_.api_host, std::to_string(options_.api_port)));
     stream.handshake(asio::ssl::stream_base::client);
 
-    http::request<http::string_body> request(http::verb::patch, path, 11);
+    http::request<http::string_body> request(http::string_to_verb(method), path, 11);
     request.set(http::field::host, options_.api_host);
     request.set(http::field::authorization, "Bearer " + *token);
-    request.set(http::field::content_type, "application/merge-patch+json");
+    if (!body.empty()) request.set(http::field::content_type, "application/merge-patch+json");
     request.set(http::field::accept, "application/json");
     request.set(http::field::user_agent, "pdserve-planner");
-    request.body() = nlohmann::json{{"spec", {{"replicas", count}}}}.dump();
+    request.body() = body;
     request.prepare_payload();
     http::write(stream, request);
     beast::flat_buffer buffer;
@@ -114,21 +124,66 @@ Status KubernetesActuator::SetBurstWorkers(Pool pool, int count) {
     const auto& response = parser.get();
     stream.shutdown(ec);  // the server may close without a TLS close_notify: not an error here
     const int code = static_cast<int>(response.result_int());
-    if (code >= 200 && code < 300) return Status::Ok();
+    const auto answer = nlohmann::json::parse(response.body(), nullptr, false);
+    if (code >= 200 && code < 300) {
+      return answer.is_discarded() ? nlohmann::json::object() : answer;
+    }
     // The API server answers errors with a Status object whose `message` says why.
-    const auto body = nlohmann::json::parse(response.body(), nullptr, false);
     const std::string why =
-        body.is_object() && body.contains("message") && body["message"].is_string()
-            ? body["message"].get<std::string>()
+        answer.is_object() && answer.contains("message") && answer["message"].is_string()
+            ? answer["message"].get<std::string>()
             : response.body().substr(0, 200);
-    const std::string text = "PATCH " + path + " answered " + std::to_string(code) + ": " + why;
+    const std::string text = method + " " + path + " answered " + std::to_string(code) + ": " + why;
     if (code == 401 || code == 403) return FailedPrecondition(text);
     if (code == 404) return NotFound(text);
     return Unavailable(text);
   } catch (const boost::system::system_error& e) {
-    return Unavailable("PATCH https://" + options_.api_host + ":" +
+    return Unavailable(method + " https://" + options_.api_host + ":" +
                        std::to_string(options_.api_port) + path + ": " + e.what());
   }
+}
+
+void KubernetesActuator::MarkForDeletion(Pool pool, int count) {
+  const auto names = drain_order_.find(pool);
+  if (names == drain_order_.end() || names->second.empty()) return;
+  auto scale = Call("GET", ScalePath(pool), "");
+  if (!scale.ok()) {
+    spdlog::warn("kubernetes: cannot read {}'s scale ({}); the newest pods go",
+                 DeploymentName(pool), scale.status().ToString());
+    return;
+  }
+  const auto& replicas = (*scale)["spec"]["replicas"];
+  const int current = replicas.is_number_integer() ? replicas.get<int>() : 0;
+  // The pods to go, idlest first, at the lowest costs: the ReplicaSet controller deletes the
+  // pods of lowest pod-deletion-cost first.
+  const int going = std::min<int>(current - count, static_cast<int>(names->second.size()));
+  for (int i = 0; i < going; ++i) {
+    const std::string& name = names->second[static_cast<size_t>(i)];
+    const auto parts = ParseWorkerName(name);
+    const std::string pod = parts ? parts->host : name;  // a pod's hostname is its name
+    const nlohmann::json patch = {
+        {"metadata", {{"annotations", {{kDeletionCost, std::to_string(kLowestCost + i)}}}}}};
+    auto marked = Call("PATCH", PodPath(pod), patch.dump());
+    if (!marked.ok()) {
+      spdlog::warn("kubernetes: cannot mark pod {} to go first ({}); the ReplicaSet picks", pod,
+                   marked.status().ToString());
+    }
+  }
+}
+
+Status KubernetesActuator::SetBurstWorkers(Pool pool, int count) {
+  MarkForDeletion(pool, count);
+  auto scaled =
+      Call("PATCH", ScalePath(pool), nlohmann::json{{"spec", {{"replicas", count}}}}.dump());
+  return scaled.ok() ? Status::Ok() : scaled.status();
+}
+
+void KubernetesActuator::SetDrainOrder(Pool pool, std::vector<std::string> names) {
+  drain_order_[pool] = std::move(names);
+}
+
+std::string KubernetesActuator::PodPath(const std::string& pod) const {
+  return "/api/v1/namespaces/" + options_.namespace_name + "/pods/" + pod;
 }
 
 }  // namespace pdserve::planner

@@ -1,6 +1,12 @@
 #include "planner/local_actuator.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "common/worker_name.h"
 
 namespace pdserve::planner {
 
@@ -8,6 +14,17 @@ LocalActuator::LocalActuator(LocalActuatorOptions options)
     : options_(std::move(options)), processes_(options_.processes), reaper_([this] { Reap(); }) {}
 
 LocalActuator::~LocalActuator() { StopAll(); }
+
+namespace {
+
+// This machine's name as workers register it (worker/registration.cc).
+std::string ThisHost() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+}  // namespace
 
 Status LocalActuator::SetBurstWorkers(Pool pool, int count) {
   if (count < 0) return InvalidArgument("a negative count of burst workers");
@@ -27,12 +44,32 @@ Status LocalActuator::SetBurstWorkers(Pool pool, int count) {
                  PoolName(pool), name, *pid);
   }
   while (static_cast<int>(running.size()) > count) {
-    spdlog::info("the planner wants {} burst {} worker(s): draining {}", count, PoolName(pool),
-                 running.back());
-    processes_.Stop(running.back());
-    running.pop_back();
+    // The first of the drain order that is one of these children, else the newest.
+    auto victim = std::prev(running.end());
+    bool chosen = false;
+    for (const std::string& registered : drain_order_[pool]) {
+      const auto parts = ParseWorkerName(registered);
+      if (!parts || parts->host != ThisHost()) continue;
+      auto it = std::find_if(running.begin(), running.end(), [&](const std::string& name) {
+        return processes_.PidOf(name) == static_cast<pid_t>(parts->pid);
+      });
+      if (it != running.end()) {
+        victim = it;
+        chosen = true;
+        break;
+      }
+    }
+    spdlog::info("the planner wants {} burst {} worker(s): draining {} ({})", count, PoolName(pool),
+                 *victim, chosen ? "the idlest" : "the newest");
+    processes_.Stop(*victim);
+    running.erase(victim);
   }
   return Status::Ok();
+}
+
+void LocalActuator::SetDrainOrder(Pool pool, std::vector<std::string> names) {
+  std::lock_guard lock(mu_);
+  drain_order_[pool] = std::move(names);
 }
 
 void LocalActuator::StopAll(std::chrono::milliseconds grace) {

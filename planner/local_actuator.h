@@ -1,7 +1,8 @@
 // LocalActuator: burst workers as child processes of this one, on this machine (`pdserve gateway
 // --planner ... --actuator local`, which `pdserve up --autoscale` runs). More workers: it starts
 // each as `POOL-burst-N` (N counts every start, both pools) with the command line worker_argv
-// gives; fewer: the newest extra ones are sent SIGTERM, drain their requests and exit. A burst
+// gives; fewer: those first in the drain order (SetDrainOrder: the gateway's names, "host:pid",
+// found by pid), then the newest, are sent SIGTERM, drain their requests and exit. A burst
 // worker that exits on its own is started again after a backoff (planner/local_processes.h). It
 // logs each start, drain and exit. When it is destroyed (or StopAll), every burst worker is
 // stopped and waited for.
@@ -45,6 +46,7 @@ class LocalActuator : public Actuator {
   LocalActuator& operator=(const LocalActuator&) = delete;
 
   Status SetBurstWorkers(Pool pool, int count) override;
+  void SetDrainOrder(Pool pool, std::vector<std::string> names) override;
   std::string Describe() const override { return "local (" + options_.description + ")"; }
 
   // SIGTERM to every burst worker, then waits for each, SIGKILL after `grace`. Nothing is started
@@ -65,7 +67,8 @@ class LocalActuator : public Actuator {
   mutable std::mutex mu_;  // guards everything below but reaper_
   std::condition_variable wake_;
   LocalProcesses processes_;
-  std::map<Pool, std::vector<std::string>> running_;  // names, the oldest first
+  std::map<Pool, std::vector<std::string>> running_;      // names, the oldest first
+  std::map<Pool, std::vector<std::string>> drain_order_;  // SetDrainOrder's
   int started_ = 0;
   bool stopped_ = false;
   std::thread reaper_;  // last: starts once the members above are ready

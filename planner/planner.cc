@@ -10,9 +10,10 @@ const char* PoolName(Pool pool) { return pool == Pool::kPrefill ? "prefill" : "d
 
 namespace {
 
-std::string Format(const char* format, double a, double b) {
-  char text[128];
-  std::snprintf(text, sizeof text, format, a, b);
+template <typename... Numbers>
+std::string Format(const char* format, Numbers... numbers) {
+  char text[160];
+  std::snprintf(text, sizeof text, format, static_cast<double>(numbers)...);
   return text;
 }
 
@@ -87,11 +88,21 @@ Planner::Shortage Planner::ShortBecause(Pool pool, const PoolSignals& s) const {
     return {"kv_use", Format("KV use %.0f%% > %.0f%%", 100 * s.kv_use, 100 * options_.kv_high),
             MissingFor(running, s.kv_use / options_.kv_high)};
   }
-  if (s.itl_s > options_.itl_slo_s) {
-    return {"itl", Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, options_.itl_slo_s),
-            MissingFor(running, s.itl_s / options_.itl_slo_s)};
+  const double target = ItlTarget(s);
+  if (s.itl_s > target) {
+    return {"itl",
+            target > options_.itl_slo_s
+                ? Format("inter-token latency %.3f s > %.3f s, twice the unloaded %.3f s (SLO "
+                         "%.3f s is below it)",
+                         s.itl_s, target, s.unloaded_itl_s, options_.itl_slo_s)
+                : Format("inter-token latency %.3f s > SLO %.3f s", s.itl_s, target),
+            MissingFor(running, s.itl_s / target)};
   }
   return {};
+}
+
+double Planner::ItlTarget(const PoolSignals& s) const {
+  return std::max(options_.itl_slo_s, 2 * s.unloaded_itl_s);
 }
 
 bool Planner::CanLoseOne(Pool pool, const PoolSignals& s) const {
@@ -107,7 +118,10 @@ bool Planner::Comfortable(Pool pool, const PoolSignals& s) const {
   if (pool == Pool::kPrefill) {
     return s.predicted_ttft_s < options_.down_ratio * options_.ttft_slo_s && CanLoseOne(pool, s);
   }
-  return s.kv_use < options_.kv_low && s.itl_s < options_.down_ratio * options_.itl_slo_s;
+  // What the batch adds to the unloaded step, against the room the target leaves above it.
+  const double unloaded = std::max(0.0, s.unloaded_itl_s);
+  return s.kv_use < options_.kv_low &&
+         s.itl_s < unloaded + options_.down_ratio * (ItlTarget(s) - unloaded);
 }
 
 std::vector<Decision> Planner::Decide(Clock::time_point now,

@@ -9,19 +9,22 @@
 // - Up when the pool is short: prefill when the predicted TTFT exceeds the TTFT SLO, or when
 //   admission refused over 5% of the requests (2 at least) for a predicted wait past it lately
 //   (demand it shed is demand all the same), or requests wait and no worker runs (up from zero);
-//   decode when KV use is above kv_high or the inter-token latency exceeds the ITL SLO (or requests
-//   wait with no worker). The step is the burst workers the signal says are missing if the load
-//   spreads evenly (running x signal / target, less those running; for refusals, running x
-//   (refused + started) / started), at least one, within the burst maximum and the shared
-//   worker budget; then no other step up for up_cooldown. A sized step (as Dynamo's SLA planner
-//   takes) costs one cold start per load step, not one per worker.
+//   decode when KV use is above kv_high or the inter-token latency exceeds the ITL target (or
+//   requests wait with no worker). The ITL target is the ITL SLO, or twice the workers' unloaded
+//   ITL (one sequence in a step) where that is more: more workers cannot bring ITL below it. The
+//   step is the burst workers the signal says are missing if the load spreads evenly (running x
+//   signal / target, less those running; for refusals, running x (refused + started) / started), at
+//   least one, within the burst maximum and the shared worker budget; then no other step up for
+//   up_cooldown. A sized step (as Dynamo's SLA planner takes) costs one cold start per load step,
+//   not one per worker.
 // - No decision for a pool while workers it asked for are still starting.
 // - Down when the pool has been comfortable (prefill: predicted TTFT under down_ratio of the
 //   SLO, nothing queued or refused, and its workers but one would be busy under
 //   down_utilisation of the time at the prompt tokens started lately; decode: KV use under kv_low
-//   and ITL under down_ratio of the SLO) for down_hold without a break: one burst worker, drained
-//   by the actuator, then the window starts again. Zero traffic is comfortable, so the pools return
-//   to their floors.
+//   and ITL above its unloaded value by under down_ratio of the target's headroom over it, which
+//   is down_ratio of the SLO where unloaded ITL is unknown) for down_hold without a break: one
+//   burst worker, drained by the actuator, then the window starts again. Zero traffic is
+//   comfortable, so the pools return to their floors.
 // - Down at once, whatever the window, when a burst worker of a pool that is not short has had
 //   no request for burst_idle (0: never) and the rest would stay under down_utilisation: idle
 //   burst capacity is paid for and does nothing.
@@ -58,7 +61,10 @@ struct PoolSignals {
   double predicted_ttft_s = 0;  // prefill: for a request arriving now
   double kv_use = 0;            // decode: pages used over pages registered, 0..1
   double itl_s = 0;             // decode: recent inter-token latency (0: no traffic)
-  double burst_idle_s = 0;      // the longest any burst worker has held no request
+  // Decode: the workers' step with one sequence (0: not measured yet), the ITL no scaling goes
+  // below.
+  double unloaded_itl_s = 0;
+  double burst_idle_s = 0;  // the longest any burst worker has held no request
 };
 
 struct PoolLimits {
@@ -121,6 +127,8 @@ class Planner {
   // Whether the pool's load would leave the rest under down_utilisation without one worker
   // (prefill; decode: always).
   bool CanLoseOne(Pool pool, const PoolSignals& signals) const;
+  // The decode pool's ITL target: the SLO, or twice the unloaded ITL where that is more.
+  double ItlTarget(const PoolSignals& signals) const;
   int DesiredTotal() const;
 
   PlannerOptions options_;

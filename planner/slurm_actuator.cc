@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
+#include "common/worker_name.h"
 #include "planner/command_runner.h"
 
 namespace pdserve::planner {
@@ -81,13 +83,36 @@ Status SlurmActuator::SetBurstWorkers(Pool pool, int count) {
     spdlog::info("slurm: submitted job {} ({}) for a burst {} worker", *id, JobName(pool),
                  PoolName(pool));
   }
-  for (; live > count; --live) {
-    const Job& newest = (*jobs)[static_cast<size_t>(live - 1)];
-    PDSERVE_RETURN_IF_ERROR(Release(newest));
-    spdlog::info("slurm: {} job {} ({})", newest.pending ? "cancelled pending" : "draining",
-                 newest.id, JobName(pool));
+  if (live <= count) return Status::Ok();
+  // Which go: pending jobs (nothing to drain), then the running jobs of the drain order (the
+  // gateway's idlest workers, named with their job), then the newest.
+  std::vector<Job> going;
+  auto take = [&](const std::function<bool(const Job&)>& pick) {
+    for (auto it = jobs->rbegin();
+         it != jobs->rend() && live - static_cast<int>(going.size()) > count; ++it) {
+      const bool taken =
+          std::any_of(going.begin(), going.end(), [&](const Job& g) { return g.id == it->id; });
+      if (!taken && pick(*it)) going.push_back(*it);
+    }
+  };
+  take([](const Job& j) { return j.pending; });
+  for (const std::string& name : drain_order_[pool]) {
+    const auto parts = ParseWorkerName(name);
+    if (parts && !parts->slurm_job.empty()) {
+      take([&](const Job& j) { return j.id == parts->slurm_job; });
+    }
+  }
+  take([](const Job&) { return true; });
+  for (const Job& job : going) {
+    PDSERVE_RETURN_IF_ERROR(Release(job));
+    spdlog::info("slurm: {} job {} ({})", job.pending ? "cancelled pending" : "draining", job.id,
+                 JobName(pool));
   }
   return Status::Ok();
+}
+
+void SlurmActuator::SetDrainOrder(Pool pool, std::vector<std::string> names) {
+  drain_order_[pool] = std::move(names);
 }
 
 }  // namespace pdserve::planner

@@ -2,7 +2,9 @@
 // More workers: `sbatch --parsable --job-name=PREFIX-POOL-burst [sbatch args] --export=ALL,
 // PDSERVE_POOL=POOL,PDSERVE_CLASS=burst,... SCRIPT POOL burst`; the job script
 // (deploy/slurm/pdserve-worker.sbatch) runs `pdserve POOL --capacity-class burst ...`. Fewer:
-// the newest job goes; a pending one is cancelled, a running one is sent SIGTERM (`scancel
+// pending jobs go first, then the running jobs of the drain order (SetDrainOrder: workers register
+// as "host:pid@slurm:JOB", common/worker_name.h), then the newest; a pending one is cancelled,
+// a running one is sent SIGTERM (`scancel
 // --full --signal=TERM`): its worker drains, exits, and the job ends. Before each change it asks
 // `squeue` which of the pool's jobs still live, so a job that ended on its own is replaced, and
 // jobs a previous gateway submitted under the same name are counted (and cancelled first).
@@ -33,6 +35,7 @@ class SlurmActuator : public Actuator {
  public:
   explicit SlurmActuator(SlurmActuatorOptions options) : options_(std::move(options)) {}
   Status SetBurstWorkers(Pool pool, int count) override;
+  void SetDrainOrder(Pool pool, std::vector<std::string> names) override;
   std::string Describe() const override { return "slurm (" + options_.job_script + ")"; }
 
  private:
@@ -48,6 +51,7 @@ class SlurmActuator : public Actuator {
 
   SlurmActuatorOptions options_;
   std::set<std::string> released_;  // job ids sent SIGTERM or cancelled, maybe still draining
+  std::map<Pool, std::vector<std::string>> drain_order_;  // SetDrainOrder's
 };
 
 }  // namespace pdserve::planner

@@ -46,6 +46,8 @@ Result<std::unique_ptr<PrefillWorker>> PrefillWorker::Create(const PrefillWorker
   if (path != kv_transfer::PayloadPath::kTcp) {
     PDSERVE_ASSIGN_OR_RETURN(worker->kv_device_, model::ParseCudaDevice(options.engine.device));
   }
+  PDSERVE_ASSIGN_OR_RETURN(worker->gpu_uuid_,
+                           worker::GpuUuidOf(worker->engine_->backend().device()));
   PDSERVE_ASSIGN_OR_RETURN(worker->metrics_, worker::StartWorkerMetrics(options, "prefill"));
   PDSERVE_ASSIGN_OR_RETURN(worker->step_log_, worker::OpenStepLog(options));
   return worker;
@@ -184,8 +186,9 @@ Result<std::shared_ptr<kv_transfer::Transport>> PrefillWorker::TransportTo(
   const bool per_peer = options_.kv_path == "auto" && kv_path_ != kv_transfer::PayloadPath::kTcp;
   // The backend's name for its device ("cuda:0"), as the decode worker sends its own: the two
   // flags as typed may differ ("cuda" against "cuda:0") for the same GPU.
-  o.path = per_peer ? kv_transfer::GpuPathTo(engine_->backend().device(), HostIdentity(),
-                                             dst.device(), dst.host_id())
+  const std::string self_device = engine_->backend().device();
+  o.path = per_peer ? kv_transfer::GpuPathTo({self_device, HostIdentity(), gpu_uuid_},
+                                             {dst.device(), dst.host_id(), dst.gpu_uuid()})
                     : kv_path_;
   o.device = kv_device_;
   o.congestion_control = options_.kv_tcp_congestion;

@@ -136,7 +136,8 @@ class PrefillWorker {
   std::unique_ptr<model::Engine> engine_;
   const kv_transfer::KvLayout layout_;
   kv_transfer::PayloadPath kv_path_ = kv_transfer::PayloadPath::kTcp;  // set by Create
-  int kv_device_ = 0;  // CUDA device of the KV pool (GPU paths)
+  int kv_device_ = 0;     // CUDA device of the KV pool (GPU paths)
+  std::string gpu_uuid_;  // its GPU's ("" on the cpu): the same GPU as a decode worker's or not
   std::unique_ptr<worker::GatewayLink> link_;
   std::unique_ptr<worker::WorkerMetrics> metrics_;
   std::unique_ptr<model::StepLog> step_log_;  // null without --step-log

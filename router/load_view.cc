@@ -59,6 +59,10 @@ void LoadView::OnStep(uint64_t worker, const proto::StepReport& step) {
     w.prompt_steps.Add(prompt_tokens, step.seconds());
     w.prefill_tokens_per_second = w.prompt_steps.tokens_per_second();
   }
+  if (prompt_tokens == 0 && step.request_ids_size() == 1 && step.seconds() > 0) {
+    double& unloaded = w.unloaded_decode_step_seconds;
+    unloaded = unloaded > 0 ? 0.9 * unloaded + 0.1 * step.seconds() : step.seconds();
+  }
 }
 
 void LoadView::Routed(uint64_t attempt, const router::Route& route, int kv_pages,
@@ -177,6 +181,7 @@ std::vector<router::WorkerLoad> LoadView::Snapshot() const {
     }
     l.max_batch_tokens = w.info.max_batch_tokens();
     l.prefill_tokens_per_second = w.prefill_tokens_per_second;
+    l.unloaded_decode_step_seconds = w.unloaded_decode_step_seconds;
     l.draining = w.load.draining();
     out.push_back(std::move(l));
   }
@@ -187,6 +192,7 @@ std::vector<router::WorkerLoad> LoadView::SnapshotWithIdleTimes(Clock::time_poin
   std::vector<router::WorkerLoad> out = Snapshot();
   for (router::WorkerLoad& l : out) {
     const Worker& w = workers_.at(l.id);
+    l.name = w.info.name();
     if (w.attempts.empty())
       l.idle_seconds = std::chrono::duration<double>(now - w.last_busy).count();
   }
@@ -253,7 +259,8 @@ std::vector<WorkerSummary> LoadView::Summaries() const {
   std::vector<WorkerSummary> out;
   for (const auto& [id, w] : workers_) {
     out.push_back({id, w.info.role(), RegisteredClass(w.info), w.info.name(), w.load.free_pages(),
-                   w.load.running(), static_cast<int>(w.attempts.size()), w.load.draining()});
+                   w.load.running(), static_cast<int>(w.attempts.size()), w.load.draining(),
+                   w.info.kv_pages()});
   }
   return out;
 }

@@ -38,6 +38,7 @@ struct WorkerSummary {
   std::string name;
   int free_pages, running, inflight;
   bool draining;
+  int kv_pages = 0;  // as registered: with free_pages, whether it holds any KV
 };
 
 class LoadView {
@@ -53,7 +54,8 @@ class LoadView {
   // that attempt's pages among the used ones.
   void OnLoad(uint64_t worker, const proto::Load& load);
   // A well-formed StepReport of its (step_cost.h): its prompt tokens a second while it runs
-  // prompts, an average over about the last ten steps.
+  // prompts, an average over about the last ten steps; and a decode step with one sequence
+  // alone, its unloaded decode step, likewise.
   void OnStep(uint64_t worker, const proto::StepReport& step);
 
   // Attempt `attempt` was sent to `route`'s decode (or colocated) worker, which reserves
@@ -83,7 +85,7 @@ class LoadView {
 
   // Every registered worker's load now, by id: what the Router picks from.
   std::vector<router::WorkerLoad> Snapshot() const;
-  // The same with how long each has been idle at `now` (the planner's).
+  // The same with how long each has been idle at `now` and its name (the planner's).
   std::vector<router::WorkerLoad> SnapshotWithIdleTimes(Clock::time_point now) const;
   // Whether `router` finds a route among the registered workers, room aside.
   bool HasRoute(const router::Router& router) const;
@@ -108,6 +110,7 @@ class LoadView {
     // Its prompt steps' time fitted (router/prompt_step_fit.h), and the fit's prompt rate.
     PromptStepFit prompt_steps;
     double prefill_tokens_per_second = 0;
+    double unloaded_decode_step_seconds = 0;  // WorkerLoad's
   };
   // Whether the decode worker's last Load counts an attempt's pages: not while its Reserve (or
   // Generate) is unanswered, nor until a Load sent after its answer.

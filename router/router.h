@@ -20,6 +20,9 @@ namespace pdserve::router {
 // One registered worker as the registry sees it now.
 struct WorkerLoad {
   uint64_t id = 0;
+  // As registered ("host:pid"): which process an actuator lets go; WorkerRegistry::LoadSnapshot
+  // only (the router's own picks need no name).
+  std::string name;
   std::string role;  // "prefill", "decode" or "both"
   CapacityClass capacity_class = CapacityClass::kReserved;
   std::string zone;
@@ -45,6 +48,9 @@ struct WorkerLoad {
   int max_batch_tokens = 0;  // its step budget, as registered (0: not said)
   // Its prompt rate while running prompts, measured from its step reports (0: not yet).
   double prefill_tokens_per_second = 0;
+  // Its decode step's time with one sequence in the batch, from its step reports (a recent
+  // average; 0: not yet): the inter-token latency no scaling goes below.
+  double unloaded_decode_step_seconds = 0;
   bool draining = false;
 };
 

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include "common/capacity_class.h"
+#include "common/worker_name.h"
 
 namespace pdserve::worker {
 
@@ -21,7 +24,8 @@ void WorkerIdentity::Fill(proto::Register* r) const {
   r->set_cluster_token(cluster_token);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  r->set_name(name.empty() ? std::string(host) + ":" + std::to_string(::getpid()) : name);
+  const char* slurm_job = std::getenv("SLURM_JOB_ID");
+  r->set_name(name.empty() ? WorkerName(host, ::getpid(), slurm_job ? slurm_job : "") : name);
 }
 
 proto::Register RegisterFor(const std::string& role, model::Engine& engine,

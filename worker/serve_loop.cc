@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <thread>
 
 namespace pdserve::worker {
 
@@ -83,11 +84,42 @@ Status ServeWithReconnects(GatewayLink& link, double reconnect_seconds,
   }
 }
 
+Result<std::unique_ptr<GatewayLink>> DialFirst(const GatewayLinkOptions& gateway,
+                                               const proto::Register& hello,
+                                               double reconnect_seconds,
+                                               const std::function<bool()>& stopping) {
+  using Clock = std::chrono::steady_clock;
+  const auto give_up =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, reconnect_seconds)));
+  bool told = false;
+  while (true) {
+    GatewayLinkOptions turn = gateway;  // a dial that hangs ends with the window
+    turn.connect_timeout = std::min(
+        gateway.connect_timeout,
+        std::max(std::chrono::milliseconds(1000),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now())));
+    auto link = GatewayLink::Connect(turn, hello);
+    if (link.ok()) return link;
+    const bool retry = link.status().code() == StatusCode::kUnavailable ||
+                       link.status().code() == StatusCode::kDeadlineExceeded;
+    if (!retry || stopping() || Clock::now() >= give_up) return link.status();
+    if (!told) {
+      told = true;
+      spdlog::warn("cannot reach the gateway {}:{} yet ({}); dialling it for up to {} s",
+                   gateway.host, gateway.port, link.status().ToString(), reconnect_seconds);
+    }
+    std::this_thread::sleep_until(std::min(Clock::now() + std::chrono::seconds(1), give_up));
+  }
+}
+
 Status ConnectAndServe(const GatewayLinkOptions& gateway, const proto::Register& hello,
                        double reconnect_seconds, std::unique_ptr<GatewayLink>* link,
                        const std::function<Status()>& serve, const std::function<void()>& abandon,
                        const std::function<bool()>& stopping) {
-  PDSERVE_ASSIGN_OR_RETURN(*link, GatewayLink::Connect(gateway, hello));
+  auto first = DialFirst(gateway, hello, reconnect_seconds, stopping);
+  if (!first.ok()) return stopping() ? Status::Ok() : first.status();
+  *link = std::move(*first);
   return ServeWithReconnects(**link, reconnect_seconds, serve, abandon, stopping);
 }
 

@@ -50,8 +50,17 @@ Status ServeWithReconnects(GatewayLink& link, double reconnect_seconds,
                            const std::function<void()>& abandon,
                            const std::function<bool()>& stopping);
 
-// A worker's whole life with its gateway: dials it and registers with `hello` (into `*link`, so
-// that the worker's other threads may send on it), then ServeWithReconnects.
+// Dials the gateway and sends `hello`, as GatewayLink::Connect, dialling again each second while
+// the gateway cannot be reached (not up yet, its name not resolving yet: a pod started before the
+// gateway's) for up to `reconnect_seconds` or until `stopping()`. A bad address fails at once.
+Result<std::unique_ptr<GatewayLink>> DialFirst(const GatewayLinkOptions& gateway,
+                                               const proto::Register& hello,
+                                               double reconnect_seconds,
+                                               const std::function<bool()>& stopping);
+
+// A worker's whole life with its gateway: dials it and registers with `hello` (DialFirst, into
+// `*link`, so that the worker's other threads may send on it), then ServeWithReconnects. OK when
+// stopped before the gateway answered.
 Status ConnectAndServe(const GatewayLinkOptions& gateway, const proto::Register& hello,
                        double reconnect_seconds, std::unique_ptr<GatewayLink>* link,
                        const std::function<Status()>& serve, const std::function<void()>& abandon,

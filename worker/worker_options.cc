@@ -1,6 +1,7 @@
 #include "worker/worker_options.h"
 
 #include "model/backend_factory.h"
+#include "model/cuda/cuda_backend.h"
 
 namespace pdserve::worker {
 
@@ -13,7 +14,7 @@ Status SharedWorkerOptions::Validate() const {
 Result<std::unique_ptr<WorkerMetrics>> StartWorkerMetrics(const SharedWorkerOptions& options,
                                                           const std::string& role) {
   if (options.metrics_port < 0) return std::unique_ptr<WorkerMetrics>();
-  return WorkerMetrics::Start("127.0.0.1", options.metrics_port, role);
+  return WorkerMetrics::Start(options.metrics_address, options.metrics_port, role);
 }
 
 Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
@@ -41,6 +42,12 @@ Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
 Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& options) {
   if (options.step_log.empty()) return std::unique_ptr<model::StepLog>();
   return model::StepLog::Open(options.step_log);
+}
+
+Result<std::string> GpuUuidOf(std::string_view device) {
+  if (device.rfind("cuda", 0) != 0) return std::string();
+  PDSERVE_ASSIGN_OR_RETURN(const int index, model::ParseCudaDevice(device));
+  return model::CudaDeviceUuid(index);
 }
 
 }  // namespace pdserve::worker

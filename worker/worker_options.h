@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "model/engine.h"
@@ -23,6 +24,9 @@ struct SharedWorkerOptions {
   model::EngineOptions engine;
   double heartbeat_seconds = 0.5;  // a Load this often while idle
   int metrics_port = -1;           // Prometheus /metrics: -1 off, 0 chosen by the OS
+  // The address /metrics binds: loopback by default; 0.0.0.0 (or the pod's address) where
+  // Prometheus scrapes from another host or pod.
+  std::string metrics_address = "127.0.0.1";
   // How long to keep dialling a lost gateway (a restart) before Run gives up; 0: give up at once.
   double gateway_reconnect_seconds = 60;
   // Where to append a line per engine step (model/step_log.h); empty: nowhere.
@@ -45,9 +49,14 @@ Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
 // The worker's step log (SharedWorkerOptions::step_log), or null when it has none.
 Result<std::unique_ptr<model::StepLog>> OpenStepLog(const SharedWorkerOptions& options);
 
-// The worker's /metrics on 127.0.0.1 (series labelled with `role`), or null when
+// The worker's /metrics on metrics_address (series labelled with `role`), or null when
 // metrics_port is -1.
 Result<std::unique_ptr<WorkerMetrics>> StartWorkerMetrics(const SharedWorkerOptions& options,
                                                           const std::string& role);
+
+// The UUID of the GPU a worker's `device` ("cuda:N", as the backend names it) is ("GPU-..."), which
+// a decode worker tells prefill workers so that they pick CUDA IPC for the same GPU only; "" for
+// the cpu and simulated devices.
+Result<std::string> GpuUuidOf(std::string_view device);
 
 }  // namespace pdserve::worker

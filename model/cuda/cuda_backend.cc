@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -489,6 +490,14 @@ bool CudaBackendBuilt() { return true; }
 int CudaDeviceCount() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+Result<std::string> CudaDeviceUuid(int device) {
+  cudaDeviceProp props;
+  PDSERVE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, device));
+  std::array<unsigned char, 16> bytes;
+  std::memcpy(bytes.data(), props.uuid.bytes, bytes.size());
+  return FormatGpuUuid(bytes);
 }
 
 Result<std::unique_ptr<CudaBackend>> CreateCudaBackend(std::shared_ptr<const Weights> weights,

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,12 @@ Result<std::unique_ptr<CudaBackend>> CreateCudaBackend(std::shared_ptr<const Wei
 
 // CUDA devices present: 0 without the CUDA backend, a driver or a device.
 int CudaDeviceCount();
+
+// Device `device`'s UUID as nvidia-smi and Kubernetes' device plugin print it ("GPU-" then
+// 8-4-4-4-12 hex digits): what tells one GPU from another across processes and containers.
+Result<std::string> CudaDeviceUuid(int device);
+// The 16 bytes of a UUID in that form (always built; CudaDeviceUuid's formatting).
+std::string FormatGpuUuid(std::span<const unsigned char, 16> bytes);
 
 // The rates `pdserve bench engine --device cuda:N` compares against, measured now.
 struct CudaPeaks {

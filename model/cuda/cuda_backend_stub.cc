@@ -22,6 +22,7 @@ Result<std::unique_ptr<CudaBackend>> CreateCudaBackend(std::shared_ptr<const Wei
 }
 
 bool CudaBackendBuilt() { return false; }
+Result<std::string> CudaDeviceUuid(int) { return NotBuilt(); }
 int CudaDeviceCount() { return 0; }
 Result<CudaPeaks> MeasureCudaPeaks(int) { return NotBuilt(); }
 

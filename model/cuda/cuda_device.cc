@@ -1,4 +1,5 @@
 #include <charconv>
+#include <span>
 #include <string>
 
 #include "model/cuda/cuda_backend.h"
@@ -16,6 +17,17 @@ Result<int> ParseCudaDevice(std::string_view device) {
     if (ec == std::errc() && ptr == end && index >= 0) return index;
   }
   return InvalidArgument("device '" + std::string(device) + "' is neither cpu nor cuda:N");
+}
+
+std::string FormatGpuUuid(std::span<const unsigned char, 16> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "GPU-";
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 0xf];
+  }
+  return out;
 }
 
 }  // namespace pdserve::model

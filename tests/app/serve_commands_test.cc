@@ -32,6 +32,18 @@ TEST(ServeCommandsTest, UnknownKvPathAndDtypeAreRefusedByTheParser) {
 
 // Workers register on the control port and are then sent prompts: beyond loopback that port
 // needs a cluster token, or anyone who reaches it could join. The gateway refuses to start so.
+// The planner's TTFT target is set apart from admission's refusal objective, and follows it
+// when not set.
+TEST(ServeCommandsTest, ThePlannersTtftTargetIsItsOwn) {
+  const std::string gateway =
+      "gateway --port 0 --control-port 0 --no-auth --planner advise --ttft-slo-ms 5000";
+  auto apart = Pdserve(gateway + " --planner-ttft-slo-ms 800", 4);
+  EXPECT_EQ(apart.exit_code, 124) << apart.out;  // it served until the time limit
+  EXPECT_NE(apart.out.find("TTFT target 0.80 s"), std::string::npos) << apart.out;
+  auto same = Pdserve(gateway, 4);
+  EXPECT_NE(same.out.find("TTFT target 5.00 s"), std::string::npos) << same.out;
+}
+
 TEST(ServeCommandsTest, AControlPortBeyondLoopbackNeedsAClusterToken) {
   auto open = Pdserve("gateway --port 0 --control-port 0 --control-host 0.0.0.0 --no-auth", 60);
   EXPECT_EQ(open.exit_code, 1) << open.out;

@@ -347,6 +347,17 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
               capacity, 1e-9 * capacity);
   EXPECT_GT(overall["retry_waste_usd"].get<double>(), 0);
   EXPECT_GT(overall["apis"]["api-x"]["api_cost_usd"].get<double>(), 0);
+
+  // Without a price sheet: the same self-hosted costs, and no API to compare with.
+  auto own = nlohmann::json::parse(testing::RunPdserve("report --format json --ledger " + ledger_),
+                                   nullptr, false);
+  ASSERT_TRUE(own.is_object());
+  EXPECT_DOUBLE_EQ(own["overall"]["capacity_cost_usd"].get<double>(), capacity);
+  EXPECT_TRUE(own["overall"]["apis"].empty()) << own["overall"]["apis"].dump();
+  const auto asks_for_api =
+      testing::RunPdserveWithOutput("report --ledger " + ledger_ + " --api x");
+  EXPECT_NE(asks_for_api.exit_code, 0);
+  EXPECT_NE(asks_for_api.err.find("--prices"), std::string::npos) << asks_for_api.err;
 }
 
 TEST_F(CostLedgerTest, RowSurvivesKillNineOfTheGatewayRightAfterTheResponse) {

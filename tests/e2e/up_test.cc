@@ -1,7 +1,8 @@
 // End to end: `pdserve up` as a new user runs it. A request sent as soon as its gateway listens,
 // before the workers registered, completes; "pdserve is up" is printed only once the gateway is
 // ready (a route exists); a worker killed under load is started again while the gateway stays
-// up, and the stream it served resumes on it; Ctrl-C stops every process and exits 0.
+// up, and the stream it served resumes on it; Ctrl-C stops every process and exits 0. Its
+// workers are priced out of the box (sample prices, said at start).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -55,6 +56,11 @@ TEST(UpTest, ARequestSentBeforeItIsUpCompletesAndUpMeansReady) {
   EXPECT_EQ(Curl(http, "/ready").status, 200) << "up was printed before the gateway was ready";
   const auto answer = early.get();
   EXPECT_EQ(answer.status, 200) << answer.body;
+  // Costs out of the box: sample prices, said at start, so the answer's cost is not zero.
+  EXPECT_NE(testing::ReadLog(log).find("workers are priced at $2.00 a GPU-hour"), std::string::npos)
+      << testing::ReadLog(log);
+  const auto usage = nlohmann::json::parse(answer.body, nullptr, false)["usage"];
+  EXPECT_GT(usage.value("cost_usd", 0.0), 0.0) << answer.body;
   up.Signal(SIGINT);
   EXPECT_EQ(up.Wait(std::chrono::seconds(30)), 0) << testing::ReadLog(log);
 }

@@ -22,9 +22,11 @@ namespace pdserve::testing {
 // Heartbeat unless told to (SetHeartbeats), as a gateway that went silent.
 class FakeGateway {
  public:
-  explicit FakeGateway(bool refuse = false)
+  // `port` 0: one chosen by the OS.
+  explicit FakeGateway(bool refuse = false, uint16_t port = 0)
       : refuse_(refuse),
-        acceptor_(io_, boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), 0)),
+        acceptor_(io_,
+                  boost::asio::ip::tcp::endpoint(boost::asio::ip::address_v4::loopback(), port)),
         port_(acceptor_.local_endpoint().port()),
         heartbeat_timer_(io_) {
     Accept();

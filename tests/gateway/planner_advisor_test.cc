@@ -45,6 +45,21 @@ TEST(PlannerAdvisorTest, PoolSignalsCountWorkersByPoolAndClassAndDecodeKvUse) {
   EXPECT_EQ(p.starting, 0);
   const auto none = PoolSignalsFrom({}, 0, 0, 0);
   EXPECT_EQ(none.at(Pool::kDecode).kv_use, 0);
+  EXPECT_EQ(none.at(Pool::kDecode).unloaded_itl_s, 0) << "unmeasured";
+}
+
+// The decode pool's unloaded ITL is its median decode worker's unloaded step: prefill and
+// colocated workers aside, and workers not measured yet too.
+TEST(PlannerAdvisorTest, UnloadedItlIsTheMedianDecodeWorkers) {
+  std::vector<router::WorkerLoad> workers = {
+      Load("decode", "reserved"), Load("decode", "reserved"),  Load("decode", "burst"),
+      Load("decode", "burst"),    Load("prefill", "reserved"), Load("both", "reserved")};
+  workers[0].unloaded_decode_step_seconds = 0.03;
+  workers[1].unloaded_decode_step_seconds = 0.01;
+  workers[2].unloaded_decode_step_seconds = 0.02;
+  workers[4].unloaded_decode_step_seconds = 5;
+  workers[5].unloaded_decode_step_seconds = 5;
+  EXPECT_DOUBLE_EQ(PoolSignalsFrom(workers, 0, 0, 0).at(Pool::kDecode).unloaded_itl_s, 0.02);
 }
 
 // Burst workers asked for and not registered are starting (the planner waits for them), until the
@@ -68,6 +83,23 @@ TEST(PlannerAdvisorTest, BurstIdleIsTheLongestIdleBurstWorkerOfThePool) {
   const auto s = PoolSignalsFrom(workers, 0, 0, 0);
   EXPECT_DOUBLE_EQ(s.at(Pool::kDecode).burst_idle_s, 40);
   EXPECT_DOUBLE_EQ(s.at(Pool::kPrefill).burst_idle_s, 0);
+}
+
+// The order the actuator lets burst workers go in: the pool's burst workers, the idlest first;
+// reserved, draining and other pools' workers are not in it.
+TEST(PlannerAdvisorTest, TheDrainOrderIsThePoolsBurstWorkersIdlestFirst) {
+  std::vector<router::WorkerLoad> workers = {
+      Load("decode", "reserved"), Load("decode", "burst"),
+      Load("decode", "burst"),    Load("decode", "burst", 0, 0, /*draining=*/true),
+      Load("prefill", "burst"),   Load("decode", "burst")};
+  const char* names[] = {"r:1", "b:2", "b:3", "d:4", "p:5", "b:6"};
+  const double idle[] = {900, 5, 40, 800, 700, 0};
+  for (size_t i = 0; i < workers.size(); ++i) {
+    workers[i].name = names[i];
+    workers[i].idle_seconds = idle[i];
+  }
+  EXPECT_EQ(DrainOrder(workers, Pool::kDecode), (std::vector<std::string>{"b:3", "b:2", "b:6"}));
+  EXPECT_EQ(DrainOrder(workers, Pool::kPrefill), (std::vector<std::string>{"p:5"}));
 }
 
 }  // namespace

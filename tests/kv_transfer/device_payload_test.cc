@@ -21,11 +21,20 @@ TEST(ChoosePayloadPath, FollowsWhereThePoolsAreAndRefusesTheOtherKind) {
   EXPECT_FALSE(ChoosePayloadPath("rdma", "cpu").ok());
 }
 
-TEST(GpuPathTo, IpcOnlyForTheSameGpuOnTheSameMachine) {
-  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:0", "boot-a"), PayloadPath::kCudaIpc);
-  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:1", "boot-a"), PayloadPath::kNccl);
-  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "cuda:0", "boot-b"), PayloadPath::kNccl);
-  EXPECT_EQ(GpuPathTo("cuda:0", "boot-a", "", ""), PayloadPath::kNccl);  // an older peer
+TEST(GpuPathTo, WithoutUuidsIpcOnlyForTheSameDeviceOnTheSameMachine) {
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", ""}, {"cuda:0", "boot-a", ""}), PayloadPath::kCudaIpc);
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", ""}, {"cuda:1", "boot-a", ""}), PayloadPath::kNccl);
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", ""}, {"cuda:0", "boot-b", ""}), PayloadPath::kNccl);
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", "GPU-1"}, {"", "", ""}), PayloadPath::kNccl);  // older
+}
+
+TEST(GpuPathTo, UuidsDecideWhereBothHaveOne) {
+  // Two pods of one node (one boot id), each with its own GPU that it calls cuda:0.
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", "GPU-1111"}, {"cuda:0", "boot-a", "GPU-2222"}),
+            PayloadPath::kNccl);
+  // One GPU that the two processes number differently (CUDA_VISIBLE_DEVICES).
+  EXPECT_EQ(GpuPathTo({"cuda:0", "boot-a", "GPU-1111"}, {"cuda:3", "boot-a", "GPU-1111"}),
+            PayloadPath::kCudaIpc);
 }
 
 }  // namespace

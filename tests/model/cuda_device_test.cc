@@ -2,7 +2,10 @@
 // device it cannot use. None needs a GPU; with one, a device that does not exist is refused.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "model/backend_factory.h"
+#include "model/cuda/cuda_backend.h"
 #include "model/engine.h"
 #include "model/model_maker.h"
 #include "tests/gpu_presence.h"
@@ -22,6 +25,24 @@ TEST(CudaDeviceTest, ParsesDeviceNames) {
   for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cpu"}) {
     EXPECT_EQ(ParseCudaDevice(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
+}
+
+TEST(CudaDeviceTest, FormatsUuidsAsNvidiaSmiDoes) {
+  std::array<unsigned char, 16> bytes;
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(0x10 * i + 0xa);
+  EXPECT_EQ(FormatGpuUuid(bytes), "GPU-0a1a2a3a-4a5a-6a7a-8a9a-aabacadaeafa");
+}
+
+// A GPU's UUID where there is one; without the backend, a refusal that says why.
+TEST(CudaDeviceTest, ReadsTheDevicesUuid) {
+  auto uuid = CudaDeviceUuid(0);
+  if (CudaDeviceCount() == 0) {
+    EXPECT_FALSE(uuid.ok());
+    return;
+  }
+  ASSERT_TRUE(uuid.ok()) << uuid.status().ToString();
+  EXPECT_EQ(uuid->rfind("GPU-", 0), 0u) << *uuid;
+  EXPECT_EQ(uuid->size(), 40u) << *uuid;
 }
 
 // cuBLAS is opened at run time, not linked: the library and every entry point must be found

@@ -22,7 +22,12 @@ class RecordingActuator : public Actuator {
     std::this_thread::sleep_for(delay);
     std::lock_guard lock(mu);
     calls.emplace_back(pool, count);
+    orders_seen.push_back(order);
     return failures-- > 0 ? Unavailable("orchestrator down") : Status::Ok();
+  }
+  void SetDrainOrder(Pool, std::vector<std::string> names) override {
+    std::lock_guard lock(mu);
+    order = std::move(names);
   }
   std::string Describe() const override { return "recording"; }
   std::vector<std::pair<Pool, int>> Calls() {
@@ -31,6 +36,8 @@ class RecordingActuator : public Actuator {
   }
   std::mutex mu;
   std::vector<std::pair<Pool, int>> calls;
+  std::vector<std::string> order;                     // the latest SetDrainOrder
+  std::vector<std::vector<std::string>> orders_seen;  // the order at each SetBurstWorkers
   std::atomic<int> failures{0};
   std::chrono::milliseconds delay{0};
 };
@@ -42,6 +49,24 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit 
     std::this_thread::sleep_for(5ms);
   }
   return true;
+}
+
+// Each call is preceded by the latest drain order wanted, even when only the order changed.
+TEST(ActuationLoopTest, TheLatestDrainOrderGoesBeforeEachCall) {
+  auto actuator = std::make_shared<RecordingActuator>();
+  ActuationLoopOptions o;
+  o.reapply = 50ms;
+  ActuationLoop loop(actuator, o);
+  loop.Want(Pool::kDecode, 2, {"a:1", "b:2"});
+  ASSERT_TRUE(WaitFor([&] { return loop.state(Pool::kDecode).applied == 2; }));
+  loop.Want(Pool::kDecode, 2, {"b:2"});
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard lock(actuator->mu);
+    return !actuator->orders_seen.empty() &&
+           actuator->orders_seen.back() == std::vector<std::string>{"b:2"};
+  }));
+  std::lock_guard lock(actuator->mu);
+  EXPECT_EQ(actuator->orders_seen.front(), (std::vector<std::string>{"a:1", "b:2"}));
 }
 
 TEST(ActuationLoopTest, AppliesAChangedCountOnceAndCoalescesWhileBusy) {

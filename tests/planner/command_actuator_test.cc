@@ -15,12 +15,14 @@ TEST(CommandActuatorTest, RunsTheProgramWithPoolClassAndCount) {
   const std::string calls = dir / "calls";
   const std::string script = testing::WriteScript(
       dir / "scale.sh",
-      "echo \"$1 $2 $3 $PDSERVE_POOL $PDSERVE_CLASS $PDSERVE_COUNT\" >> " + calls + "\n");
+      "echo \"$1 $2 $3 $PDSERVE_POOL $PDSERVE_CLASS $PDSERVE_COUNT [$PDSERVE_DRAIN_FIRST]\" >> " +
+          calls + "\n");
   CommandActuator actuator({script});
   ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 3).ok());
+  actuator.SetDrainOrder(Pool::kPrefill, {"h1:10", "h2:20"});
   ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kPrefill, 0).ok());
   EXPECT_EQ(testing::ReadText(calls),
-            "decode burst 3 decode burst 3\nprefill burst 0 prefill burst 0\n");
+            "decode burst 3 decode burst 3 []\nprefill burst 0 prefill burst 0 [h1:10,h2:20]\n");
   EXPECT_EQ(actuator.Describe(), "command (" + script + ")");
 }
 

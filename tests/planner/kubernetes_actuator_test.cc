@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -115,7 +116,7 @@ class ApiServerStandIn {
     }
   }
 
-  static http::response<http::string_body> Answer(const Seen& s) {
+  http::response<http::string_body> Answer(const Seen& s) {
     auto status = [](http::status code, const std::string& message) {
       http::response<http::string_body> r(code, 11);
       r.set(http::field::content_type, "application/json");
@@ -126,6 +127,17 @@ class ApiServerStandIn {
     if (s.authorization != std::string("Bearer ") + kToken) {
       return status(http::status::unauthorized, "Unauthorized");
     }
+    const std::string pods = "/api/v1/namespaces/serving/pods/";
+    if (s.target.rfind(pods, 0) == 0 && s.method == "PATCH") {
+      const std::string pod = s.target.substr(pods.size());
+      if (pod.rfind("pdserve-decode-burst-", 0) != 0) {
+        return status(http::status::not_found, "pods \"" + pod + "\" not found");
+      }
+      http::response<http::string_body> r(http::status::ok, 11);
+      r.set(http::field::content_type, "application/json");
+      r.body() = nlohmann::json{{"kind", "Pod"}, {"metadata", {{"name", pod}}}}.dump();
+      return r;
+    }
     const std::string prefix = "/apis/apps/v1/namespaces/serving/deployments/";
     const std::string name =
         s.target.rfind(prefix, 0) == 0 && s.target.ends_with("/scale")
@@ -134,13 +146,21 @@ class ApiServerStandIn {
     if (name != "pdserve-prefill-burst" && name != "pdserve-decode-burst") {
       return status(http::status::not_found, "deployments.apps \"" + name + "\" not found");
     }
-    const auto patch = nlohmann::json::parse(s.body, nullptr, false);
+    int replicas = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (s.method == "PATCH") {
+        const auto patch = nlohmann::json::parse(s.body, nullptr, false);
+        replicas_[name] = patch["spec"]["replicas"].get<int>();
+      }
+      replicas = replicas_[name];
+    }
     http::response<http::string_body> r(http::status::ok, 11);
     r.set(http::field::content_type, "application/json");
     r.body() = nlohmann::json{{"kind", "Scale"},
                               {"apiVersion", "autoscaling/v1"},
                               {"metadata", {{"name", name}, {"namespace", "serving"}}},
-                              {"spec", patch.value("spec", nlohmann::json::object())}}
+                              {"spec", {{"replicas", replicas}}}}
                    .dump();
     return r;
   }
@@ -153,6 +173,7 @@ class ApiServerStandIn {
   std::atomic<int> handshake_failures_{0};
   std::mutex mu_;
   std::vector<Seen> seen_;
+  std::map<std::string, int> replicas_;  // by Deployment
   std::thread thread_;
 };
 
@@ -189,6 +210,45 @@ TEST_F(KubernetesActuatorTest, PatchesTheScaleSubresourceOfThePoolsBurstDeployme
   EXPECT_EQ(seen[1].target,
             "/apis/apps/v1/namespaces/serving/deployments/pdserve-prefill-burst/scale");
   EXPECT_EQ(nlohmann::json::parse(seen[1].body)["spec"]["replicas"], 0);
+}
+
+// Going down with a drain order, the idlest workers' pods (their hosts) are marked with the
+// lowest pod-deletion-cost before the scale, as many as go; a pod that cannot be marked leaves
+// the choice to the ReplicaSet, and the scale goes on.
+TEST_F(KubernetesActuatorTest, ThePodsToGoAreMarkedWithTheLowestDeletionCostFirst) {
+  KubernetesActuator actuator(options);
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 3).ok());
+  actuator.SetDrainOrder(Pool::kDecode, {"pdserve-decode-burst-b:1", "pdserve-decode-burst-a:1",
+                                         "pdserve-decode-burst-c:1"});
+  const Status down = actuator.SetBurstWorkers(Pool::kDecode, 1);
+  ASSERT_TRUE(down.ok()) << down.ToString();
+  auto seen = server->seen();
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[1].method, "GET");
+  EXPECT_EQ(seen[1].target,
+            "/apis/apps/v1/namespaces/serving/deployments/pdserve-decode-burst/scale");
+  EXPECT_EQ(seen[2].method, "PATCH");
+  EXPECT_EQ(seen[2].target, "/api/v1/namespaces/serving/pods/pdserve-decode-burst-b");
+  EXPECT_EQ(seen[2].content_type, "application/merge-patch+json");
+  EXPECT_EQ(nlohmann::json::parse(seen[2].body),
+            nlohmann::json::parse(R"({"metadata":{"annotations":{
+              "controller.kubernetes.io/pod-deletion-cost":"-1000"}}})"));
+  EXPECT_EQ(seen[3].target, "/api/v1/namespaces/serving/pods/pdserve-decode-burst-a");
+  EXPECT_EQ(
+      nlohmann::json::parse(
+          seen[3].body)["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"],
+      "-999");
+  EXPECT_EQ(nlohmann::json::parse(seen[4].body)["spec"]["replicas"], 1);
+
+  // Up: nothing marked. A pod not found: the scale still goes down.
+  actuator.SetDrainOrder(Pool::kDecode, {"gone-pod:7"});
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 2).ok());
+  EXPECT_EQ(server->seen().size(), 7u) << "a GET and the scale";
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 1).ok());
+  seen = server->seen();
+  ASSERT_EQ(seen.size(), 10u);
+  EXPECT_EQ(seen[8].target, "/api/v1/namespaces/serving/pods/gone-pod");
+  EXPECT_EQ(nlohmann::json::parse(seen[9].body)["spec"]["replicas"], 1);
 }
 
 TEST_F(KubernetesActuatorTest, TheTokenIsReadAgainForEveryCall) {

@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
 
+#include "common/worker_name.h"
 #include "tests/eventually.h"
 #include "tests/temp_dir.h"
 
@@ -80,6 +82,30 @@ TEST(LocalActuatorTest, StartsTheCountAndDrainsTheNewestExtraOnes) {
   ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 0).ok());
   EXPECT_TRUE(actuator.workers(Pool::kDecode).empty());
   EXPECT_TRUE(testing::Eventually([&] { return !Exists(two[0].pid); }, 5s));
+}
+
+// The gateway's drain order names workers as they registered ("host:pid"): the idlest of them
+// goes, not the newest; names of other hosts or processes are passed over.
+TEST(LocalActuatorTest, TheDrainOrdersFirstWorkerGoesBeforeTheNewest) {
+  LocalActuator actuator(Sleepers());
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 3).ok());
+  const auto three = actuator.workers(Pool::kDecode);
+  ASSERT_EQ(three.size(), 3u);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const auto name = [&](pid_t pid) { return WorkerName(host, pid, ""); };
+  actuator.SetDrainOrder(Pool::kDecode,
+                         {"elsewhere:" + std::to_string(three[2].pid), "sim-decode-1", name(1),
+                          name(three[0].pid), name(three[2].pid)});
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 2).ok());
+  EXPECT_EQ(Names(actuator.workers(Pool::kDecode)),
+            (std::vector<std::string>{"decode-burst-2", "decode-burst-3"}))
+      << "the idlest, decode-burst-1, went";
+  EXPECT_TRUE(testing::Eventually([&] { return !Exists(three[0].pid); }, 5s));
+  // None of the order runs: the newest goes.
+  actuator.SetDrainOrder(Pool::kDecode, {name(three[0].pid)});
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 1).ok());
+  EXPECT_EQ(Names(actuator.workers(Pool::kDecode)), (std::vector<std::string>{"decode-burst-2"}));
 }
 
 TEST(LocalActuatorTest, AWorkerThatDiesOnItsOwnIsStartedAgain) {

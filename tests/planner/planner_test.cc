@@ -147,6 +147,55 @@ TEST(PlannerTest, ScalesDownOneBurstWorkerPerWholeComfortableWindow) {
   EXPECT_EQ(p.desired(Pool::kPrefill).burst, 0);
 }
 
+// A decode pool whose unloaded ITL (one sequence a step) is above down_ratio of the ITL SLO was
+// never comfortable: its burst workers stayed for good. Comfort is judged above the unloaded ITL,
+// and an SLO below twice it is not one more workers can meet.
+TEST(PlannerTest, DecodeComfortIsJudgedAgainstTheUnloadedItl) {
+  Planner p = TwoPools();  // ITL SLO 0.1 s, down_ratio 0.5
+  Clock::time_point t{};
+  t += 1000s;
+  PoolSignals slow = Idle();
+  slow.itl_s = 0.15;
+  slow.unloaded_itl_s = 0.08;  // the SLO's half lies below what one sequence alone takes
+  auto up = p.Decide(t, {{Pool::kDecode, slow}});
+  ASSERT_EQ(up.size(), 0u) << "0.15 s is under twice the unloaded 0.08 s: more workers won't help";
+  slow.itl_s = 0.2;
+  up = p.Decide(t, {{Pool::kDecode, slow}});
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0].cause, "itl");
+  EXPECT_NE(up[0].reason.find("twice the unloaded 0.080 s"), std::string::npos) << up[0].reason;
+  ASSERT_EQ(p.desired(Pool::kDecode).burst, 1);
+
+  // The load gone, ITL back near the unloaded 0.08 s: comfortable (0.09 < 0.08 + 0.5 x 0.08), so
+  // after a whole window the burst worker goes.
+  PoolSignals calm = Idle();
+  calm.burst = 1;
+  calm.itl_s = 0.09;
+  calm.unloaded_itl_s = 0.08;
+  EXPECT_TRUE(p.Decide(t + 10s, {{Pool::kDecode, calm}}).empty());
+  auto down = p.Decide(t + 130s, {{Pool::kDecode, calm}});
+  ASSERT_EQ(down.size(), 1u);
+  EXPECT_EQ(down[0].delta, -1);
+
+  // Unloaded ITL well under the SLO: the old rule stands, scaled to the headroom above it.
+  Planner q = TwoPools();
+  PoolSignals fast = Idle();
+  fast.unloaded_itl_s = 0.01;
+  fast.itl_s = 0.06;  // above 0.01 + 0.5 x 0.09 = 0.055: not comfortable
+  q.Decide(t, {{Pool::kDecode, [&] {
+                  PoolSignals s = fast;
+                  s.itl_s = 0.12;
+                  return s;
+                }()}});
+  ASSERT_EQ(q.desired(Pool::kDecode).burst, 1);
+  fast.burst = 1;
+  EXPECT_TRUE(q.Decide(t + 10s, {{Pool::kDecode, fast}}).empty());
+  EXPECT_TRUE(q.Decide(t + 200s, {{Pool::kDecode, fast}}).empty()) << "never comfortable at 0.06 s";
+  fast.itl_s = 0.05;
+  q.Decide(t + 210s, {{Pool::kDecode, fast}});
+  EXPECT_EQ(q.Decide(t + 331s, {{Pool::kDecode, fast}}).size(), 1u);
+}
+
 TEST(PlannerTest, ZeroTrafficReturnsEveryPoolToItsFloorAndNoLower) {
   Planner p = TwoPools();
   Clock::time_point t{};

@@ -91,6 +91,25 @@ TEST(SlurmActuatorTest, TheNewestRunningJobDrainsAndIsNotCountedWhileItDoes) {
   EXPECT_EQ(slurm.Calls("sbatch").size(), 3u);
 }
 
+// The gateway's drain order names its idlest workers with their jobs ("host:pid@slurm:JOB"):
+// those jobs go before the newest; a pending job goes before any, having nothing to drain.
+TEST(SlurmActuatorTest, PendingJobsThenTheDrainOrdersJobsGoFirst) {
+  testing::TempDir dir;
+  FakeSlurm slurm(dir);
+  SlurmActuator actuator(slurm.options);
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 3).ok());  // jobs 100, 101, 102
+  ::setenv("PDSERVE_FAKE_STATE", "PENDING", 1);
+  const Status pending = actuator.SetBurstWorkers(Pool::kDecode, 4);  // job 103, pending
+  ::unsetenv("PDSERVE_FAKE_STATE");
+  ASSERT_TRUE(pending.ok());
+  actuator.SetDrainOrder(
+      Pool::kDecode, {"gpu7:55", "gpu3:12@slurm:999", "gpu1:31@slurm:100", "gpu2:40@slurm:101"});
+  ASSERT_TRUE(actuator.SetBurstWorkers(Pool::kDecode, 1).ok());
+  EXPECT_EQ(slurm.Calls("scancel"),
+            (std::vector<std::string>{"scancel 103", "scancel --full --signal=TERM 100",
+                                      "scancel --full --signal=TERM 101"}));
+}
+
 TEST(SlurmActuatorTest, APendingJobIsCancelledOutright) {
   testing::TempDir dir;
   FakeSlurm slurm(dir);

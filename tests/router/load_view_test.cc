@@ -176,6 +176,32 @@ TEST(LoadViewTest, ShortStepsOfCachedPromptsDoNotDragThePromptRateDown) {
   EXPECT_NEAR(c.step_seconds, 0.015 - 0.235 / 199, 1e-9);
 }
 
+// A decode worker's unloaded step is its decode steps with one sequence alone, averaged (0.9 of
+// the old): steps of a batch, or with prompt work in them, are not unloaded ones.
+TEST(LoadViewTest, TheUnloadedDecodeStepIsTheOneSequenceSteps) {
+  LoadView view;
+  view.Join(1, Worker("decode"), kT0);
+  EXPECT_EQ(Of(view, 1).unloaded_decode_step_seconds, 0) << "not measured yet";
+  proto::StepReport alone;
+  alone.set_seconds(0.02);
+  alone.add_request_ids(7);
+  alone.add_tokens(1);
+  alone.add_prompt(false);
+  view.OnStep(1, alone);
+  EXPECT_DOUBLE_EQ(Of(view, 1).unloaded_decode_step_seconds, 0.02);
+  proto::StepReport batch = alone;
+  batch.set_seconds(0.5);
+  batch.add_request_ids(8);
+  batch.add_tokens(1);
+  batch.add_prompt(false);
+  view.OnStep(1, batch);
+  view.OnStep(1, PromptStep(0.5, 1));
+  EXPECT_DOUBLE_EQ(Of(view, 1).unloaded_decode_step_seconds, 0.02);
+  alone.set_seconds(0.03);
+  view.OnStep(1, alone);
+  EXPECT_DOUBLE_EQ(Of(view, 1).unloaded_decode_step_seconds, 0.9 * 0.02 + 0.1 * 0.03);
+}
+
 // A prefill (or colocated) worker that has run no prompt yet counts at the measured workers'
 // mean rate; decode and draining workers count not at all.
 TEST(LoadViewTest, PrefillRateCountsAnUnmeasuredWorkerAtTheMeasuredMean) {
@@ -266,6 +292,7 @@ TEST(LoadViewTest, SummariesAndAttemptsHeldFollowRoutingAndLeaving) {
   EXPECT_EQ(summaries[1].id, 2u);
   EXPECT_EQ(summaries[1].role, "decode");
   EXPECT_EQ(summaries[1].free_pages, 300);
+  EXPECT_EQ(summaries[1].kv_pages, 512) << "as registered";
   EXPECT_EQ(summaries[1].running, 4);
   EXPECT_EQ(summaries[1].inflight, 2);
   EXPECT_TRUE(summaries[1].draining);

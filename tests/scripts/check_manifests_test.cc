@@ -1,7 +1,7 @@
 // scripts/check-manifests against deploy/kubernetes/ and against copies of its files with a
 // mistake planted: a field of the wrong type, a misspelled field, a ScaledObject without its
-// target, and a pdserve flag that does not exist. Each must fail, naming the file, the object and
-// the field; the real files must pass.
+// target, a pdserve flag that does not exist, and pods Prometheus cannot scrape. Each must fail,
+// naming the file, the object and the field; the real files must pass.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -73,6 +73,14 @@ TEST_F(CheckManifestsTest, EachPlantedMistakeFailsNamingItsField) {
       {"workers.yaml", "selector:", "selectr:", "selectr"},
       {"keda-scaledobject.yaml", "scaleTargetRef:", "scaleTarget:", "scaleTargetRef"},
       {"workers.yaml", "- --kv-port", "- --kv-prot", "--kv-prot"},
+      // Workers Prometheus cannot scrape: /metrics on the pod's loopback, or not where the
+      // annotation says.
+      {"workers.yaml", "- --metrics-address\n            - \"0.0.0.0\"",
+       "- --metrics-address\n            - \"127.0.0.1\"", "--metrics-address 127.0.0.1"},
+      {"workers.yaml", "prometheus.io/port: \"9100\"", "prometheus.io/port: \"9101\"",
+       "prometheus.io/port"},
+      {"gateway.yaml", "prometheus.io/scrape: \"true\"", "prometheus.io/scrape: \"false\"",
+       "prometheus.io/scrape"},
   };
   for (const Case& c : cases) {
     const fs::path dir = dir_ / std::to_string(&c - cases);

@@ -13,7 +13,9 @@
 // Then across documents: one namespace; selectors that select; references to Deployments,
 // Services, ServiceAccounts, Roles, Secrets, claims and volumes that resolve (the Secrets and
 // claims the operator creates are listed in OPERATOR_PROVIDED); $(VAR) in args defined in env;
-// pdserve's ports declared as containerPorts; one --model everywhere; the planner's MIN:MAX
+// pdserve's ports declared as containerPorts; every pdserve pod scraped (prometheus.io
+// annotations naming its /metrics port, a worker's --metrics-address beyond loopback); one
+// --model everywhere; the planner's MIN:MAX
 // against the reserved replicas and KEDA's maxReplicaCount. With --pdserve, each pdserve
 // container's flags must be listed by `BIN SUBCOMMAND --help`.
 //
@@ -417,6 +419,7 @@ function checkPdserve({ docs, named }, pdserve, pdserveBin) {
         fail(doc, `${path}.ports`, `${flag} ${v} is not declared as a containerPort`);
       }
     }
+    checkScrape(doc, path, inv, ports);
     models.add(inv.get("--model") ?? "(built-in tiny: no --model)");
     const gw = inv.get("--gateway");
     if (gw) {
@@ -431,6 +434,38 @@ function checkPdserve({ docs, named }, pdserve, pdserveBin) {
   }
   if (models.size > 1) {
     fail(null, "", `pdserve containers name different models: ${[...models].join(", ")}`);
+  }
+}
+
+// Prometheus scrapes a pdserve pod by its template's prometheus.io annotations: they must be
+// there and name the port its /metrics serves (the gateway's --port, a worker's
+// --metrics-port), declared as a containerPort; a worker's /metrics must listen beyond the pod's
+// loopback (--metrics-address; its default is 127.0.0.1).
+function checkScrape(doc, path, inv, ports) {
+  const metricsPort = inv.sub === "gateway" ? inv.get("--port") ?? "8000" : inv.get("--metrics-port");
+  if (metricsPort === undefined || metricsPort === "-1") {
+    fail(doc, path, `pdserve ${inv.sub} serves no /metrics (--metrics-port): Prometheus cannot ` +
+      "scrape it");
+    return;
+  }
+  const annotations = doc.obj.spec?.template?.metadata?.annotations ?? {};
+  const where = "spec.template.metadata.annotations";
+  if (annotations["prometheus.io/scrape"] !== "true") {
+    fail(doc, `${where}["prometheus.io/scrape"]`, "not \"true\": its /metrics is not scraped");
+  }
+  if (annotations["prometheus.io/port"] !== metricsPort) {
+    fail(doc, `${where}["prometheus.io/port"]`,
+      `${annotations["prometheus.io/port"] ?? "absent"}, but /metrics is on ${metricsPort}`);
+  }
+  if (!ports.has(metricsPort)) {
+    fail(doc, `${path}.ports`, `/metrics port ${metricsPort} is not declared as a containerPort`);
+  }
+  if (inv.sub !== "gateway") {
+    const address = inv.get("--metrics-address") ?? "127.0.0.1";
+    if (/^127\.|^localhost$|^::1$/.test(address)) {
+      fail(doc, path, `--metrics-address ${address}: /metrics listens on the pod's loopback, ` +
+        "where Prometheus cannot reach it (0.0.0.0)");
+    }
   }
 }
 

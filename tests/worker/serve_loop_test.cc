@@ -135,5 +135,49 @@ TEST(ServeLoopTest, ServeWithReconnectsAbandonsTheLostGatewaysRequestsAndServesA
   EXPECT_EQ(abandons, 0);
 }
 
+// A worker started before its gateway (a pod whose gateway is still starting) dials again until
+// the gateway is up; a name that does not resolve is dialled again too, and a stop ends it.
+TEST(ServeLoopTest, TheFirstDialWaitsForAGatewayThatIsNotUpYet) {
+  uint16_t port = 0;
+  {
+    FakeGateway probe;  // a free port, closed again
+    port = probe.port();
+  }
+  GatewayLinkOptions o;
+  o.port = port;
+  o.connect_timeout = 300ms;  // each dial gives up soon: the loop, not one long dial, waits
+  o.keepalive = 0ms;
+  o.silence_timeout = 0ms;
+  std::unique_ptr<FakeGateway> gateway;
+  std::thread late([&] {
+    std::this_thread::sleep_for(1500ms);
+    gateway = std::make_unique<FakeGateway>(false, port);
+  });
+  auto link = DialFirst(o, proto::Register(), 30, [] { return false; });
+  late.join();
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+  EXPECT_TRUE(Eventually([&] { return gateway->registers() == 1; }));
+
+  // Without a window, one dial.
+  o.host = "no-such-gateway.invalid";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(DialFirst(o, proto::Register(), 0, [] { return false; }).status().code(),
+            StatusCode::kUnavailable);
+  // With one, it dials until stopped.
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(1200ms);
+    stop = true;
+  });
+  auto stopped = DialFirst(o, proto::Register(), 30, [&] { return stop.load(); });
+  stopper.join();
+  EXPECT_FALSE(stopped.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // A bad address is not dialled again.
+  o.port = 0;
+  EXPECT_EQ(DialFirst(o, proto::Register(), 30, [] { return false; }).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace pdserve::worker

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
+
 #include "common/block_key.h"
+#include "common/framed_connection.h"
+#include "model/cuda/cuda_backend.h"
 #include "tests/model/random_model.h"
 #include "tests/temp_dir.h"
 
@@ -45,6 +49,40 @@ TEST(LoadWorkerEngineTest, TheGatewaysKeysAreTheEnginesOnTheCpu) {
 // model directory's: the salt must come from the backend, not from config.json.
 TEST(LoadWorkerEngineTest, TheGatewaysKeysAreTheEnginesOnASimulatedBackend) {
   ExpectGatewayKeysAreTheEngines("sim:zero");
+}
+
+// --metrics-address: /metrics listens where it is told (a pod's every interface), not only on
+// 127.0.0.1. 127.0.0.2 is loopback too, so the test needs no network.
+TEST(StartWorkerMetricsTest, BindsTheAddressItIsGiven) {
+  SharedWorkerOptions options;
+  options.metrics_port = 0;
+  options.metrics_address = "127.0.0.2";
+  auto metrics = StartWorkerMetrics(options, "decode");
+  ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
+  ASSERT_TRUE(*metrics);
+  boost::asio::io_context io;
+  const uint16_t port = (*metrics)->port();
+  EXPECT_TRUE(DialTcp(io, "127.0.0.2", port, std::chrono::milliseconds(2000)).ok());
+  EXPECT_FALSE(DialTcp(io, "127.0.0.1", port, std::chrono::milliseconds(200)).ok());
+
+  options.metrics_address = "not-an-address";
+  EXPECT_FALSE(StartWorkerMetrics(options, "decode").ok());
+  options.metrics_port = -1;
+  auto off = StartWorkerMetrics(options, "decode");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(*off);
+}
+
+TEST(GpuUuidOfTest, OnlyCudaDevicesHaveOne) {
+  EXPECT_EQ(*GpuUuidOf("cpu"), "");
+  EXPECT_EQ(*GpuUuidOf("sim:zero"), "");
+  auto gpu = GpuUuidOf("cuda:0");
+  if (model::CudaDeviceCount() == 0) {
+    EXPECT_FALSE(gpu.ok());
+  } else {
+    ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+    EXPECT_EQ(gpu->rfind("GPU-", 0), 0u);
+  }
 }
 
 }  // namespace
