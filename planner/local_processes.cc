@@ -82,8 +82,10 @@ std::vector<LocalProcesses::Exit> LocalProcesses::Poll(Clock::time_point now,
     Exit e{c.name, c.pid, status, c.supervised && !stopped_, {}};
     c.pid = 0;
     if (e.will_restart) {
-      // A child that ran a while was healthy: its next crash is not part of a crash loop.
-      if (now - c.started >= options_.healthy_after) c.backoff = options_.first_backoff;
+      // A child that ran a while was healthy, and one that exited 0 was asked to (it drained):
+      // neither exit is part of a crash loop.
+      const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (clean || now - c.started >= options_.healthy_after) c.backoff = options_.first_backoff;
       e.backoff = c.backoff;
       c.restart_at = now + c.backoff;
       c.backoff = std::min(c.backoff * 2, options_.max_backoff);

@@ -1,6 +1,7 @@
 // LocalProcesses: the local actuator's hands (docs/architecture.md, "Processes"): starts
 // `pdserve` subcommands as child processes of this one, starts a supervised child that exits
-// again after a backoff (1 s, doubling to 30 s; back to 1 s once it ran for 60 s), and stops them
+// again after a backoff (1 s, doubling to 30 s while it keeps failing within 10 s of its start;
+// back to 1 s once it ran for 10 s, or exited 0: drained on SIGTERM), and stops them
 // all (SIGTERM, the last started first; SIGKILL past a grace period). `pdserve up` supervises its
 // workers with it, so that one that dies is back within seconds while the gateway stays up.
 //
@@ -23,8 +24,11 @@ struct LocalProcessesOptions {
   std::string executable = "/proc/self/exe";  // every child runs this, with its own argv
   std::chrono::milliseconds first_backoff{1000};
   std::chrono::milliseconds max_backoff{30000};
-  // A child that ran this long before it exited is started again after first_backoff.
-  std::chrono::milliseconds healthy_after{60000};
+  // A child that ran this long before it exited (or exited 0) is started again after
+  // first_backoff. Long enough for a worker that cannot start (a bad flag, a model that does not
+  // load) to fail within it; short enough that one killed now and then under chaos or by the
+  // OOM killer is back in a second.
+  std::chrono::milliseconds healthy_after{10000};
 };
 
 // How a child ended, as `waitpid` said: "exited with status N" or "killed by signal N".

@@ -81,6 +81,16 @@ TEST(LocalProcessesTest, AChildThatRanLongEnoughStartsOverFromTheFirstBackoff) {
   EXPECT_EQ(seen.exits[1].second.backoff, 100ms) << "it ran past healthy_after each time";
 }
 
+// A worker that exits 0 drained on request (SIGTERM): it is not crashing, so it is back after
+// the first backoff however soon it exits.
+TEST(LocalProcessesTest, AChildThatExitsCleanlyIsBackAfterTheFirstBackoff) {
+  LocalProcesses p(Shell());
+  ASSERT_TRUE(p.Start("drained", {"sh", "-c", "exit 0"}, true).ok());
+  const Seen seen = PollFor(p, 5s, [](const Seen& s) { return s.exits.size() >= 3; });
+  ASSERT_GE(seen.exits.size(), 3u);
+  for (const auto& [at, e] : seen.exits) EXPECT_EQ(e.backoff, 100ms);
+}
+
 TEST(LocalProcessesTest, AnUnsupervisedChildIsNotStartedAgain) {
   LocalProcesses p(Shell());
   auto pid = p.Start("once", {"sh", "-c", "kill -9 $$"}, /*supervised=*/false);
