@@ -23,8 +23,8 @@ TEST(WorkerNameTest, RoundTripsHostPidAndSlurmJob) {
 }
 
 TEST(WorkerNameTest, OtherNamesAreNotRead) {
-  for (const char* name : {"", "sim-prefill-1", ":12", "host:", "host:12x", "host:-3", "host:0",
-                           "host:12@slurm:"}) {
+  for (const char* name :
+       {"", "sim-prefill-1", ":12", "host:", "host:12x", "host:-3", "host:0", "host:12@slurm:"}) {
     EXPECT_FALSE(ParseWorkerName(name)) << name;
   }
 }
