@@ -25,10 +25,11 @@ void LoadView::Join(uint64_t worker, const proto::Register& info, Clock::time_po
 
 void LoadView::Leave(uint64_t worker) { workers_.erase(worker); }
 
-void LoadView::OnLoad(uint64_t worker, const proto::Load& load) {
+bool LoadView::OnLoad(uint64_t worker, const proto::Load& load) {
   auto it = workers_.find(worker);
-  if (it == workers_.end()) return;
+  if (it == workers_.end()) return false;
   Worker& w = it->second;
+  const proto::Load before = w.load;
   w.load = load;
   for (uint64_t a : w.attempts) {
     auto f = attempts_.find(a);
@@ -45,6 +46,8 @@ void LoadView::OnLoad(uint64_t worker, const proto::Load& load) {
   w.load.set_free_pages(std::clamp(w.load.free_pages(), 0, w.info.kv_pages()));
   w.load.set_running(std::max(0, w.load.running()));
   w.load.set_waiting(std::max(0, w.load.waiting()));
+  return w.load.free_pages() > before.free_pages() || w.load.running() < before.running() ||
+         w.load.waiting() < before.waiting() || (before.draining() && !w.load.draining());
 }
 
 void LoadView::OnStep(uint64_t worker, const proto::StepReport& step) {

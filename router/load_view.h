@@ -51,8 +51,10 @@ class LoadView {
   void Leave(uint64_t worker);
   // Its Load: what it may claim is what it registered (no more free pages than its pool, no
   // negative counts). A Load sent after its answer to a Reserve (or its first tokens) counts
-  // that attempt's pages among the used ones.
-  void OnLoad(uint64_t worker, const proto::Load& load);
+  // that attempt's pages among the used ones. True when the worker may have room it did not
+  // have (more free pages, fewer sequences running or waiting, or it stopped draining): what is
+  // worth another look at the admission queue. A heartbeat that repeats the last Load is not.
+  bool OnLoad(uint64_t worker, const proto::Load& load);
   // A well-formed StepReport of its (step_cost.h): its prompt tokens a second while it runs
   // prompts, an average over about the last ten steps; and a decode step with one sequence
   // alone, its unloaded decode step, likewise.

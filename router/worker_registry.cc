@@ -177,8 +177,9 @@ void WorkerRegistry::OnMessage(uint64_t conn_id, proto::Envelope&& m) {
         JoinPrefixIndexLocked(w, actions);
       }
     } else if (m.has_load()) {
-      loads_.OnLoad(w.id, m.load());
-      capacity_changed = true;
+      // A heartbeat repeating the last Load is no news for the admission queue: pumping it
+      // for each of hundreds of workers' heartbeats made a full pass over the workers per Load.
+      capacity_changed = loads_.OnLoad(w.id, m.load());
       const auto now = std::chrono::system_clock::now();
       if (options_.on_period && w.period->DueForUpdate(now)) {
         actions.periods.push_back(w.period->Update(now, false));

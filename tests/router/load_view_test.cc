@@ -176,6 +176,24 @@ TEST(LoadViewTest, ShortStepsOfCachedPromptsDoNotDragThePromptRateDown) {
   EXPECT_NEAR(c.step_seconds, 0.015 - 0.235 / 199, 1e-9);
 }
 
+// A Load is news for the admission queue only when the worker may have room it did not have: a
+// heartbeat repeating the last Load, or a worker that got busier, is not.
+TEST(LoadViewTest, ALoadSaysWhetherTheWorkerMayHaveMoreRoom) {
+  LoadView view;
+  view.Join(1, Worker("decode"), kT0);  // 512 pages, all free
+  EXPECT_FALSE(view.OnLoad(1, Load(512))) << "the same as it registered";
+  EXPECT_FALSE(view.OnLoad(1, Load(400, 3, 1))) << "busier";
+  EXPECT_FALSE(view.OnLoad(1, Load(400, 3, 1))) << "a heartbeat repeating it";
+  EXPECT_TRUE(view.OnLoad(1, Load(450, 3, 1))) << "pages freed";
+  EXPECT_TRUE(view.OnLoad(1, Load(450, 2, 1))) << "a sequence ended";
+  EXPECT_TRUE(view.OnLoad(1, Load(450, 2, 0))) << "one waiting started";
+  EXPECT_FALSE(view.OnLoad(1, Load(450, 2, 0, /*draining=*/true)));
+  EXPECT_TRUE(view.OnLoad(1, Load(450, 2, 0))) << "no longer draining";
+  EXPECT_TRUE(view.OnLoad(1, Load(9999, 2, 0))) << "free up to its pool";
+  EXPECT_FALSE(view.OnLoad(1, Load(9999, 2, 0))) << "capped at its pool, as before";
+  EXPECT_FALSE(view.OnLoad(2, Load(512))) << "not registered";
+}
+
 // A decode worker's unloaded step is its decode steps with one sequence alone, averaged (0.9 of
 // the old): steps of a batch, or with prompt work in them, are not unloaded ones.
 TEST(LoadViewTest, TheUnloadedDecodeStepIsTheOneSequenceSteps) {
