@@ -35,6 +35,10 @@ bool GatewayReady(int port) {
   return r.ok() && r->status == 200;
 }
 
+// Sample prices (a rented H100 by the hour, committed and on demand), so that the ledger's costs
+// are not zero out of the box; `up` says so at start.
+constexpr double kSamplePricePerGpuHour = 2.0, kSampleBurstPricePerGpuHour = 3.0;
+
 struct UpFlags {
   std::string model_dir;
   uint16_t port = 8000;
@@ -44,12 +48,11 @@ struct UpFlags {
   int threads = 0;             // per worker; 0: the machine's cores shared among the workers
   std::string dtype = "auto";  // every worker's, so prefill and decode compute alike
   std::string ledger = "pdserve-ledger.sqlite";
-  // Passed to the workers: sample prices (a rented H100 by the hour, committed and on demand),
-  // so that the ledger's costs are not zero out of the box; `up` says so at start.
-  double price_per_gpu_hour = 2.0;
+  // Passed to the workers.
+  double price_per_gpu_hour = kSamplePricePerGpuHour;
   bool no_auth = true;
   bool autoscale = false;
-  double burst_price_per_gpu_hour = 3.0;
+  double burst_price_per_gpu_hour = kSampleBurstPricePerGpuHour;
   int kv_pages = 0;  // decode and colocated workers' pools (0: their default)
   int up_cooldown_s = 30, down_hold_s = 120;
   int burst_idle_s = 0;
@@ -91,7 +94,8 @@ void RunUp(const UpFlags& f) {
             << (f.autoscale ? ", burst ones $" + Dollars(f.burst_price_per_gpu_hour)
                             : std::string())
             << ", one GPU each"
-            << (f.price_per_gpu_hour == 2.0 && f.burst_price_per_gpu_hour == 3.0
+            << (f.price_per_gpu_hour == kSamplePricePerGpuHour &&
+                        f.burst_price_per_gpu_hour == kSampleBurstPricePerGpuHour
                     ? " (sample prices; set yours with --price-per-gpu-hour"
                       " and --burst-price-per-gpu-hour)"
                     : "")

@@ -43,13 +43,14 @@ Status LocalActuator::SetBurstWorkers(Pool pool, int count) {
     spdlog::info("the planner wants {} burst {} worker(s): starting {} as process {}", count,
                  PoolName(pool), name, *pid);
   }
+  const std::string host = ThisHost();
   while (static_cast<int>(running.size()) > count) {
     // The first of the drain order that is one of these children, else the newest.
     auto victim = std::prev(running.end());
     bool chosen = false;
     for (const std::string& registered : drain_order_[pool]) {
       const auto parts = ParseWorkerName(registered);
-      if (!parts || parts->host != ThisHost()) continue;
+      if (!parts || parts->host != host) continue;
       auto it = std::find_if(running.begin(), running.end(), [&](const std::string& name) {
         return processes_.PidOf(name) == static_cast<pid_t>(parts->pid);
       });

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <functional>
+#include <cstdint>
 #include <sstream>
 
 #include "common/worker_name.h"
@@ -86,23 +86,20 @@ Status SlurmActuator::SetBurstWorkers(Pool pool, int count) {
   if (live <= count) return Status::Ok();
   // Which go: pending jobs (nothing to drain), then the running jobs of the drain order (the
   // gateway's idlest workers, named with their job), then the newest.
-  std::vector<Job> going;
-  auto take = [&](const std::function<bool(const Job&)>& pick) {
-    for (auto it = jobs->rbegin();
-         it != jobs->rend() && live - static_cast<int>(going.size()) > count; ++it) {
-      const bool taken =
-          std::any_of(going.begin(), going.end(), [&](const Job& g) { return g.id == it->id; });
-      if (!taken && pick(*it)) going.push_back(*it);
-    }
-  };
-  take([](const Job& j) { return j.pending; });
+  std::map<std::string, size_t> drain_rank;
   for (const std::string& name : drain_order_[pool]) {
     const auto parts = ParseWorkerName(name);
-    if (parts && !parts->slurm_job.empty()) {
-      take([&](const Job& j) { return j.id == parts->slurm_job; });
-    }
+    if (parts && !parts->slurm_job.empty()) drain_rank.emplace(parts->slurm_job, drain_rank.size());
   }
-  take([](const Job&) { return true; });
+  auto rank = [&](const Job& j) {
+    if (j.pending) return size_t{0};
+    const auto r = drain_rank.find(j.id);
+    return r == drain_rank.end() ? SIZE_MAX : 1 + r->second;
+  };
+  std::vector<Job> going(jobs->rbegin(), jobs->rend());  // the newest first
+  std::stable_sort(going.begin(), going.end(),
+                   [&](const Job& a, const Job& b) { return rank(a) < rank(b); });
+  going.resize(static_cast<size_t>(live - count));
   for (const Job& job : going) {
     PDSERVE_RETURN_IF_ERROR(Release(job));
     spdlog::info("slurm: {} job {} ({})", job.pending ? "cancelled pending" : "draining", job.id,
