@@ -54,6 +54,7 @@ void AddBenchServeCommand(CLI::App& bench);
 void AddBenchAcceptanceCommand(CLI::App& bench);
 void AddBenchKvCommand(CLI::App& bench);
 void AddBenchLedgerCommand(CLI::App& bench);
+void AddBenchGrammarCommand(CLI::App& bench);
 // `pdserve ledger export` and `pdserve ledger forget` (app/ledger_commands.cc).
 void AddLedgerCommands(CLI::App& app);
 // `pdserve report`: the cost report (app/report_command.cc).

@@ -74,6 +74,7 @@ bool CompletionCall::Start() {
   }
   s->set_max_tokens(max_tokens_);
   s->set_ignore_eos(request_.ignore_eos);
+  s->set_json_schema(request_.json_schema);
   if (!request_.ignore_eos) {
     for (int32_t id : tokenizer_->eos_ids()) s->add_stop_token_ids(id);
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_text.h"
+#include "grammar/json_grammar.h"
 
 namespace pdserve::gateway {
 namespace {
@@ -141,6 +142,51 @@ void ReadMessages(Reader& r, GenerationRequest& req) {
   }
 }
 
+// response_format: text (nothing), json_object (any JSON object) or json_schema, whose schema is
+// taken from `body` parsed again keeping its keys' order (properties come out in it) and
+// compiled here, so that a schema the engine could not enforce is a 400 naming its keyword.
+void ReadResponseFormat(Reader& r, std::string_view body, GenerationRequest& req) {
+  const json* v = r.Find("response_format");
+  if (!v) return;
+  if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string()) {
+    return r.Fail("'response_format' must be an object with a string 'type'", "response_format");
+  }
+  const std::string type = (*v)["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    req.json_schema = grammar::kAnyJsonObjectSchema;
+    return;
+  }
+  if (type != "json_schema") {
+    return r.Fail(
+        "'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+        "response_format");
+  }
+  const json* spec = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+  if (!spec || !spec->is_object()) {
+    return r.Fail("'response_format.json_schema' must be an object with 'name' and 'schema'",
+                  "response_format");
+  }
+  if (!spec->contains("name") || !(*spec)["name"].is_string()) {
+    return r.Fail("'response_format.json_schema.name' must be a string", "response_format");
+  }
+  if (spec->contains("strict") && !(*spec)["strict"].is_boolean() && !(*spec)["strict"].is_null()) {
+    return r.Fail("'response_format.json_schema.strict' must be a boolean", "response_format");
+  }
+  if (!spec->contains("schema")) {
+    req.json_schema = grammar::kAnyJsonObjectSchema;  // OpenAI: a schema is optional
+    return;
+  }
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto& schema = ordered["response_format"]["json_schema"]["schema"];
+  auto compiled = grammar::CompileJsonSchema(schema);
+  if (!compiled.ok()) {
+    return r.Fail("'response_format.json_schema.schema': " + compiled.status().message(),
+                  "response_format");
+  }
+  req.json_schema = (*compiled)->source();
+}
+
 // OpenAI fields that would change what the client gets back and that pdserve does not do: a
 // request that sets one (to anything but its "off" value) is refused with the field named, so
 // that nobody reads an answer made without it. Fields that change nothing (user, metadata,
@@ -174,10 +220,6 @@ void RefuseUnsupported(Reader& r) {
     if (const json* v = r.Find(key); v && !(v->is_string() && v->get<std::string>() == "none")) {
       refuse(key, "no tool calls");
     }
-  }
-  if (const json* v = r.Find("response_format")) {
-    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
-    if (!text) refuse("response_format", "text only: no JSON mode or schemas");
   }
 }
 
@@ -263,6 +305,7 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
     }
   }
   RefuseUnsupported(r);
+  ReadResponseFormat(r, body, req);
   if (const json* user = r.Find("user")) {
     if (!user->is_string())
       r.Fail("'user' must be a string", "user");

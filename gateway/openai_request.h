@@ -45,6 +45,9 @@ struct GenerationRequest {
   // (every generated id, as many as usage.completion_tokens; streamed, each chunk its new ones).
   bool return_token_ids = false;
   std::string user;  // OpenAI's end-user id; the ledger keeps it as a tag
+  // response_format json_object or json_schema: the JSON Schema the output follows, compiled
+  // once here to check it (grammar/json_grammar.h), as compact text; empty: free text.
+  std::string json_schema;
 };
 
 struct ParseOptions {

@@ -15,7 +15,7 @@ enum StringState : int32_t {
   kStringStart = 0,
   kContent,
   kEscape,
-  kUnicodeHex,  // a: hex digits read
+  kUnicodeHex,  // b: hex digits read
   kUtf8Need1,
   kUtf8Need2,
   kUtf8Need3,
@@ -37,6 +37,13 @@ enum NumberState : int32_t {
   kESign,
   kExp,
 };
+
+// Digits a number's parts may have (grammar_matcher.h).
+int32_t MaxDigits(int32_t state) {
+  if (state == kExp) return kMaxExponentDigits;
+  if (state == kFrac) return kMaxFractionDigits;
+  return kMaxIntegerDigits;
+}
 
 bool NumberAccepting(int32_t s) { return s == kZero || s == kInt || s == kFrac || s == kExp; }
 
@@ -194,36 +201,61 @@ void GrammarMatcher::Feed(int32_t top, uint8_t byte, std::vector<int32_t>* out) 
 void GrammarMatcher::FeedString(int32_t top, const Frame& f, uint8_t byte,
                                 std::vector<int32_t>* out) {
   const int32_t parent = arena_[static_cast<size_t>(top)].parent;
+  // a: characters so far (code points, an escape one), counted only as far as the node's
+  // minLength and maxLength care (an unbounded string's stays 0, one state for all its text).
+  const Node& n = grammar_->node(f.node);
+  const int32_t counted = std::min(f.a + 1, std::max(n.min_items, n.max_items));
+  const bool room = n.max_items < 0 || f.a < n.max_items;  // another character may start
+  auto push = [&](int32_t state, int32_t chars, int32_t hex) {
+    out->push_back(Push({f.node, state, chars, hex}, parent));
+  };
   switch (f.state) {
     case kStringStart:
-      if (byte == '"') out->push_back(Push({f.node, kContent, 0, 0}, parent));
+      if (byte == '"') push(kContent, 0, 0);
       return;
     case kEscape:
       if (byte == 'u') {
-        out->push_back(Push({f.node, kUnicodeHex, 0, 0}, parent));
+        push(kUnicodeHex, f.a, 0);
       } else if (std::strchr("\"\\/bfnrt", byte) != nullptr && byte != 0) {
-        out->push_back(Push({f.node, kContent, 0, 0}, parent));
+        push(kContent, counted, 0);
       }
       return;
     case kUnicodeHex:
-      // A first digit d would start a surrogate (D800-DFFF), which only a pair makes valid:
-      // refused, so an escape always names a whole character (such text is written as UTF-8).
-      if (!IsHex(byte) || (f.a == 0 && (byte == 'd' || byte == 'D'))) return;
-      out->push_back(Push({f.node, f.a == 3 ? kContent : kUnicodeHex, f.a + 1, 0}, parent));
+      // b: hex digits read. A first digit d would start a surrogate (D800-DFFF), which only a
+      // pair makes valid: refused, so an escape always names a whole character (such text is
+      // written as UTF-8).
+      if (!IsHex(byte) || (f.b == 0 && (byte == 'd' || byte == 'D'))) return;
+      if (f.b == 3) {
+        push(kContent, counted, 0);
+      } else {
+        push(kUnicodeHex, f.a, f.b + 1);
+      }
       return;
+    case kContent:
+      if (byte == '"') {
+        if (f.a >= n.min_items) out->push_back(Pop(top));
+        return;
+      }
+      if (!room) return;
+      [[fallthrough]];
     default: {
       const int32_t next = StringNext(f.state, byte);
       if (next < 0) return;
-      out->push_back(next == kStringStart ? Pop(top) : Push({f.node, next, 0, 0}, parent));
+      // A character is counted when it is whole: an ASCII byte, a multi-byte one's last byte.
+      push(next, next == kContent ? counted : f.a, 0);
     }
   }
 }
 
 void GrammarMatcher::FeedNumber(int32_t top, const Frame& f, bool integer, uint8_t byte,
                                 std::vector<int32_t>* out) {
-  const int32_t next = NumberNext(f.state, integer, byte);
-  if (next >= 0)
-    out->push_back(Push({f.node, next, 0, 0}, arena_[static_cast<size_t>(top)].parent));
+  int32_t next = NumberNext(f.state, integer, byte);
+  // a: the digits of the current part (integer, fraction, exponent), within its bound.
+  const int32_t digits = !IsDigit(byte) ? 0 : next == f.state ? f.a + 1 : 1;
+  if (next >= 0 && digits > MaxDigits(next)) next = -1;
+  if (next >= 0) {
+    out->push_back(Push({f.node, next, digits, 0}, arena_[static_cast<size_t>(top)].parent));
+  }
   // A complete number ends where a byte cannot extend it: the byte is its parent's.
   if (NumberAccepting(f.state)) {
     const int32_t parent = Pop(top);

@@ -27,6 +27,12 @@ struct Frame {
   int32_t b = 0;
 };
 
+// A number's parts are bounded so that it parses to a finite double, and an integer to an exact
+// one (below 2^53), in any JSON reader, where JSON's grammar alone admits 1e99999.
+inline constexpr int32_t kMaxIntegerDigits = 15;
+inline constexpr int32_t kMaxFractionDigits = 15;
+inline constexpr int32_t kMaxExponentDigits = 2;
+
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const JsonGrammar> grammar);

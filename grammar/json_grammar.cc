@@ -13,6 +13,8 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr int kMaxSchemaDepth = 64;
+// minItems, maxItems, minLength and maxLength at most: each count below it is a grammar state.
+constexpr int64_t kMaxCount = 10000;
 
 const std::set<std::string>& Annotations() {
   static const std::set<std::string> names = {"title",    "description", "default",  "examples",
@@ -23,10 +25,10 @@ const std::set<std::string>& Annotations() {
 
 const std::set<std::string>& Supported() {
   static const std::set<std::string> names = {
-      "type",  "properties", "required", "additionalProperties",
-      "items", "minItems",   "maxItems", "enum",
-      "const", "anyOf",      "allOf",    "$ref",
-      "$defs", "definitions"};
+      "type",  "properties",  "required",  "additionalProperties",
+      "items", "minItems",    "maxItems",  "enum",
+      "const", "anyOf",       "allOf",     "$ref",
+      "$defs", "definitions", "minLength", "maxLength"};
   return names;
 }
 
@@ -216,7 +218,7 @@ class SchemaCompiler {
 
   Result<int32_t> Typed(const json& schema, const std::string& type, const std::string& pointer,
                         int depth) {
-    if (type == "string") return StringNode();
+    if (type == "string") return String(schema, pointer);
     if (type == "number") return Shared(&number_, Node{.kind = NodeKind::kNumber});
     if (type == "integer") return Shared(&integer_, Node{.kind = NodeKind::kInteger});
     if (type == "boolean") return Literals({"false", "true"}, pointer);
@@ -311,22 +313,38 @@ class SchemaCompiler {
     } else {
       PDSERVE_ASSIGN_OR_RETURN(node.items, AnyValue());
     }
+    PDSERVE_RETURN_IF_ERROR(Bounds(schema, pointer, "minItems", "maxItems", &node));
+    return Add(std::move(node));
+  }
+
+  // A string node: the shared one, or one of its own where minLength or maxLength bound it.
+  Result<int32_t> String(const json& schema, const std::string& pointer) {
+    if (!schema.contains("minLength") && !schema.contains("maxLength")) return StringNode();
+    Node node{.kind = NodeKind::kString};
+    PDSERVE_RETURN_IF_ERROR(Bounds(schema, pointer, "minLength", "maxLength", &node));
+    return Add(std::move(node));
+  }
+
+  // A count's bounds (minItems and maxItems, minLength and maxLength) into the node.
+  static Status Bounds(const json& schema, const std::string& pointer, const char* min_key,
+                       const char* max_key, Node* node) {
     auto count = [&](const char* key, int32_t* out) -> Status {
       if (!schema.contains(key)) return Status::Ok();
       const json& v = schema[key];
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxCount) {
         return InvalidArgument(std::string("'") + key + "' at " + Where(pointer) +
-                               " must be an integer from 0 to 100000");
+                               " must be an integer from 0 to " + std::to_string(kMaxCount));
       }
       *out = static_cast<int32_t>(v.get<int64_t>());
       return Status::Ok();
     };
-    PDSERVE_RETURN_IF_ERROR(count("minItems", &node.min_items));
-    PDSERVE_RETURN_IF_ERROR(count("maxItems", &node.max_items));
-    if (node.max_items >= 0 && node.max_items < node.min_items) {
-      return InvalidArgument("'maxItems' at " + Where(pointer) + " is below 'minItems'");
+    PDSERVE_RETURN_IF_ERROR(count(min_key, &node->min_items));
+    PDSERVE_RETURN_IF_ERROR(count(max_key, &node->max_items));
+    if (node->max_items >= 0 && node->max_items < node->min_items) {
+      return InvalidArgument(std::string("'") + max_key + "' at " + Where(pointer) + " is below '" +
+                             min_key + "'");
     }
-    return Add(std::move(node));
+    return Status::Ok();
   }
 
   Result<int32_t> Ref(const json& ref, const std::string& pointer, int depth) {

@@ -4,7 +4,8 @@
 // is never skipped, an optional one may be; no property the schema does not declare), so every
 // text it completes parses and validates against the schema whatever the weights chose.
 // Supported: type (one or a list), properties, required, additionalProperties (no extra property
-// is generated, so any value is honoured), items, minItems, maxItems, enum, const, anyOf, a
+// is generated, so any value is honoured), items, minItems, maxItems, minLength, maxLength,
+// enum, const, anyOf, a
 // one-element allOf, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion included),
 // and the annotations (title, description, default, examples, $schema, $id, $comment). Any
 // other keyword (pattern, minimum, format, oneOf, ...) is refused with its name and where it is,

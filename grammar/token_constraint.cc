@@ -3,18 +3,18 @@
 namespace pdserve::grammar {
 
 GrammarPlan::GrammarPlan(std::shared_ptr<const JsonGrammar> grammar,
-                         std::shared_ptr<const TokenVocabulary> vocabulary)
-    : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+                         std::shared_ptr<const TokenVocabulary> vocabulary, bool cache_masks)
+    : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)), cache_masks_(cache_masks) {}
 
 const TokenMask& GrammarPlan::MaskFor(GrammarMatcher& matcher) {
   std::string key = matcher.StateKey();
-  if (auto it = masks_.find(key); it != masks_.end()) {
+  if (auto it = masks_.find(key); cache_masks_ && it != masks_.end()) {
     ++hits_;
     return it->second;
   }
   ++misses_;
   const size_t mask_bytes = (static_cast<size_t>(vocabulary_->size()) + 7) / 8 + 64;
-  if ((masks_.size() + 1) * mask_bytes > kMaxCachedMaskBytes) masks_.clear();
+  if (!cache_masks_ || (masks_.size() + 1) * mask_bytes > kMaxCachedMaskBytes) masks_.clear();
   TokenMask& mask = masks_[std::move(key)];
   matcher.FillMask(*vocabulary_, &mask);
   return mask;

@@ -24,8 +24,10 @@ namespace pdserve::grammar {
 
 class GrammarPlan {
  public:
+  // cache_masks false: every mask is computed by the vocabulary walk (a benchmark's planted
+  // fault, which its gate must catch).
   GrammarPlan(std::shared_ptr<const JsonGrammar> grammar,
-              std::shared_ptr<const TokenVocabulary> vocabulary);
+              std::shared_ptr<const TokenVocabulary> vocabulary, bool cache_masks = true);
 
   // The tokens `matcher`'s grammar admits next, from the cache or computed now.
   const TokenMask& MaskFor(GrammarMatcher& matcher);
@@ -40,6 +42,7 @@ class GrammarPlan {
  private:
   std::shared_ptr<const JsonGrammar> grammar_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
+  bool cache_masks_;
   std::unordered_map<std::string, TokenMask> masks_;
   int64_t hits_ = 0, misses_ = 0;
 };

@@ -5,8 +5,6 @@
 #include <limits>
 #include <numeric>
 
-#include "tokenizer/tokenizer.h"
-
 namespace pdserve::grammar {
 
 TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes)
@@ -30,16 +28,6 @@ TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes)
     while (k < n && prev[k] == t[k]) ++k;
     shared_prefix_[i] = static_cast<int32_t>(k);
   }
-}
-
-std::shared_ptr<const TokenVocabulary> TokenVocabulary::FromTokenizer(const tokenizer::Tokenizer& t,
-                                                                      int32_t vocab_size) {
-  std::vector<std::string> bytes(static_cast<size_t>(std::max(vocab_size, 0)));
-  const int32_t known = std::min(vocab_size, t.vocab_size());
-  for (int32_t id = 0; id < known; ++id) {
-    if (!t.IsSpecial(id)) bytes[static_cast<size_t>(id)] = t.TokenBytes(id);
-  }
-  return std::make_shared<const TokenVocabulary>(std::move(bytes));
 }
 
 void TokenMask::Reset(int32_t vocab_size) {

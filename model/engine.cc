@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "model/backend_factory.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pdserve::model {
 
@@ -37,7 +38,47 @@ Result<std::unique_ptr<Engine>> Engine::Load(const std::string& model_dir,
   auto engine = std::make_unique<Engine>(std::move(backend), options);
   std::vector<int32_t> eos(config.eos_token_ids.begin(), config.eos_token_ids.end());
   engine->set_eos_ids(std::move(eos));
+  engine->set_vocabulary_dir(model_dir);
   return engine;
+}
+
+void Engine::set_vocabulary(std::shared_ptr<const grammar::TokenVocabulary> vocabulary) {
+  vocabulary_ = std::move(vocabulary);
+  grammars_.reset();
+}
+
+Result<std::unique_ptr<grammar::TokenConstraint>> Engine::ConstraintFor(
+    const SamplingParams& params, std::span<const int32_t> generated) {
+  if (params.json_schema.empty()) return std::unique_ptr<grammar::TokenConstraint>();
+  if (!grammars_) {
+    if (!vocabulary_) {
+      if (vocabulary_dir_.empty()) {
+        return FailedPrecondition("this engine has no tokenizer: a response format needs one");
+      }
+      auto tokenizer = tokenizer::Tokenizer::Load(vocabulary_dir_);
+      if (!tokenizer.ok()) {
+        return FailedPrecondition("a response format needs the model's tokenizer: " +
+                                  tokenizer.status().message());
+      }
+      vocabulary_ = grammar::TokenVocabulary::FromTokenizer(**tokenizer, config().vocab_size);
+    }
+    grammars_ = std::make_unique<grammar::GrammarPlans>(vocabulary_);
+  }
+  PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grammar::GrammarPlan> plan,
+                           grammars_->For(params.json_schema));
+  auto constraint = std::make_unique<grammar::TokenConstraint>(std::move(plan));
+  for (int32_t token : generated) {
+    if (!constraint->Accept(token)) {
+      return InvalidArgument("the tokens generated so far do not follow the response format");
+    }
+  }
+  return constraint;
+}
+
+std::span<const int32_t> Engine::EndIds(const Sequence& s) {
+  end_ids_.assign(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end());
+  if (!s.params.ignore_eos) end_ids_.insert(end_ids_.end(), eos_ids_.begin(), eos_ids_.end());
+  return end_ids_;
 }
 
 Engine::Engine(std::unique_ptr<Backend> backend, const EngineOptions& options)
@@ -89,6 +130,10 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
                                                  .sampler = Sampler(params),
                                                  .keep_pages = keep_pages});
   seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
+  // A resumed stream's prompt ends with the tokens it generated before.
+  const size_t drawn = std::min(seq->tokens.size(), static_cast<size_t>(params.samples_drawn));
+  PDSERVE_ASSIGN_OR_RETURN(seq->constraint,
+                           ConstraintFor(params, std::span(seq->tokens).last(drawn)));
   const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
   if (pages > pool_.num_pages()) {
     return ResourceExhausted("request needs " + std::to_string(pages) + " KV pages; the pool has " +
@@ -132,6 +177,17 @@ Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first
   }
   seq->tokens.push_back(first_token);
   seq->sampler.SkipSample();  // the first token used one draw of the seeded stream
+  if (!params.json_schema.empty()) {
+    // The tokens generated before (a resumed stream's) and the first, unless it ended the text.
+    const size_t drawn =
+        std::min(static_cast<size_t>(prompt_len), static_cast<size_t>(params.samples_drawn));
+    std::vector<int32_t> generated(seq->tokens.end() - 1 - static_cast<std::ptrdiff_t>(drawn),
+                                   seq->tokens.end());
+    bool is_stop = false;
+    (void)CheckFinish(*seq, first_token, &is_stop);
+    if (is_stop) generated.pop_back();
+    PDSERVE_ASSIGN_OR_RETURN(seq->constraint, ConstraintFor(params, generated));
+  }
   const uint64_t id = seq->id;
   waiting_.push_back(std::move(seq));
   return id;
@@ -311,9 +367,10 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   }
   // A GPU picks greedy tokens where the logits are, so only ids cross to the host; any
   // sampled row needs the logits here (its Sampler holds the request's random stream).
-  const bool greedy_on_device = backend_->greedy_on_device() &&
-                                std::all_of(in_batch.begin(), in_batch.end(),
-                                            [](const Sequence* s) { return s->params.greedy(); });
+  const bool greedy_on_device =
+      backend_->greedy_on_device() &&
+      std::all_of(in_batch.begin(), in_batch.end(),
+                  [](const Sequence* s) { return s->params.greedy() && !s->constraint; });
   if (greedy_on_device) {
     PDSERVE_RETURN_IF_ERROR(backend_->ForwardGreedy(batch, &greedy_tokens_));
   } else {
@@ -326,13 +383,31 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     Sequence& s = *in_batch[i];
     s.computed += static_cast<int>(batch.chunks[i].tokens.size());
     if (!batch.chunks[i].want_logits) continue;
-    const int32_t token = greedy_on_device ? greedy_tokens_[row++]
-                                           : s.sampler.Sample(std::span(logits_).subspan(
-                                                 static_cast<size_t>(row++) * vocab, vocab));
+    if (s.constraint && s.constraint->terminated()) {
+      // The text was whole before this token (a first token from a prefill worker ended it).
+      ++row;
+      events->push_back({s.id, -1, FinishReason::kStop, false});
+      continue;
+    }
+    int32_t token = 0;
+    if (greedy_on_device) {
+      token = greedy_tokens_[row++];
+    } else {
+      const std::span<float> logits =
+          std::span(logits_).subspan(static_cast<size_t>(row++) * vocab, vocab);
+      if (s.constraint) s.constraint->Mask(logits, EndIds(s));
+      token = s.sampler.Sample(logits);
+    }
     s.tokens.push_back(token);
     ++s.generated;
     bool is_stop = false;
-    const FinishReason finish = CheckFinish(s, token, &is_stop);
+    FinishReason finish = CheckFinish(s, token, &is_stop);
+    if (s.constraint && !is_stop) {
+      // A token the mask let through only where the grammar was stuck is refused here: the
+      // text stays as it was, and the next mask is the same.
+      (void)s.constraint->Accept(token);
+      if (finish == FinishReason::kNone && s.constraint->terminated()) finish = FinishReason::kStop;
+    }
     events->push_back({s.id, token, finish, is_stop, s.generated == 1 ? s.cached_tokens : 0});
   }
   if (options_.prefix_cache) {

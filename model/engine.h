@@ -26,6 +26,8 @@
 
 #include "common/block_key.h"
 #include "common/status.h"
+#include "grammar/token_constraint.h"
+#include "grammar/token_vocabulary.h"
 #include "model/backend.h"
 #include "model/backend_factory.h"
 #include "model/kv_pool.h"
@@ -168,6 +170,13 @@ class Engine {
   KvPagePool& pages() { return pool_; }
   const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   void set_eos_ids(std::vector<int32_t> ids) { eos_ids_ = std::move(ids); }
+  // The token bytes a request's json_schema is matched against: set, or loaded from a model
+  // directory's tokenizer on the first such request (Load sets the directory). Without either,
+  // such a request is refused (FailedPrecondition).
+  void set_vocabulary(std::shared_ptr<const grammar::TokenVocabulary> vocabulary);
+  void set_vocabulary_dir(std::string model_dir) { vocabulary_dir_ = std::move(model_dir); }
+  // The compiled schemas and their masks' cache (null before the first constrained request).
+  const grammar::GrammarPlans* grammar_plans() const { return grammars_.get(); }
 
  private:
   struct Sequence {
@@ -188,6 +197,8 @@ class Engine {
     std::vector<BlockKey> block_keys{};
     int cached_blocks = 0;
     int cached_tokens = 0;  // prompt tokens found cached at first admission
+    // The response format's matcher (params.json_schema), past every token generated so far.
+    std::unique_ptr<grammar::TokenConstraint> constraint{};
   };
 
   int ReservedTokens(const Sequence& s) const;
@@ -203,6 +214,13 @@ class Engine {
   // Names s's full pages of computed KV in the cache.
   void CacheComputedBlocks(Sequence& s);
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
+  // The matcher of params.json_schema moved past `generated` (tokens sampled before, on this or
+  // other workers); null without a schema. InvalidArgument: the schema does not compile, or
+  // the tokens do not follow it.
+  Result<std::unique_ptr<grammar::TokenConstraint>> ConstraintFor(
+      const SamplingParams& params, std::span<const int32_t> generated);
+  // The ids that end `s` (EOS unless ignore_eos, and its stop ids), into end_ids_.
+  std::span<const int32_t> EndIds(const Sequence& s);
 
   std::unique_ptr<Backend> backend_;
   EngineOptions options_;
@@ -218,6 +236,10 @@ class Engine {
   LayerHook layer_hook_;
   std::vector<float> logits_;
   std::vector<int32_t> greedy_tokens_;
+  std::string vocabulary_dir_;
+  std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;
+  std::unique_ptr<grammar::GrammarPlans> grammars_;
+  std::vector<int32_t> end_ids_;
 };
 
 }  // namespace pdserve::model

@@ -27,6 +27,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // end the sequence (the token is not returned as text)
   std::vector<std::string> stop;        // stop strings, matched on text by StopStringMatcher
   bool ignore_eos = false;              // keep going past end-of-sequence tokens (load tests)
+  // A JSON Schema's text the output follows, token by token (grammar/json_grammar.h: compact
+  // JSON, the schema's subset); empty: free text. The engine masks the logits before sampling.
+  std::string json_schema;
   // Tokens of this request sampled before (a stream resumed on other workers): its random
   // stream starts past their draws, so a seeded request goes on as if never moved.
   int samples_drawn = 0;  // [0, kMaxSamplesDrawn]

@@ -12,6 +12,7 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
   p.ignore_eos = s.ignore_eos();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.samples_drawn = s.samples_drawn();
+  p.json_schema = s.json_schema();
   return p;
 }
 

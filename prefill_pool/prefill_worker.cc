@@ -389,6 +389,7 @@ void PrefillWorker::RunStep() {
     f.pending = std::move(p);
     f.token = e.token;
     f.is_stop = e.is_stop_token;
+    f.ended = e.finish == model::FinishReason::kStop;  // a stop token, or a whole response format
     f.cached_tokens = e.cached_tokens;
     f.pages = engine_->TakeKeptPages(e.seq_id);
     f.sampled = Clock::now();
@@ -438,7 +439,7 @@ void PrefillWorker::FinishLoop() {
     b->set_kv_bytes(kv_bytes);
     b->set_cached_tokens(f.cached_tokens);
     const bool context_full = p.prompt_len + 1 >= engine_->config().max_seq_len;
-    if (f.is_stop) {
+    if (f.is_stop || f.ended) {
       b->set_finish_reason("stop");
     } else if (p.max_tokens <= 1 || context_full) {
       b->set_finish_reason("length");

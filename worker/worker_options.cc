@@ -36,6 +36,7 @@ Result<std::unique_ptr<model::Engine>> LoadWorkerEngine(
   PDSERVE_ASSIGN_OR_RETURN(options.cache_salt, salt_of(backend->config(), backend->kv_shape()));
   auto engine = std::make_unique<model::Engine>(std::move(backend), options);
   engine->set_eos_ids({config.eos_token_ids.begin(), config.eos_token_ids.end()});
+  engine->set_vocabulary_dir(model_dir);
   return engine;
 }
 

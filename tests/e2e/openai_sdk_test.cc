@@ -129,7 +129,7 @@ void ExpectSdkChecksPass(int http_port, const std::string& model, const std::str
   ASSERT_TRUE(std::filesystem::exists(tools + "/node_modules/openai/package.json"))
       << "the openai npm package is missing in tests/tools: run scripts/setup --test";
   const std::string command =
-      "timeout 120 node " + tools +
+      "timeout 240 node " + tools +
       "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_port) +
       "/v1 --model " + model + " --api-key sk-good " + extra_args + " 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
@@ -161,9 +161,11 @@ void ExpectSdkChecksPass(int http_port, const std::string& model, const std::str
 
 TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
   ExpectSdkChecksPass(
-      http_, "tiny", "--limited-key sk-limited --limited-tenant tiny-tenant",
+      http_, "tiny", "--limited-key sk-limited --limited-tenant tiny-tenant --structured-seeds 100",
       {"completions", "completions stream", "chat.completions", "chat.completions stream",
-       "400 bad field", "404 unknown model", "401 bad key", "429 over quota"});
+       "400 bad field", "404 unknown model", "401 bad key", "429 over quota",
+       "response_format json_schema (100 seeds)", "response_format json_object (stream)",
+       "400 schema keyword"});
 }
 
 // A model with random weights and Gemma 3's own tokenizer (SentencePiece-style BPE, byte

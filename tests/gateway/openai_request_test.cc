@@ -111,8 +111,7 @@ TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
        {R"("logprobs":2)", R"("logprobs":true)", R"("top_logprobs":3)", R"("echo":true)",
         R"("best_of":3)", R"("suffix":"end")", R"("logit_bias":{"5":100})",
         R"("tools":[{"type":"function","function":{"name":"f"}}])", R"("tool_choice":"auto")",
-        R"("functions":[{"name":"f"}])", R"("function_call":"auto")",
-        R"("response_format":{"type":"json_object"})"}) {
+        R"("functions":[{"name":"f"}])", R"("function_call":"auto")"}) {
     const ApiError e = Bad("{" + std::string(base) + "," + field + "}");
     const std::string name = field.substr(1, field.find('"', 1) - 1);
     EXPECT_EQ(e.http_status, 400) << field;
@@ -125,6 +124,44 @@ TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
         R"("tool_choice":"none")", R"("response_format":{"type":"text"})"}) {
     Ok("{" + std::string(base) + "," + field + "}");
   }
+}
+
+TEST(OpenAiRequestTest, ResponseFormatsBecomeACompiledSchemaInTheirKeysOrder) {
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":"hi","response_format":{"type":"text"}})").json_schema, "");
+  EXPECT_EQ(
+      Ok(R"({"model":"m","prompt":"hi","response_format":{"type":"json_object"}})").json_schema,
+      R"({"type":"object"})");
+  const auto r = Ok(R"({"model":"m","messages":[{"role":"user","content":"hi"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,
+        "schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},
+                  "required":["zeta","alpha"],"additionalProperties":false}}}})",
+                    Endpoint::kChatCompletions);
+  // zeta before alpha, as sent (a sorted parse would have put alpha first).
+  EXPECT_EQ(
+      r.json_schema,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},)"
+      R"("required":["zeta","alpha"],"additionalProperties":false})");
+}
+
+TEST(OpenAiRequestTest, ResponseFormatsTheEngineCannotEnforceAreRefusedSayingWhy) {
+  const std::string base = R"({"model":"m","prompt":"hi","response_format":)";
+  auto bad = [&](const std::string& format) { return Bad(base + format + "}"); };
+  const ApiError pattern = bad(
+      R"({"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"zip":{"type":"string","pattern":"[0-9]+"}}}}})");
+  EXPECT_EQ(pattern.param, "response_format");
+  EXPECT_EQ(pattern.message,
+            "'response_format.json_schema.schema': unsupported JSON Schema keyword 'pattern' at "
+            "/properties/zip");
+  EXPECT_NE(bad(R"({"type":"xml"})").message.find("text, json_object or json_schema"),
+            std::string::npos);
+  EXPECT_NE(bad(R"("json")").message.find("must be an object"), std::string::npos);
+  EXPECT_NE(bad(R"({"type":"json_schema"})").message.find("'name' and 'schema'"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"type":"json_schema","json_schema":{"schema":{}}})").message.find("name"),
+            std::string::npos);
+  EXPECT_NE(bad(R"({"type":"json_schema","json_schema":{"name":"p","schema":{"$ref":"#"}}})")
+                .message.find("refers to itself"),
+            std::string::npos);
 }
 
 // Integers past int64 (JSON has no bound) are reported as sent, not wrapped to -1.

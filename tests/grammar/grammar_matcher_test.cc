@@ -43,6 +43,10 @@ TEST(GrammarMatcherTest, RefusesWhatTheSchemaDoesNot) {
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada"})"));            // age is required
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":3.5})"));  // an integer
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":01})"));
+  EXPECT_TRUE(Admits(kPerson, R"({"name":"Ada","age":999999999999999})"));
+  EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":1000000000000000})"));  // 16 digits
+  EXPECT_TRUE(Admits(kPerson, R"({"name":"A","age":1,"score":1.5e-99})"));
+  EXPECT_FALSE(Admits(kPerson, R"({"name":"A","age":1,"score":1.5e+100})"));
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":1,"tags":[]})"));             // minItems
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":1,"tags":["a","a","a"]})"));  // maxItems
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":1,"tags":["c"]})"));
@@ -55,6 +59,23 @@ TEST(GrammarMatcherTest, RefusesWhatTheSchemaDoesNot) {
   EXPECT_FALSE(Admits(kPerson, "{\"name\":\"\\ud800\",\"age\":1}"));
   EXPECT_FALSE(Admits(kPerson, R"({"name":"Ada","age":1})"
                                "x"));
+}
+
+TEST(GrammarMatcherTest, StringLengthsCountCharactersNotBytes) {
+  const char* bounded = R"({"type":"string","minLength":2,"maxLength":3})";
+  EXPECT_FALSE(Admits(bounded, R"("a")"));
+  EXPECT_TRUE(Admits(bounded, R"("ab")"));
+  EXPECT_TRUE(Admits(bounded, R"("abc")"));
+  EXPECT_FALSE(Admits(bounded, R"("abcd")"));
+  EXPECT_TRUE(
+      Admits(bounded, "\"\xC3\xA9\xF0\x9F\x98\x80\\n\""));  // three characters in eight bytes
+  EXPECT_TRUE(Admits(bounded, R"("\u00e9\"")"));
+  EXPECT_FALSE(Admits(bounded, R"("\u00e9\"x\t")"));
+  GrammarMatcher full(Compile(bounded));
+  ASSERT_TRUE(full.Advance(R"("abc)"));
+  EXPECT_FALSE(full.Advance("d"));
+  EXPECT_FALSE(full.Advance("\\"));  // an escape would be a fourth character
+  EXPECT_TRUE(full.Advance("\""));
 }
 
 TEST(GrammarMatcherTest, CompleteAndTerminated) {

@@ -62,6 +62,9 @@ TEST(JsonGrammarTest, RefusesSchemasThatAdmitNothingOrLoop) {
   EXPECT_NE(CompileError("false"), "");
   EXPECT_NE(CompileError(R"({"enum":[]})"), "");
   EXPECT_NE(CompileError(R"({"type":"array","minItems":3,"maxItems":2})"), "");
+  EXPECT_EQ(CompileError(R"({"type":"string","minLength":3,"maxLength":2})"),
+            "'maxLength' at / is below 'minLength'");
+  EXPECT_NE(CompileError(R"({"type":"string","maxLength":-1})"), "");
   EXPECT_NE(CompileError(R"({"type":"wood"})"), "");
   EXPECT_NE(CompileError(R"({"$ref":"#"})"), "");  // itself before any byte
   EXPECT_NE(

@@ -5,6 +5,11 @@
 //
 // Usage: node openai_sdk_check.mjs --base-url http://127.0.0.1:PORT/v1 --model tiny
 //          --api-key KEY [--limited-key KEY --limited-tenant NAME] [--reference-tokenizer NAME]
+//          [--structured-seeds N]
+// --structured-seeds: also ask N seeded chats for a nested JSON schema's answer and validate
+// each with Ajv. Its strings are bounded by maxLength: random weights over the built-in tiny
+// vocabulary, whose only quote is one token of 768, take thousands of tokens now and then to
+// close a free string.
 // --limited-key: a key whose tenant has a small requests-per-minute limit; the check spends it
 // until the gateway answers 429 and expects a RateLimitError.
 // --reference-tokenizer: the model's tokenizer and chat template are those of the package
@@ -12,6 +17,7 @@
 // package's chat template and tokenizer make of its messages (Python's Jinja2 renders, as
 // transformers does; the package encodes).
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -217,6 +223,110 @@ await check('chat.completions stream', async () => {
     `usage.prompt_tokens ${usage?.prompt_tokens}, the reference template renders ${want}`);
   return { content, chunks, finish_reason: finish, usage };
 });
+
+// Structured output: a nested schema, 100 seeds, each answer parsed and validated by Ajv
+// (not by pdserve's grammar). Random weights choose freely within what the schema allows.
+const orderSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    customer: { $ref: '#/$defs/person' },
+    status: { enum: ['pending', 'shipped', 'delivered'] },
+    items: {
+      type: 'array',
+      maxItems: 3,
+      items: {
+        type: 'object',
+        properties: { sku: { type: 'string', maxLength: 12 }, quantity: { type: 'integer' },
+          price: { type: 'number' }, gift: { type: ['boolean', 'null'] } },
+        required: ['sku', 'quantity', 'price', 'gift'],
+        additionalProperties: false,
+      },
+    },
+    notes: { anyOf: [{ type: 'string', maxLength: 40 }, { type: 'null' }] },
+  },
+  required: ['id', 'customer', 'status', 'items', 'notes'],
+  additionalProperties: false,
+  $defs: {
+    person: {
+      type: 'object',
+      properties: { name: { type: 'string', minLength: 1, maxLength: 24 }, vip: { type: 'boolean' } },
+      required: ['name', 'vip'],
+      additionalProperties: false,
+    },
+  },
+};
+
+const structuredSeeds = Number(args['structured-seeds'] ?? 0);
+if (structuredSeeds > 0) await check(`response_format json_schema (${structuredSeeds} seeds)`, async () => {
+  const validate = new Ajv({ strict: false }).compile(orderSchema);
+  const seeds = Array.from({ length: structuredSeeds }, (_, i) => i + 1);
+  const answers = [];
+  for (let from = 0; from < seeds.length; from += 25) {
+    answers.push(...await Promise.all(seeds.slice(from, from + 25).map(async (seed) => {
+      const r = await client.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: 'An order as JSON, please.' }],
+        temperature: 1,
+        seed,
+        max_tokens: 3000,
+        response_format: { type: 'json_schema',
+          json_schema: { name: 'order', strict: true, schema: orderSchema } },
+      });
+      return { seed, text: r.choices[0].message.content, finish: r.choices[0].finish_reason };
+    })));
+  }
+  for (const a of answers) {
+    expect(a.finish === 'stop', `seed ${a.seed}: finish_reason ${a.finish}: ${a.text}`);
+    let value;
+    try {
+      value = JSON.parse(a.text);
+    } catch (e) {
+      throw new Error(`seed ${a.seed}: not JSON (${e.message}): ${a.text}`);
+    }
+    expect(validate(value), `seed ${a.seed}: ${JSON.stringify(validate.errors)}: ${a.text}`);
+  }
+  const distinct = new Set(answers.map((a) => a.text)).size;
+  expect(distinct > 0.9 * answers.length, `only ${distinct} distinct answers of ${answers.length}`);
+  return { answers: answers.length, distinct, example: answers[0].text.slice(0, 200) };
+});
+
+await check('response_format json_object (stream)', async () => {
+  const stream = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Any JSON object.' }],
+    temperature: 1,
+    seed: 7,
+    max_tokens: 3000,
+    stream: true,
+    response_format: { type: 'json_object' },
+  });
+  let text = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  expect(finish === 'stop', `finish_reason ${finish}: ${text}`);
+  const value = JSON.parse(text);
+  expect(value !== null && typeof value === 'object' && !Array.isArray(value),
+    `not an object: ${text}`);
+  return { text: text.slice(0, 200) };
+});
+
+await checkApiError(
+  '400 schema keyword',
+  OpenAI.BadRequestError,
+  400,
+  "unsupported JSON Schema keyword 'pattern' at /properties/zip",
+  () =>
+    client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'hi' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'a',
+        schema: { type: 'object', properties: { zip: { type: 'string', pattern: '^[0-9]+$' } } } } },
+    }),
+);
 
 await checkApiError(
   '400 bad field',
