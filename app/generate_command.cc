@@ -2,6 +2,7 @@
 // must match token for token under greedy decoding.
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <iostream>
 
 #include "app/commands.h"
@@ -30,6 +31,8 @@ struct GenerateFlags {
   int threads = 0;
   std::string device = "cpu";
   std::string dtype = "auto";
+  int logprobs = -1;             // top count; -1: none
+  std::string json_schema_file;  // a response format's schema; "object": any JSON object
 };
 
 void Run(const GenerateFlags& f) {
@@ -67,6 +70,14 @@ void Run(const GenerateFlags& f) {
   params.max_tokens = f.max_tokens;
   params.stop = f.stop;
   params.ignore_eos = f.ignore_eos;
+  params.logprobs = f.logprobs;
+  if (f.json_schema_file == "object") {
+    params.json_schema = "{\"type\":\"object\"}";
+  } else if (!f.json_schema_file.empty()) {
+    std::ifstream in(f.json_schema_file);
+    if (!in) Fail("generate", NotFound(f.json_schema_file + ": cannot read the schema"));
+    params.json_schema.assign(std::istreambuf_iterator<char>(in), {});
+  }
   for (int32_t id : (*tokenizer)->eos_ids()) params.stop_token_ids.push_back(id);
   if (f.ignore_eos) params.stop_token_ids.clear();
   auto id = (*engine)->Add(*prompt, params);
@@ -75,6 +86,7 @@ void Run(const GenerateFlags& f) {
   tokenizer::IncrementalDetokenizer detok(*tokenizer);
   tokenizer::StopStringMatcher stops(f.stop);
   std::vector<int32_t> generated;
+  nlohmann::json logprobs = nlohmann::json::array();
   std::string text;
   std::string finish = "length";
   auto emit = [&](const std::string& piece) {
@@ -92,6 +104,11 @@ void Run(const GenerateFlags& f) {
         continue;
       }
       generated.push_back(e.token);
+      if (e.has_logprob) {
+        nlohmann::json top = nlohmann::json::array();
+        for (const auto& [id, lp] : e.top_logprobs) top.push_back({{"id", id}, {"logprob", lp}});
+        logprobs.push_back({{"id", e.token}, {"logprob", e.logprob}, {"top_logprobs", top}});
+      }
       emit(stops.Push(detok.Add(e.token)));
       if (stops.stopped()) {
         finish = "stop";
@@ -108,6 +125,7 @@ void Run(const GenerateFlags& f) {
                           {"tokens", generated},
                           {"text", text},
                           {"finish_reason", finish}};
+    if (f.logprobs >= 0) out["logprobs"] = logprobs;
     std::cout << DumpJson(out) << "\n";
   } else {
     std::cout << "\n";
@@ -142,6 +160,13 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--device", f->device, "cpu, or cuda:N for GPU N (builds with CUDA)");
   AddDtypeOption(*cmd, f->dtype);
   cmd->add_flag("--json", f->json, "Print one JSON object with the token ids and text");
+  cmd->add_option("--logprobs", f->logprobs,
+                  "With --json: each token's log-probability and this many of the most likely "
+                  "tokens' (0-20; the model's distribution, before temperature)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--json-schema", f->json_schema_file,
+                  "Constrain the output to a JSON Schema file's values (\"object\": any JSON "
+                  "object), as response_format does");
   cmd->callback([f] { Run(*f); });
 }
 

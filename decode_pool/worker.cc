@@ -357,7 +357,10 @@ void Worker::RunStep() {
     proto::Envelope m;
     proto::TokenBatch* b = m.mutable_tokens();
     b->set_request_id(it->second);
-    if (e.token >= 0) b->add_tokens(e.token);
+    if (e.token >= 0) {
+      b->add_tokens(e.token);
+      model::AddLogprobs(e, b);
+    }
     b->set_last_is_stop_token(e.is_stop_token);
     if (auto t = timing_.find(e.seq_id); t != timing_.end()) {  // the first token (role both)
       b->set_cached_tokens(e.cached_tokens);

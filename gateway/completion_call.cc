@@ -75,6 +75,15 @@ bool CompletionCall::Start() {
   s->set_max_tokens(max_tokens_);
   s->set_ignore_eos(request_.ignore_eos);
   s->set_json_schema(request_.json_schema);
+  s->set_json_prefix(request_.json_prefix);
+  s->set_json_suffix(request_.json_suffix);
+  s->set_logprobs(request_.logprobs >= 0);
+  s->set_top_logprobs(std::max(0, request_.logprobs));
+  for (const auto& [token, bias] : request_.logit_bias) {
+    proto::LogitBias* b = s->add_logit_bias();
+    b->set_token(token);
+    b->set_bias(bias);
+  }
   if (!request_.ignore_eos) {
     for (int32_t id : tokenizer_->eos_ids()) s->add_stop_token_ids(id);
   }

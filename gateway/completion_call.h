@@ -143,6 +143,9 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // objective less its prompt's time on a worker; nullopt: never.
   std::optional<std::chrono::steady_clock::time_point> OverflowTime() const;
   // Its prompt's time on one prefill worker at their mean measured rate (0: none measured).
+  // Why an external upstream could not answer this request as the client asked (empty: it
+  // can): its answer is relayed as text.
+  std::string WhyNotRelayable() const;
   double OwnPromptSeconds() const;
   void OverflowFromQueue();
   void StartExternal(int upstream, const std::string& reason);

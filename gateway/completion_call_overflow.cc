@@ -18,6 +18,10 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
     f.why_not_external =
         "its tenant is pinned to zones its workers run in, and no upstream has a zone";
   }
+  // An upstream's answer is relayed as text: its tool calls and logprobs would be lost.
+  if (f.why_not_external.empty() && !WhyNotRelayable().empty()) {
+    f.why_not_external = WhyNotRelayable();
+  }
   f.upstreams_configured = overflow_.upstreams != nullptr;
   const int64_t prompt = static_cast<int64_t>(response_.prompt().size());
   if (f.upstreams_configured) {
@@ -45,6 +49,14 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   return f;
 }
 
+std::string CompletionCall::WhyNotRelayable() const {
+  if (request_.tool_choice != ToolChoice::kNone) {
+    return "it may call tools, and an upstream's tool calls are not relayed yet";
+  }
+  if (request_.logprobs >= 0) return "it asks for logprobs, which an upstream's are not relayed";
+  return {};
+}
+
 double CompletionCall::OwnPromptSeconds() const {
   const router::PrefillCapacity c = workers_.capacity->Prefill();
   const double per_worker = c.workers > 0 ? c.tokens_per_second / c.workers : 0;
@@ -53,7 +65,8 @@ double CompletionCall::OwnPromptSeconds() const {
 
 std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTime() const {
   if (overflow_.rule == router::OverflowRule::kNever || admission_.ttft_slo.count() <= 0 ||
-      !overflow_.upstreams || !admission_.zones.empty() || !overflow_.why_not_external.empty()) {
+      !overflow_.upstreams || !admission_.zones.empty() || !overflow_.why_not_external.empty() ||
+      !WhyNotRelayable().empty()) {
     return std::nullopt;
   }
   return arrival_ + admission_.ttft_slo -

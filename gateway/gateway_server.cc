@@ -57,6 +57,9 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   auto shared = std::make_shared<Shared>();
   PDSERVE_ASSIGN_OR_RETURN(shared->tokenizer, tokenizer::Tokenizer::Load(o.model_dir));
   PDSERVE_ASSIGN_OR_RETURN(shared->parse.sampling, LoadSamplingDefaults(o.model_dir));
+  shared->parse.vocab_size = shared->tokenizer->vocab_size();
+  shared->parse.tool_call_format =
+      DetectToolCallFormat(shared->tokenizer->chat_template().source());
   shared->max_context = o.max_context;
   if (auto config = model::ModelConfig::Load(o.model_dir); config.ok()) {
     shared->max_context = config->max_seq_len;

@@ -1,6 +1,7 @@
 #include "gateway/openai_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -120,6 +121,28 @@ void ReadPrompt(Reader& r, GenerationRequest& req) {
   r.Fail("'prompt' must be a string or an array of token ids", "prompt");
 }
 
+// An assistant turn's tool_calls: [{id, type: function, function: {name, arguments}}].
+bool ReadToolCalls(Reader& r, const json& calls, const std::string& where, ChatTurn& turn) {
+  auto bad = [&](const std::string& what) {
+    r.Fail("'" + where + ".tool_calls' " + what, "messages");
+    return false;
+  };
+  if (!calls.is_array()) return bad("must be an array");
+  for (const json& call : calls) {
+    if (!call.is_object() || !call.contains("id") || !call["id"].is_string()) {
+      return bad("entries must have a string 'id'");
+    }
+    if (call.contains("type") && call["type"] != "function") return bad("must be of type function");
+    const json* f = call.contains("function") ? &call["function"] : nullptr;
+    if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string() ||
+        !f->contains("arguments") || !(*f)["arguments"].is_string()) {
+      return bad("entries need a function with a string 'name' and string 'arguments'");
+    }
+  }
+  turn.tool_calls_json = calls.dump();
+  return true;
+}
+
 void ReadMessages(Reader& r, GenerationRequest& req) {
   const json* m = r.Find("messages");
   if (!m) return r.Fail("'messages' is required", "messages");
@@ -131,15 +154,200 @@ void ReadMessages(Reader& r, GenerationRequest& req) {
     if (!msg.is_object()) return r.Fail("'" + where + "' must be an object", "messages");
     const std::string role =
         msg.value("role", json()).is_string() ? msg["role"].get<std::string>() : "";
-    if (role != "system" && role != "developer" && role != "user" && role != "assistant") {
-      return r.Fail("'" + where + ".role' must be one of system, developer, user, assistant",
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" &&
+        role != "tool") {
+      return r.Fail("'" + where + ".role' must be one of system, developer, user, assistant, tool",
                     "messages");
     }
-    auto content = msg.contains("content") ? ContentText(msg["content"]) : std::nullopt;
-    if (!content)
-      return r.Fail("'" + where + ".content' must be a string or text parts", "messages");
-    req.messages.push_back({role, *content});
+    ChatTurn turn{role, ""};
+    const bool calls =
+        role == "assistant" && msg.contains("tool_calls") && !msg["tool_calls"].is_null();
+    if (calls && !ReadToolCalls(r, msg["tool_calls"], where, turn)) return;
+    const bool no_content = !msg.contains("content") || msg["content"].is_null();
+    if (calls && no_content) {
+      turn.null_content = true;
+    } else {
+      auto content = msg.contains("content") ? ContentText(msg["content"]) : std::nullopt;
+      if (!content)
+        return r.Fail("'" + where + ".content' must be a string or text parts", "messages");
+      turn.content = *content;
+    }
+    if (role == "tool") {
+      if (!msg.contains("tool_call_id") || !msg["tool_call_id"].is_string()) {
+        return r.Fail("'" + where + ".tool_call_id' must be a string", "messages");
+      }
+      turn.tool_call_id = msg["tool_call_id"].get<std::string>();
+      if (msg.contains("name") && msg["name"].is_string())
+        turn.name = msg["name"].get<std::string>();
+    }
+    req.messages.push_back(std::move(turn));
   }
+}
+
+// tool_choice required or a named function: the output is one call in the model's syntax, its
+// arguments valid for the function's parameters, compiled here so that a schema the engine
+// cannot enforce is a 400.
+void ForceToolCall(Reader& r, const ParseOptions& options, GenerationRequest& req) {
+  if (req.tool_choice != ToolChoice::kRequired && req.tool_choice != ToolChoice::kNamed) return;
+  if (!req.json_schema.empty()) {
+    return r.Fail(
+        "'tool_choice' that forces a call and 'response_format' cannot both shape the output",
+        "tool_choice");
+  }
+  std::vector<ToolSpec> tools;
+  for (const ToolSpec& t : req.tools) {
+    if (req.tool_choice == ToolChoice::kRequired || t.name == req.tool_choice_name) {
+      tools.push_back(t);
+    }
+  }
+  auto grammar = ToolChoiceGrammarFor(options.tool_call_format, tools);
+  if (!grammar.ok()) return r.Fail("'tool_choice': " + grammar.status().message(), "tool_choice");
+  auto compiled = grammar::CompileJsonSchemaText(grammar->schema, grammar->prefix, grammar->suffix);
+  if (!compiled.ok()) {
+    return r.Fail("'tools': a function's parameters: " + compiled.status().message(), "tools");
+  }
+  req.json_schema = grammar->schema;
+  req.json_prefix = grammar->prefix;
+  req.json_suffix = grammar->suffix;
+}
+
+// tools, tool_choice and parallel_tool_calls (chat only). The tools are read from `body` parsed
+// again keeping its keys' order, which the chat template and the functions' schemas keep.
+void ReadTools(Reader& r, std::string_view body, const ParseOptions& options,
+               GenerationRequest& req) {
+  const json* tools = r.Find("tools");
+  const json* choice = r.Find("tool_choice");
+  r.Bool("parallel_tool_calls", &req.parallel_tool_calls);
+  if (tools && !(tools->is_array() && tools->empty())) {
+    if (req.endpoint != Endpoint::kChatCompletions) {
+      return r.Fail("'tools' is for chat completions only", "tools");
+    }
+    if (!tools->is_array()) return r.Fail("'tools' must be an array", "tools");
+    const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    const auto& list = ordered["tools"];
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto& t = list[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object()) {
+        return r.Fail("'" + where + "' must be {\"type\": \"function\", \"function\": {...}}",
+                      "tools");
+      }
+      const auto& f = t["function"];
+      const std::string name =
+          f.contains("name") && f["name"].is_string() ? f["name"].get<std::string>() : "";
+      if (name.empty() || name.size() > 64 || !std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+          })) {
+        return r.Fail("'" + where + ".function.name' must be 1-64 letters, digits, _ or -",
+                      "tools");
+      }
+      if (std::any_of(req.tools.begin(), req.tools.end(),
+                      [&](const ToolSpec& s) { return s.name == name; })) {
+        return r.Fail("'tools' names the function '" + name + "' twice", "tools");
+      }
+      std::string parameters = R"({"type":"object"})";
+      if (f.contains("parameters") && !f["parameters"].is_null()) {
+        if (!f["parameters"].is_object()) {
+          return r.Fail("'" + where + ".function.parameters' must be a JSON Schema object",
+                        "tools");
+        }
+        parameters = f["parameters"].dump();
+      }
+      req.tools.push_back({name, parameters});
+    }
+    req.tools_json = list.dump();
+    req.tool_choice = ToolChoice::kAuto;
+  }
+  if (!choice) return;
+  if (choice->is_string()) {
+    const std::string c = choice->get<std::string>();
+    if (c == "none") {
+      req.tool_choice = ToolChoice::kNone;
+      return;
+    }
+    if (c != "auto" && c != "required") {
+      return r.Fail("'tool_choice' must be none, auto, required or a function", "tool_choice");
+    }
+    if (req.tools.empty()) return r.Fail("'tool_choice' needs 'tools'", "tool_choice");
+    req.tool_choice = c == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+    return ForceToolCall(r, options, req);
+  }
+  const json* f =
+      choice->is_object() && choice->contains("function") ? &(*choice)["function"] : nullptr;
+  if (!f || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string()) {
+    return r.Fail(
+        "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}",
+        "tool_choice");
+  }
+  req.tool_choice_name = (*f)["name"].get<std::string>();
+  if (std::none_of(req.tools.begin(), req.tools.end(),
+                   [&](const ToolSpec& s) { return s.name == req.tool_choice_name; })) {
+    return r.Fail("'tool_choice' names '" + req.tool_choice_name + "', which 'tools' does not hold",
+                  "tool_choice");
+  }
+  req.tool_choice = ToolChoice::kNamed;
+  ForceToolCall(r, options, req);
+}
+
+// logit_bias: {"token id": bias}, each id in the vocabulary, each bias in [-100, 100].
+void ReadLogitBias(Reader& r, const ParseOptions& options, GenerationRequest& req) {
+  const json* v = r.Find("logit_bias");
+  if (!v) return;
+  if (!v->is_object()) return r.Fail("'logit_bias' must be an object of token ids", "logit_bias");
+  if (static_cast<int>(v->size()) > options.max_logit_bias) {
+    return r.Fail(
+        "'logit_bias' names more than " + std::to_string(options.max_logit_bias) + " tokens",
+        "logit_bias");
+  }
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 9 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      id = std::stoll(key);
+    }
+    if (id < 0 || (options.vocab_size > 0 && id >= options.vocab_size)) {
+      return r.Fail(
+          "'logit_bias' key '" + key + "' is not a token id of this model" +
+              (options.vocab_size > 0 ? " (0 to " + std::to_string(options.vocab_size - 1) + ")"
+                                      : std::string()),
+          "logit_bias");
+    }
+    if (!bias.is_number() || !(bias.get<double>() >= -100 && bias.get<double>() <= 100)) {
+      return r.Fail("'logit_bias' values must be numbers from -100 to 100", "logit_bias");
+    }
+    const auto token = static_cast<int32_t>(id);
+    if (std::any_of(req.logit_bias.begin(), req.logit_bias.end(),
+                    [&](const auto& b) { return b.first == token; })) {
+      return r.Fail("'logit_bias' names token " + key + " twice", "logit_bias");
+    }
+    req.logit_bias.emplace_back(token, bias.get<float>());
+  }
+}
+
+// Chat: logprobs (a boolean) and top_logprobs (0..20, only with logprobs); completions:
+// logprobs, the number of most likely tokens (0..20, vLLM's bound; OpenAI's is 5).
+void ReadLogprobs(Reader& r, GenerationRequest& req) {
+  const json* v = r.Find("logprobs");
+  if (req.endpoint == Endpoint::kChatCompletions) {
+    bool on = false;
+    if (v) {
+      if (!v->is_boolean()) return r.Fail("'logprobs' must be a boolean", "logprobs");
+      on = v->get<bool>();
+    }
+    std::optional<int64_t> top;
+    r.Integer("top_logprobs", 0, 20, &top);
+    if (top && !on) {
+      return r.Fail("'top_logprobs' needs 'logprobs' to be true", "top_logprobs");
+    }
+    if (on) req.logprobs = top ? static_cast<int>(*top) : 0;
+    return;
+  }
+  if (!v || (v->is_boolean() && !v->get<bool>())) return;  // false: off, as null
+  std::optional<int64_t> top;
+  r.Integer("logprobs", 0, 20, &top);
+  if (top) req.logprobs = static_cast<int>(*top);
 }
 
 // response_format: text (nothing), json_object (any JSON object) or json_schema, whose schema is
@@ -202,24 +410,16 @@ void RefuseUnsupported(Reader& r) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return false;
   };
-  if (const json* v = r.Find("logprobs"); v && truthy(*v))
-    refuse("logprobs", "no log-probabilities");
-  if (const json* v = r.Find("top_logprobs"); v && truthy(*v)) {
-    refuse("top_logprobs", "no log-probabilities");
-  }
   if (const json* v = r.Find("echo"); v && truthy(*v)) refuse("echo", "the prompt is not echoed");
   if (const json* v = r.Find("best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1)) {
     refuse("best_of", "one completion per request");
   }
   if (const json* v = r.Find("suffix"); v && truthy(*v)) refuse("suffix", "no insertion");
-  if (const json* v = r.Find("logit_bias"); v && truthy(*v)) refuse("logit_bias", "no biases");
-  for (const char* key : {"tools", "functions"}) {
-    if (const json* v = r.Find(key); v && truthy(*v)) refuse(key, "no tool calls");
-  }
-  for (const char* key : {"tool_choice", "function_call"}) {
-    if (const json* v = r.Find(key); v && !(v->is_string() && v->get<std::string>() == "none")) {
-      refuse(key, "no tool calls");
-    }
+  // The deprecated functions API; its successor, tools, is read by ReadTools.
+  if (const json* v = r.Find("functions"); v && truthy(*v)) refuse("functions", "use 'tools'");
+  if (const json* v = r.Find("function_call");
+      v && !(v->is_string() && v->get<std::string>() == "none")) {
+    refuse("function_call", "use 'tool_choice'");
   }
 }
 
@@ -305,7 +505,11 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
     }
   }
   RefuseUnsupported(r);
+  ReadLogprobs(r, req);
+  ReadLogitBias(r, options, req);
   ReadResponseFormat(r, body, req);
+  ReadTools(r, body, options, req);
+  if (req.tool_choice != ToolChoice::kNone) req.tool_call_format = options.tool_call_format;
   if (const json* user = r.Find("user")) {
     if (!user->is_string())
       r.Fail("'user' must be a string", "user");

@@ -11,10 +11,16 @@ std::variant<BuiltPrompt, PromptRefusal> PromptBuilder::Build(const GenerationRe
   const char* prompt_param = chat ? "messages" : "prompt";
   if (chat) {
     std::vector<tokenizer::ChatMessage> messages;
-    for (auto& m : req.messages)
-      messages.push_back({m.role == "developer" ? "system" : m.role, m.content});
-    auto text = tokenizer_->chat_template().Apply(messages, /*add_generation_prompt=*/true);
-    if (!text.ok()) return refuse(ApiError::BadRequest(text.status().message(), "messages"));
+    for (auto& m : req.messages) {
+      messages.push_back({m.role == "developer" ? "system" : m.role, m.content, m.tool_calls_json,
+                          m.tool_call_id, m.name});
+    }
+    auto text =
+        tokenizer_->chat_template().Apply(messages, /*add_generation_prompt=*/true, req.tools_json);
+    if (!text.ok()) {
+      return refuse(ApiError::BadRequest(text.status().message(),
+                                         req.tools_json.empty() ? "messages" : "tools"));
+    }
     prompt = tokenizer_->Encode(*text, /*add_special=*/false);
   } else if (req.prompt_token_ids) {
     for (int32_t id : *req.prompt_token_ids) {

@@ -3,8 +3,19 @@
 #include <cstdio>
 
 #include "common/json_text.h"
+#include "common/utf8.h"
 
 namespace pdserve::gateway {
+namespace {
+
+// Characters of UTF-8 text (completions' text_offset counts them, as vLLM's Python does).
+size_t CodePoints(const std::string& text) {
+  size_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
 
 ResponseStream::ResponseStream(const GenerationRequest& request,
                                std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
@@ -13,10 +24,16 @@ ResponseStream::ResponseStream(const GenerationRequest& request,
     : stream_(request.stream),
       include_usage_(request.include_usage),
       return_token_ids_(request.return_token_ids),
+      endpoint_(request.endpoint),
+      logprobs_(request.logprobs),
+      tokenizer_(tokenizer),
       builder_(request.endpoint, std::move(request_id), std::move(model_id), created),
       prompt_(std::move(prompt)),
       detok_(std::move(tokenizer)),
-      stops_(request.stop) {}
+      stops_(request.stop),
+      splitter_(request.tool_call_format),
+      named_tool_choice_(request.tool_choice == ToolChoice::kNamed),
+      parallel_tool_calls_(request.parallel_tool_calls) {}
 
 std::string ResponseStream::AddTokens(const proto::TokenBatch& batch) {
   std::string piece;
@@ -25,15 +42,55 @@ std::string ResponseStream::AddTokens(const proto::TokenBatch& batch) {
     ++completion_tokens_;
     token_ids_.push_back(batch.tokens(i));
     if (i == n - 1 && batch.last_is_stop_token()) break;  // an end-of-sequence token has no text
+    if (logprobs_ >= 0 && i < batch.logprobs_size()) {
+      TokenLogprob entry{batch.tokens(i), batch.logprobs(i), {}};
+      if (i < batch.top_logprobs_size()) {
+        const proto::TopLogprobs& top = batch.top_logprobs(i);
+        for (int k = 0; k < top.ids_size() && k < top.logprobs_size(); ++k) {
+          entry.top.emplace_back(top.ids(k), top.logprobs(k));
+        }
+      }
+      token_logprobs_.push_back(std::move(entry));
+    }
     piece += stops_.Push(detok_.Add(batch.tokens(i)));
     if (stops_.stopped()) break;
   }
+  const bool ended = stops_.stopped() || !batch.finish_reason().empty();
   if (!stops_.stopped() && !batch.finish_reason().empty()) {
     piece += stops_.Push(detok_.Flush());
     piece += stops_.Flush();
   }
+  piece = splitter_.Push(piece);
+  if (ended) piece += FinishToolCalls();
   text_ += piece;
   return piece;
+}
+
+std::string ResponseStream::FinishToolCalls() {
+  ParsedOutput parsed = splitter_.Finish();
+  tool_calls_ = std::move(parsed.calls);
+  if (!parallel_tool_calls_ && tool_calls_.size() > 1) tool_calls_.resize(1);
+  return parsed.content;
+}
+
+nlohmann::json ResponseStream::ToolCallsJson(bool with_index) const {
+  nlohmann::json calls = nlohmann::json::array();
+  for (size_t i = 0; i < tool_calls_.size(); ++i) {
+    nlohmann::json call = {
+        {"id",
+         "call_" + builder_.id().substr(builder_.id().find('-') + 1) + "_" + std::to_string(i)},
+        {"type", "function"},
+        {"function", {{"name", tool_calls_[i].name}, {"arguments", tool_calls_[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+std::string ResponseStream::FinalFinishReason(const std::string& finish_reason) const {
+  // OpenAI: "tool_calls" where the model chose to call; a named function's call ends "stop".
+  if (!tool_calls_.empty() && finish_reason == "stop" && !named_tool_choice_) return "tool_calls";
+  return finish_reason;
 }
 
 nlohmann::json ResponseStream::WithNewTokenIds(nlohmann::json chunk) {
@@ -46,8 +103,65 @@ nlohmann::json ResponseStream::WithNewTokenIds(nlohmann::json chunk) {
   return chunk;
 }
 
+nlohmann::json ResponseStream::TokenEntry(int32_t id, float logprob) const {
+  const std::string bytes = tokenizer_->TokenBytes(id);
+  std::string text;
+  AppendUtf8Lossy(bytes, text);
+  nlohmann::json byte_values = nlohmann::json::array();
+  for (unsigned char c : bytes) byte_values.push_back(c);
+  return {{"token", text}, {"logprob", logprob}, {"bytes", byte_values}};
+}
+
+void ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to) const {
+  nlohmann::json& choice = body["choices"][0];
+  if (endpoint_ == Endpoint::kChatCompletions) {
+    nlohmann::json content = nlohmann::json::array();
+    for (size_t i = from; i < to; ++i) {
+      const TokenLogprob& t = token_logprobs_[i];
+      nlohmann::json entry = TokenEntry(t.id, t.logprob);
+      entry["top_logprobs"] = nlohmann::json::array();
+      for (const auto& [id, logprob] : t.top)
+        entry["top_logprobs"].push_back(TokenEntry(id, logprob));
+      content.push_back(std::move(entry));
+    }
+    choice["logprobs"] = {{"content", std::move(content)}, {"refusal", nullptr}};
+    return;
+  }
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  size_t offset = from == 0 ? 0 : text_offset_;
+  for (size_t i = from; i < to; ++i) {
+    const TokenLogprob& t = token_logprobs_[i];
+    const std::string text = TokenEntry(t.id, t.logprob)["token"];
+    tokens.push_back(text);
+    values.push_back(t.logprob);
+    offsets.push_back(offset);
+    offset += CodePoints(text);
+    // vLLM's: the sampled token beside the most likely ones.
+    nlohmann::json top = nlohmann::json::object();
+    for (const auto& [id, logprob] : t.top) top[TokenEntry(id, logprob)["token"]] = logprob;
+    top[text] = t.logprob;
+    tops.push_back(std::move(top));
+  }
+  choice["logprobs"] = {{"tokens", std::move(tokens)},
+                        {"token_logprobs", std::move(values)},
+                        {"top_logprobs", std::move(tops)},
+                        {"text_offset", std::move(offsets)}};
+}
+
+nlohmann::json ResponseStream::WithNewLogprobs(nlohmann::json chunk) {
+  if (logprobs_ < 0) return chunk;
+  const size_t to = token_logprobs_.size();
+  SetLogprobs(chunk, streamed_logprobs_, to);
+  for (size_t i = streamed_logprobs_; i < to; ++i) {
+    text_offset_ += CodePoints(TokenEntry(token_logprobs_[i].id, 0)["token"].get<std::string>());
+  }
+  streamed_logprobs_ = to;
+  return chunk;
+}
+
 std::string ResponseStream::DeltaEvent(const std::string& piece) {
-  return SseEvent(WithNewTokenIds(builder_.Delta(piece)));
+  return SseEvent(WithNewLogprobs(WithNewTokenIds(builder_.Delta(piece))));
 }
 
 std::string ResponseStream::CostText(double cost_usd) {
@@ -61,7 +175,16 @@ std::string ResponseStream::StreamTail(const std::string& finish_reason, const U
                                        const std::string& server_timing) {
   const nlohmann::json extra =
       cost_usd ? nlohmann::json{{"cost_usd", *cost_usd}} : nlohmann::json(nullptr);
-  std::string tail = SseEvent(WithNewTokenIds(builder_.Finish(finish_reason)));
+  std::string tail;
+  if (!tool_calls_.empty()) {
+    nlohmann::json chunk = builder_.Delta("");
+    nlohmann::json& delta = chunk["choices"][0]["delta"];
+    delta["content"] = nullptr;
+    delta["tool_calls"] = ToolCallsJson(/*with_index=*/true);
+    tail += SseEvent(chunk);
+  }
+  tail +=
+      SseEvent(WithNewLogprobs(WithNewTokenIds(builder_.Finish(FinalFinishReason(finish_reason)))));
   if (include_usage_) tail += SseEvent(builder_.UsageChunk(usage, extra));
   tail += SseComment("server-timing: " + server_timing);
   if (cost_usd) tail += SseComment("x-pdserve-cost-usd: " + CostText(*cost_usd));
@@ -72,8 +195,14 @@ std::string ResponseStream::FullBody(const std::string& finish_reason, const Usa
                                      std::optional<double> cost_usd) const {
   const nlohmann::json extra =
       cost_usd ? nlohmann::json{{"cost_usd", *cost_usd}} : nlohmann::json(nullptr);
-  nlohmann::json body = builder_.Full(text_, finish_reason, usage, extra);
+  nlohmann::json body = builder_.Full(text_, FinalFinishReason(finish_reason), usage, extra);
+  if (!tool_calls_.empty() && body["choices"][0].contains("message")) {
+    nlohmann::json& message = body["choices"][0]["message"];
+    if (text_.empty()) message["content"] = nullptr;
+    message["tool_calls"] = ToolCallsJson(/*with_index=*/false);
+  }
   if (return_token_ids_) ResponseBuilder::AddTokenIds(body, token_ids_, &prompt_);
+  if (logprobs_ >= 0) SetLogprobs(body, 0, token_logprobs_.size());
   return DumpJson(body);
 }
 

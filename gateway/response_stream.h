@@ -3,8 +3,13 @@
 // (incremental detokenising, so no chunk carries half a character; stop strings, which end the
 // text before them), an API's text as it came, and both into OpenAI bodies and stream chunks
 // framed as SSE (gateway/openai_response.h), with vLLM's token ids when the request asked for
-// them. It counts the completion's tokens and keeps their ids, which a resumed attempt
-// prefills again. One per request; owned by its call's strand (not locked).
+// them, and each token's log-probabilities when it asked for logprobs (chat's `content` entries
+// with bytes and top_logprobs; completions' tokens, token_logprobs, top_logprobs, text_offset),
+// a chunk carrying those of the tokens not yet streamed. Where the request has tools, the text
+// from where a call may begin is held back (gateway/tool_calls.h) and, at the end, parsed into
+// message.tool_calls (streamed as one tool-call delta), with finish_reason "tool_calls". It counts
+// the completion's tokens and keeps their ids, which a resumed attempt prefills again. One per
+// request; owned by its call's strand (not locked).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 
 #include "gateway/openai_request.h"
 #include "gateway/openai_response.h"
+#include "gateway/tool_calls.h"
 #include "proto/control.pb.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/stop_strings.h"
@@ -47,8 +53,11 @@ class ResponseStream {
 
   // The SSE event carrying `piece` (with the token ids not yet streamed, when asked for).
   std::string DeltaEvent(const std::string& piece);
-  // A stream's last bytes: the finishing chunk, the usage chunk (include_usage), the timing and
-  // cost comments, [DONE]. `cost_usd` unset: the cost was not known in time.
+  // The calls the output made (known once it ended).
+  const std::vector<ToolCall>& tool_calls() const { return tool_calls_; }
+  // A stream's last bytes: the tool calls' delta, the finishing chunk, the usage chunk
+  // (include_usage), the timing and cost comments, [DONE]. `cost_usd` unset: the cost was not known
+  // in time.
   std::string StreamTail(const std::string& finish_reason, const Usage& usage,
                          std::optional<double> cost_usd, const std::string& server_timing);
   // The non-streaming body.
@@ -61,8 +70,26 @@ class ResponseStream {
 
  private:
   nlohmann::json WithNewTokenIds(nlohmann::json chunk);
+  // With logprobs: the choice's `logprobs` for the tokens [from, to) of logprobs_.
+  void SetLogprobs(nlohmann::json& body, size_t from, size_t to) const;
+  nlohmann::json WithNewLogprobs(nlohmann::json chunk);
+  // A token as logprobs show it: its text (lossy where it is part of a character) and bytes.
+  nlohmann::json TokenEntry(int32_t id, float logprob) const;
+  // The text the tool-call splitter held, parsed at the output's end: the content left.
+  std::string FinishToolCalls();
+  nlohmann::json ToolCallsJson(bool with_index) const;
+  std::string FinalFinishReason(const std::string& finish_reason) const;
+
+  struct TokenLogprob {
+    int32_t id = 0;
+    float logprob = 0;
+    std::vector<std::pair<int32_t, float>> top;
+  };
 
   const bool stream_, include_usage_, return_token_ids_;
+  const Endpoint endpoint_;
+  const int logprobs_;  // the request's top count; -1: none
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   ResponseBuilder builder_;
   std::vector<int32_t> prompt_;
   tokenizer::IncrementalDetokenizer detok_;
@@ -72,6 +99,13 @@ class ResponseStream {
   std::vector<int32_t> token_ids_;  // every completion token's id
   size_t streamed_ids_ = 0;         // with return_token_ids: how many stream chunks carried
   bool streamed_prompt_ids_ = false;
+  std::vector<TokenLogprob> token_logprobs_;  // each token with text, where asked
+  size_t streamed_logprobs_ = 0;
+  size_t text_offset_ = 0;  // completions' text_offset of the next token streamed
+  ToolCallSplitter splitter_;
+  const bool named_tool_choice_;
+  const bool parallel_tool_calls_;
+  std::vector<ToolCall> tool_calls_;
 };
 
 }  // namespace pdserve::gateway

@@ -151,7 +151,16 @@ int32_t GrammarMatcher::Push(const Frame& frame, int32_t parent) {
 }
 
 int32_t GrammarMatcher::Pop(int32_t top) const {
-  const int32_t parent = arena_[static_cast<size_t>(top)].parent;
+  int32_t parent = arena_[static_cast<size_t>(top)].parent;
+  // A sequence whose last part this was is complete too.
+  while (parent >= 0) {
+    const Frame& f = arena_[static_cast<size_t>(parent)].frame;
+    const Node& n = grammar_->node(f.node);
+    if (n.kind != NodeKind::kSequence || f.state < static_cast<int32_t>(n.alternatives.size())) {
+      break;
+    }
+    parent = arena_[static_cast<size_t>(parent)].parent;
+  }
   return parent < 0 ? kAccepted : parent;
 }
 
@@ -193,6 +202,15 @@ void GrammarMatcher::Feed(int32_t top, uint8_t byte, std::vector<int32_t>* out) 
       return FeedAnyObject(top, f, byte, out);
     case NodeKind::kArray:
       return FeedArray(top, f, byte, out);
+    case NodeKind::kSequence: {
+      // a: none; state: the part to read next (a complete sequence is popped, never a top).
+      const Node& n = grammar_->node(f.node);
+      if (f.state >= static_cast<int32_t>(n.alternatives.size())) return;
+      const int32_t parent = arena_[static_cast<size_t>(top)].parent;
+      PushAndFeed(Push({f.node, f.state + 1, 0, 0}, parent),
+                  n.alternatives[static_cast<size_t>(f.state)], byte, out);
+      return;
+    }
     case NodeKind::kAnyOf:
       return;  // expanded when pushed; never a frame
   }
@@ -453,8 +471,7 @@ bool GrammarMatcher::Advance(std::string_view bytes) {
 bool GrammarMatcher::IsComplete() const {
   return std::any_of(tops_.begin(), tops_.end(), [&](int32_t t) {
     if (t == kAccepted) return true;
-    const Entry& e = arena_[static_cast<size_t>(t)];
-    return e.parent < 0 && FrameMayEnd(e.frame);
+    return FrameMayEnd(arena_[static_cast<size_t>(t)].frame) && Pop(t) == kAccepted;
   });
 }
 

@@ -58,8 +58,22 @@ class SchemaCompiler {
  public:
   explicit SchemaCompiler(const json& root) : root_(root), g_(std::make_shared<JsonGrammar>()) {}
 
-  Result<std::shared_ptr<const JsonGrammar>> Run() {
+  Result<std::shared_ptr<const JsonGrammar>> Run(std::string_view prefix = {},
+                                                 std::string_view suffix = {}) {
     PDSERVE_ASSIGN_OR_RETURN(g_->root_, Compile(root_, "", 0));
+    if (!prefix.empty() || !suffix.empty()) {
+      Node sequence{.kind = NodeKind::kSequence};
+      if (!prefix.empty()) {
+        PDSERVE_ASSIGN_OR_RETURN(const int32_t id, Literals({std::string(prefix)}, ""));
+        sequence.alternatives.push_back(id);
+      }
+      sequence.alternatives.push_back(g_->root_);
+      if (!suffix.empty()) {
+        PDSERVE_ASSIGN_OR_RETURN(const int32_t id, Literals({std::string(suffix)}, ""));
+        sequence.alternatives.push_back(id);
+      }
+      PDSERVE_ASSIGN_OR_RETURN(g_->root_, Add(std::move(sequence)));
+    }
     PDSERVE_RETURN_IF_ERROR(CheckNoEmptyCycle());
     g_->source_ = Compact(root_);
     return std::shared_ptr<const JsonGrammar>(g_);
@@ -380,8 +394,10 @@ class SchemaCompiler {
       if (mark[id] == 1) return true;
       if (mark[id] == 2) return false;
       mark[id] = 1;
-      for (int32_t alt : g_->nodes_[id].alternatives) {
-        if (cyclic(static_cast<size_t>(alt))) return true;
+      if (g_->nodes_[id].kind == NodeKind::kAnyOf) {
+        for (int32_t alt : g_->nodes_[id].alternatives) {
+          if (cyclic(static_cast<size_t>(alt))) return true;
+        }
       }
       mark[id] = 2;
       return false;
@@ -410,10 +426,12 @@ Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchema(const json& schema)
   return SchemaCompiler(schema).Run();
 }
 
-Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchemaText(std::string_view text) {
+Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchemaText(std::string_view text,
+                                                                 std::string_view prefix,
+                                                                 std::string_view suffix) {
   json schema = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return InvalidArgument("the JSON schema is not valid JSON");
-  return CompileJsonSchema(schema);
+  return SchemaCompiler(schema).Run(prefix, suffix);
 }
 
 }  // namespace pdserve::grammar

@@ -34,6 +34,7 @@ enum class NodeKind : uint8_t {
   kInteger,    // digits with an optional minus
   kLiterals,   // one of a set of JSON texts (enum, const, true, false, null)
   kAnyOf,      // one of its alternatives (never a frame of its own: the matcher expands it)
+  kSequence,   // its alternatives' values one after the other (fixed text around a value)
 };
 
 struct Property {
@@ -52,7 +53,7 @@ struct Node {
   int32_t min_items = 0;              // kArray
   int32_t max_items = -1;             // kArray; -1: no bound
   std::vector<std::string> literals;  // kLiterals: compact JSON texts, sorted, distinct
-  std::vector<int32_t> alternatives;  // kAnyOf
+  std::vector<int32_t> alternatives;  // kAnyOf; kSequence: its parts in order
 };
 
 class JsonGrammar {
@@ -79,8 +80,11 @@ inline constexpr int kMaxLiteralBytes = 4096;
 // InvalidArgument names the keyword at fault and its JSON pointer:
 // "unsupported JSON Schema keyword 'pattern' at /properties/zip".
 Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchema(const nlohmann::ordered_json& schema);
-// The same from the schema's JSON text.
-Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchemaText(std::string_view text);
+// The same from the schema's JSON text; with `prefix` or `suffix`, the value comes between
+// those fixed texts (a model's tool-call syntax), which may be any bytes.
+Result<std::shared_ptr<const JsonGrammar>> CompileJsonSchemaText(std::string_view text,
+                                                                 std::string_view prefix = {},
+                                                                 std::string_view suffix = {});
 
 // The schema of OpenAI's response_format {"type": "json_object"}: any JSON object.
 inline constexpr char kAnyJsonObjectSchema[] = R"({"type":"object"})";

@@ -23,13 +23,18 @@ const TokenMask& GrammarPlan::MaskFor(GrammarMatcher& matcher) {
 GrammarPlans::GrammarPlans(std::shared_ptr<const TokenVocabulary> vocabulary, size_t max_plans)
     : vocabulary_(std::move(vocabulary)), max_plans_(std::max<size_t>(1, max_plans)) {}
 
-Result<std::shared_ptr<GrammarPlan>> GrammarPlans::For(std::string_view schema) {
-  const std::string text(schema);
+Result<std::shared_ptr<GrammarPlan>> GrammarPlans::For(std::string_view schema,
+                                                       std::string_view prefix,
+                                                       std::string_view suffix) {
+  // Lengths first, so that no two (prefix, schema, suffix) share a key.
+  const std::string text = std::to_string(prefix.size()) + ":" + std::to_string(suffix.size()) +
+                           ":" + std::string(prefix) + std::string(suffix) + std::string(schema);
   if (auto it = plans_.find(text); it != plans_.end()) {
     recent_.splice(recent_.begin(), recent_, it->second.second);
     return it->second.first;
   }
-  PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<const JsonGrammar> grammar, CompileJsonSchemaText(text));
+  PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<const JsonGrammar> grammar,
+                           CompileJsonSchemaText(schema, prefix, suffix));
   if (plans_.size() >= max_plans_) {
     plans_.erase(recent_.back());
     recent_.pop_back();

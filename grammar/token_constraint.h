@@ -50,9 +50,11 @@ class GrammarPlan {
 class GrammarPlans {
  public:
   explicit GrammarPlans(std::shared_ptr<const TokenVocabulary> vocabulary, size_t max_plans = 64);
-  // The plan of a schema's JSON text; InvalidArgument when it does not compile. The least
-  // recently used plan goes when there are max_plans (sequences using it keep it).
-  Result<std::shared_ptr<GrammarPlan>> For(std::string_view schema);
+  // The plan of a schema's JSON text, its value between `prefix` and `suffix`; InvalidArgument
+  // when it does not compile. The least recently used plan goes when there are max_plans
+  // (sequences using it keep it).
+  Result<std::shared_ptr<GrammarPlan>> For(std::string_view schema, std::string_view prefix = {},
+                                           std::string_view suffix = {});
   const TokenVocabulary& vocabulary() const { return *vocabulary_; }
 
  private:

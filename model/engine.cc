@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "model/backend_factory.h"
+#include "model/logprobs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pdserve::model {
@@ -64,8 +65,9 @@ Result<std::unique_ptr<grammar::TokenConstraint>> Engine::ConstraintFor(
     }
     grammars_ = std::make_unique<grammar::GrammarPlans>(vocabulary_);
   }
-  PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<grammar::GrammarPlan> plan,
-                           grammars_->For(params.json_schema));
+  PDSERVE_ASSIGN_OR_RETURN(
+      std::shared_ptr<grammar::GrammarPlan> plan,
+      grammars_->For(params.json_schema, params.json_prefix, params.json_suffix));
   auto constraint = std::make_unique<grammar::TokenConstraint>(std::move(plan));
   for (int32_t token : generated) {
     if (!constraint->Accept(token)) {
@@ -120,9 +122,20 @@ Status Engine::CheckPrompt(std::span<const int32_t> prompt) const {
   return Status::Ok();
 }
 
+Status Engine::CheckSampling(const SamplingParams& params) const {
+  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token >= config().vocab_size) {
+      return InvalidArgument("logit_bias names token " + std::to_string(token) +
+                             ", outside the vocabulary of " + std::to_string(config().vocab_size));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params,
                              bool keep_pages) {
-  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  PDSERVE_RETURN_IF_ERROR(CheckSampling(params));
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
   auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
                                                  .tokens = std::move(prompt),
@@ -146,7 +159,7 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
 
 Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
                                       std::vector<int32_t> pages, const SamplingParams& params) {
-  PDSERVE_RETURN_IF_ERROR(params.Validate());
+  PDSERVE_RETURN_IF_ERROR(CheckSampling(params));
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
   if (first_token < 0 || first_token >= config().vocab_size) {
     return InvalidArgument("first token id " + std::to_string(first_token) +
@@ -369,8 +382,10 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   // sampled row needs the logits here (its Sampler holds the request's random stream).
   const bool greedy_on_device =
       backend_->greedy_on_device() &&
-      std::all_of(in_batch.begin(), in_batch.end(),
-                  [](const Sequence* s) { return s->params.greedy() && !s->constraint; });
+      std::all_of(in_batch.begin(), in_batch.end(), [](const Sequence* s) {
+        return s->params.greedy() && !s->constraint && s->params.logprobs < 0 &&
+               s->params.logit_bias.empty();
+      });
   if (greedy_on_device) {
     PDSERVE_RETURN_IF_ERROR(backend_->ForwardGreedy(batch, &greedy_tokens_));
   } else {
@@ -390,13 +405,26 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       continue;
     }
     int32_t token = 0;
+    std::optional<RowLogprobs> logprobs;
+    float logprob = 0;
     if (greedy_on_device) {
       token = greedy_tokens_[row++];
     } else {
       const std::span<float> logits =
           std::span(logits_).subspan(static_cast<size_t>(row++) * vocab, vocab);
+      // The model's distribution, before the mask changes the row (an allowed token keeps its
+      // logit, so the sampled one's is read after).
+      if (s.params.logprobs >= 0) logprobs.emplace(logits, s.params.logprobs);
+      std::vector<std::pair<int32_t, float>> unbiased;  // the biased tokens' own logits
+      for (const auto& [id, bias] : s.params.logit_bias) {
+        unbiased.emplace_back(id, logits[static_cast<size_t>(id)]);
+        logits[static_cast<size_t>(id)] += bias;
+      }
       if (s.constraint) s.constraint->Mask(logits, EndIds(s));
       token = s.sampler.Sample(logits);
+      float raw_logit = logits[static_cast<size_t>(token)];
+      for (const auto& [id, logit] : unbiased) raw_logit = id == token ? logit : raw_logit;
+      if (logprobs) logprob = logprobs->Of(raw_logit);
     }
     s.tokens.push_back(token);
     ++s.generated;
@@ -409,6 +437,11 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       if (finish == FinishReason::kNone && s.constraint->terminated()) finish = FinishReason::kStop;
     }
     events->push_back({s.id, token, finish, is_stop, s.generated == 1 ? s.cached_tokens : 0});
+    if (logprobs) {
+      events->back().has_logprob = true;
+      events->back().logprob = logprob;
+      events->back().top_logprobs = logprobs->top();
+    }
   }
   if (options_.prefix_cache) {
     for (Sequence* s : in_batch) CacheComputedBlocks(*s);

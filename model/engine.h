@@ -82,6 +82,11 @@ struct TokenEvent {
   bool is_stop_token = false;  // the token is an end-of-sequence/stop id (no text)
   // On a sequence's first sampled token: its prompt tokens whose KV came from the prefix cache.
   int cached_tokens = 0;
+  // Where the sequence asked for logprobs (SamplingParams::logprobs >= 0): the token's and the
+  // most likely tokens' log-probabilities (model/logprobs.h).
+  bool has_logprob = false;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs{};
 };
 
 // How long a step took and what was in it (the ledger shares step time among requests).
@@ -214,6 +219,8 @@ class Engine {
   // Names s's full pages of computed KV in the cache.
   void CacheComputedBlocks(Sequence& s);
   FinishReason CheckFinish(const Sequence& s, int32_t token, bool* is_stop) const;
+  // params.Validate(), and logit_bias's tokens within the vocabulary.
+  Status CheckSampling(const SamplingParams& params) const;
   // The matcher of params.json_schema moved past `generated` (tokens sampled before, on this or
   // other workers); null without a schema. InvalidArgument: the schema does not compile, or
   // the tokens do not follow it.

@@ -22,6 +22,17 @@ Status SamplingParams::Validate() const {
   for (const auto& s : stop) {
     if (s.empty()) return InvalidArgument("stop strings must not be empty");
   }
+  if (logprobs < -1 || logprobs > 20) {
+    return InvalidArgument("logprobs must be -1 (none) or from 0 to 20, got " +
+                           std::to_string(logprobs));
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) return InvalidArgument("logit_bias names token " + std::to_string(token));
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return InvalidArgument("logit_bias values must be between -100 and 100, got " +
+                             std::to_string(bias));
+    }
+  }
   if (samples_drawn < 0 || samples_drawn > kMaxSamplesDrawn) {
     return InvalidArgument("samples_drawn must be in [0, " + std::to_string(kMaxSamplesDrawn) +
                            "], got " + std::to_string(samples_drawn));

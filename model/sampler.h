@@ -30,6 +30,14 @@ struct SamplingParams {
   // A JSON Schema's text the output follows, token by token (grammar/json_grammar.h: compact
   // JSON, the schema's subset); empty: free text. The engine masks the logits before sampling.
   std::string json_schema;
+  // Fixed text before and after the schema's value (a tool call's syntax); only with a schema.
+  std::string json_prefix, json_suffix;
+  // -1: no log-probabilities. 0..20: each sampled token's, and this many of the most likely
+  // tokens' (model/logprobs.h: the model's distribution, before temperature and masks).
+  int logprobs = -1;
+  // OpenAI's logit_bias: added to these tokens' logits before sampling (after logprobs are
+  // taken); each token in the vocabulary, each bias in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // Tokens of this request sampled before (a stream resumed on other workers): its random
   // stream starts past their draws, so a seeded request goes on as if never moved.
   int samples_drawn = 0;  // [0, kMaxSamplesDrawn]

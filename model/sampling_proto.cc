@@ -13,7 +13,21 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.samples_drawn = s.samples_drawn();
   p.json_schema = s.json_schema();
+  p.json_prefix = s.json_prefix();
+  p.json_suffix = s.json_suffix();
+  p.logprobs = s.logprobs() ? s.top_logprobs() : -1;
+  for (const proto::LogitBias& b : s.logit_bias()) p.logit_bias.emplace_back(b.token(), b.bias());
   return p;
+}
+
+void AddLogprobs(const TokenEvent& event, proto::TokenBatch* batch) {
+  if (!event.has_logprob) return;
+  batch->add_logprobs(event.logprob);
+  proto::TopLogprobs* top = batch->add_top_logprobs();
+  for (const auto& [id, logprob] : event.top_logprobs) {
+    top->add_ids(id);
+    top->add_logprobs(logprob);
+  }
 }
 
 proto::Envelope StepReportMessage(const StepStats& stats,

@@ -14,6 +14,9 @@ namespace pdserve::model {
 
 SamplingParams SamplingFromProto(const proto::Sampling& s);
 
+// Appends a token's log-probabilities (when it has them) to the batch that carries it.
+void AddLogprobs(const TokenEvent& event, proto::TokenBatch* batch);
+
 // The StepReport of one step; `request_of` maps an engine sequence to its request (0: none).
 proto::Envelope StepReportMessage(const StepStats& stats,
                                   const std::function<uint64_t(uint64_t seq_id)>& request_of);

@@ -390,6 +390,7 @@ void PrefillWorker::RunStep() {
     f.token = e.token;
     f.is_stop = e.is_stop_token;
     f.ended = e.finish == model::FinishReason::kStop;  // a stop token, or a whole response format
+    f.event = e;
     f.cached_tokens = e.cached_tokens;
     f.pages = engine_->TakeKeptPages(e.seq_id);
     f.sampled = Clock::now();
@@ -432,6 +433,7 @@ void PrefillWorker::FinishLoop() {
     proto::TokenBatch* b = m.mutable_tokens();
     b->set_request_id(p.request_id);
     b->add_tokens(f.token);
+    model::AddLogprobs(f.event, b);
     b->set_last_is_stop_token(f.is_stop);
     b->set_queue_seconds(Seconds(p.first_step - p.arrival));
     b->set_prefill_seconds(Seconds(f.sampled - p.first_step));

@@ -1,5 +1,6 @@
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "jinja/builtins.h"
@@ -85,6 +86,7 @@ Result<ChatTemplate> ChatTemplate::FromJinja(
   ChatTemplate t = Detect(text, has_token, bos);
   t.jinja_ = std::make_shared<const jinja::Template>(std::move(parsed));
   t.special_tokens_ = std::move(special_tokens);
+  t.source_ = std::string(text);
   return t;
 }
 
@@ -159,17 +161,62 @@ std::optional<std::string_view> ChatTemplate::end_of_turn_token() const {
 
 Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) const {
-  if (jinja_ == nullptr) return ApplyBuiltIn(messages, add_generation_prompt);
-  // What transformers passes: the special tokens, then messages, tools=None, documents=None
-  // and add_generation_prompt.
-  nlohmann::ordered_json variables = nlohmann::ordered_json::object();
+  return Apply(messages, add_generation_prompt, {});
+}
+
+Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt,
+                                        std::string_view tools_json) const {
+  using ordered_json = nlohmann::ordered_json;
+  const bool any_tools =
+      !tools_json.empty() || std::any_of(messages.begin(), messages.end(), [](const auto& m) {
+        return !m.tool_calls_json.empty() || !m.tool_call_id.empty();
+      });
+  if (jinja_ == nullptr) {
+    if (any_tools) {
+      return InvalidArgument("this model's built-in chat format has no syntax for tools");
+    }
+    return ApplyBuiltIn(messages, add_generation_prompt);
+  }
+  // What transformers passes: the special tokens, then messages, tools, documents=None and
+  // add_generation_prompt.
+  ordered_json variables = ordered_json::object();
   for (const auto& [name, value] : special_tokens_) variables[name] = value;
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const ChatMessage& m : messages) {
-    list.push_back(nlohmann::ordered_json{{"role", m.role}, {"content", m.content}});
+  ordered_json list = ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    ordered_json message{{"role", m.role}};
+    message["content"] = m.content;
+    if (!m.tool_calls_json.empty()) {
+      ordered_json calls = ordered_json::parse(m.tool_calls_json, nullptr, false);
+      if (!calls.is_array()) {
+        return InvalidArgument("messages[" + std::to_string(i) + "].tool_calls is not an array");
+      }
+      for (auto& call : calls) {
+        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+          continue;
+        }
+        auto& function = call["function"];
+        if (function.contains("arguments") && function["arguments"].is_string()) {
+          auto parsed =
+              ordered_json::parse(function["arguments"].get<std::string>(), nullptr, false);
+          if (!parsed.is_discarded()) function["arguments"] = std::move(parsed);
+        }
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) message["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) message["name"] = m.name;
+    list.push_back(std::move(message));
   }
   variables["messages"] = std::move(list);
-  variables["tools"] = nullptr;
+  if (tools_json.empty()) {
+    variables["tools"] = nullptr;
+  } else {
+    ordered_json tools = ordered_json::parse(tools_json, nullptr, false);
+    if (!tools.is_array()) return InvalidArgument("tools is not a JSON array");
+    variables["tools"] = std::move(tools);
+  }
   variables["documents"] = nullptr;
   variables["add_generation_prompt"] = add_generation_prompt;
   return jinja_->Render(variables);

@@ -30,8 +30,16 @@ class Template;
 namespace pdserve::tokenizer {
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (a model's template may accept others)
+  std::string role;  // "system", "user", "assistant", "tool" (templates may accept others)
+  // An assistant turn that only calls tools has content "" (its null, as vLLM passes it: Qwen3's
+  // template, for one, cannot take None).
   std::string content;
+  // An assistant's tool calls as OpenAI writes them (a JSON array of {id, type, function:
+  // {name, arguments}}); empty: none. Each arguments string that holds JSON is given to the
+  // template parsed, as vLLM does, for templates that write `arguments | tojson`.
+  std::string tool_calls_json;
+  std::string tool_call_id;  // a tool message's: the call it answers
+  std::string name;          // a tool message's function name, where the client sent one
 };
 
 // The prompt family, from the template's markers or the vocab's special tokens.
@@ -81,6 +89,8 @@ class ChatTemplate {
   std::string_view name() const;
   // True when Apply renders the model's own Jinja template.
   bool has_model_template() const { return jinja_ != nullptr; }
+  // That template's text (empty for a built-in format): what shows a model's tool-call syntax.
+  const std::string& source() const { return source_; }
   // The token that closes a turn ("<|eot_id|>", "<|im_end|>"); a generation stops on it.
   std::optional<std::string_view> end_of_turn_token() const;
 
@@ -92,6 +102,12 @@ class ChatTemplate {
   // FailedPrecondition.
   Result<std::string> Apply(std::span<const ChatMessage> messages,
                             bool add_generation_prompt) const;
+  // The same with `tools_json`, the request's tools as a JSON array (OpenAI's {type: function,
+  // function: {name, description, parameters}}), passed as transformers' `tools` argument;
+  // empty: tools=None. A built-in format, which has no tool syntax, refuses tools
+  // (InvalidArgument).
+  Result<std::string> Apply(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                            std::string_view tools_json) const;
 
  private:
   Result<std::string> ApplyBuiltIn(std::span<const ChatMessage> messages,
@@ -102,6 +118,7 @@ class ChatTemplate {
   std::string default_system_;                                       // built-in ChatML only
   std::shared_ptr<const jinja::Template> jinja_;                     // the model's own template
   std::vector<std::pair<std::string, std::string>> special_tokens_;  // for jinja_
+  std::string source_;                                               // jinja_'s text
 };
 
 }  // namespace pdserve::tokenizer

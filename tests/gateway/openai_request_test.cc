@@ -107,11 +107,8 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
 // than silently ignored; their "off" values pass.
 TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
   const char* base = R"("model":"m","prompt":"hi")";
-  for (const std::string field :
-       {R"("logprobs":2)", R"("logprobs":true)", R"("top_logprobs":3)", R"("echo":true)",
-        R"("best_of":3)", R"("suffix":"end")", R"("logit_bias":{"5":100})",
-        R"("tools":[{"type":"function","function":{"name":"f"}}])", R"("tool_choice":"auto")",
-        R"("functions":[{"name":"f"}])", R"("function_call":"auto")"}) {
+  for (const std::string field : {R"("echo":true)", R"("best_of":3)", R"("suffix":"end")",
+                                  R"("functions":[{"name":"f"}])", R"("function_call":"auto")"}) {
     const ApiError e = Bad("{" + std::string(base) + "," + field + "}");
     const std::string name = field.substr(1, field.find('"', 1) - 1);
     EXPECT_EQ(e.http_status, 400) << field;
@@ -124,6 +121,108 @@ TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
         R"("tool_choice":"none")", R"("response_format":{"type":"text"})"}) {
     Ok("{" + std::string(base) + "," + field + "}");
   }
+}
+
+TEST(OpenAiRequestTest, LogprobsAsEachEndpointSpellsThem) {
+  const char* chat = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+  auto with = [](const char* body, const std::string& fields) {
+    std::string b(body);
+    return b.substr(0, b.size() - 1) + "," + fields + "}";
+  };
+  const auto c = Endpoint::kChatCompletions;
+  EXPECT_EQ(Ok(chat, c).logprobs, -1);
+  EXPECT_EQ(Ok(with(chat, R"("logprobs":true)"), c).logprobs, 0);
+  EXPECT_EQ(Ok(with(chat, R"("logprobs":true,"top_logprobs":20)"), c).logprobs, 20);
+  EXPECT_EQ(Ok(with(chat, R"("logprobs":false)"), c).logprobs, -1);
+  EXPECT_EQ(Bad(with(chat, R"("top_logprobs":2)"), c).param, "top_logprobs");
+  EXPECT_EQ(Bad(with(chat, R"("logprobs":true,"top_logprobs":21)"), c).param, "top_logprobs");
+  EXPECT_EQ(Bad(with(chat, R"("logprobs":3)"), c).message, "'logprobs' must be a boolean");
+  const char* completion = R"({"model":"m","prompt":"hi"})";
+  EXPECT_EQ(Ok(completion).logprobs, -1);
+  EXPECT_EQ(Ok(with(completion, R"("logprobs":0)")).logprobs, 0);
+  EXPECT_EQ(Ok(with(completion, R"("logprobs":5)")).logprobs, 5);
+  EXPECT_EQ(Ok(with(completion, R"("logprobs":null)")).logprobs, -1);
+  EXPECT_EQ(Bad(with(completion, R"("logprobs":21)")).param, "logprobs");
+}
+
+TEST(OpenAiRequestTest, ToolsChoicesAndToolMessages) {
+  ParseOptions o;
+  o.tool_call_format = ToolCallFormat::kHermes;
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":)"
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}}},)"
+      R"({"type":"function","function":{"name":"get_time"}}])";
+  const std::string messages =
+      R"("messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,)"
+      R"("tool_calls":[{"id":"c1","type":"function","function":{"name":"get_time","arguments":"{}"}}]},)"
+      R"({"role":"tool","tool_call_id":"c1","content":"09:30"}])";
+  auto parse = [&](const std::string& extra) {
+    return ParseGenerationRequest(R"({"model":"m",)" + messages + "," + tools + extra + "}",
+                                  Endpoint::kChatCompletions, o);
+  };
+  auto r = parse("");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& req = std::get<GenerationRequest>(r);
+  EXPECT_EQ(req.tool_choice, ToolChoice::kAuto);
+  EXPECT_EQ(req.tool_call_format, ToolCallFormat::kHermes);
+  ASSERT_EQ(req.tools.size(), 2u);
+  EXPECT_EQ(req.tools[1].parameters, R"({"type":"object"})");
+  EXPECT_LT(req.tools_json.find("zeta"), req.tools_json.find("alpha"));  // as sent
+  EXPECT_TRUE(req.json_schema.empty());
+  ASSERT_EQ(req.messages.size(), 3u);
+  EXPECT_TRUE(req.messages[1].null_content);
+  EXPECT_NE(req.messages[1].tool_calls_json.find("get_time"), std::string::npos);
+  EXPECT_EQ(req.messages[2].tool_call_id, "c1");
+
+  auto required = std::get<GenerationRequest>(parse(R"(,"tool_choice":"required")"));
+  EXPECT_EQ(required.json_prefix, "<tool_call>\n");
+  EXPECT_NE(required.json_schema.find("get_weather"), std::string::npos);
+  auto named = std::get<GenerationRequest>(
+      parse(R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}})"));
+  EXPECT_EQ(named.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(named.json_schema.find("get_weather"), std::string::npos);
+  EXPECT_EQ(std::get<GenerationRequest>(parse(R"(,"tool_choice":"none")")).tool_call_format,
+            ToolCallFormat::kNone);
+
+  auto error = [&](const std::string& extra) {
+    auto e = parse(extra);
+    EXPECT_TRUE(std::holds_alternative<ApiError>(e)) << extra;
+    return std::holds_alternative<ApiError>(e) ? std::get<ApiError>(e) : ApiError{};
+  };
+  EXPECT_EQ(error(R"(,"tool_choice":{"type":"function","function":{"name":"nope"}})").param,
+            "tool_choice");
+  EXPECT_EQ(error(R"(,"tool_choice":"sometimes")").param, "tool_choice");
+  EXPECT_EQ(error(R"(,"tool_choice":"required","response_format":{"type":"json_object"})").param,
+            "tool_choice");
+  o.tool_call_format = ToolCallFormat::kNone;
+  EXPECT_NE(error(R"(,"tool_choice":"required")").message.find("no tool-call syntax"),
+            std::string::npos);
+  const ApiError bad_tool = Bad(R"({"model":"m","messages":[{"role":"user","content":"x"}],)"
+                                R"("tools":[{"type":"function","function":{"name":"a b"}}]})",
+                                Endpoint::kChatCompletions);
+  EXPECT_EQ(bad_tool.param, "tools");
+  const ApiError bad_tool_message = Bad(
+      R"({"model":"m","messages":[{"role":"tool","content":"x"}]})", Endpoint::kChatCompletions);
+  EXPECT_NE(bad_tool_message.message.find("tool_call_id"), std::string::npos);
+}
+
+TEST(OpenAiRequestTest, LogitBiasNamesTokensOfTheVocabulary) {
+  ParseOptions o;
+  o.vocab_size = 100;
+  auto parse = [&](const std::string& bias) {
+    return ParseGenerationRequest(R"({"model":"m","prompt":"hi","logit_bias":)" + bias + "}",
+                                  Endpoint::kCompletions, o);
+  };
+  auto ok = parse(R"({"5":100,"99":-100,"7":0.5})");
+  ASSERT_TRUE(std::holds_alternative<GenerationRequest>(ok));
+  EXPECT_EQ(std::get<GenerationRequest>(ok).logit_bias.size(), 3u);
+  for (const std::string bad : {R"({"100":1})", R"({"-1":1})", R"({"x":1})", R"({"5":101})",
+                                R"({"5":"1"})", R"({"5":1,"05":2})", R"([1])"}) {
+    auto r = parse(bad);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << bad;
+    EXPECT_EQ(std::get<ApiError>(r).param, "logit_bias") << bad;
+  }
+  EXPECT_NE(std::get<ApiError>(parse(R"({"100":1})")).message.find("0 to 99"), std::string::npos);
 }
 
 TEST(OpenAiRequestTest, ResponseFormatsBecomeACompiledSchemaInTheirKeysOrder) {

@@ -95,5 +95,99 @@ TEST(ResponseStreamTest, TheWholeBodyHasTheTextAndUsage) {
   EXPECT_EQ(body["usage"]["cost_usd"], 0.5);
 }
 
+// A batch whose every token has `logprob` and the same top two (ids 1 and 2).
+proto::TokenBatch WithLogprobs(const std::vector<int32_t>& ids, float logprob) {
+  proto::TokenBatch b = Batch(ids);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    b.add_logprobs(logprob);
+    proto::TopLogprobs* top = b.add_top_logprobs();
+    top->add_ids(ids[i]);
+    top->add_logprobs(logprob);
+    top->add_ids(2);
+    top->add_logprobs(-5.0f);
+  }
+  return b;
+}
+
+TEST(ResponseStreamTest, ChatLogprobsAreStreamedOnceWithBytesAndTopEntries) {
+  GenerationRequest r = Request();
+  r.endpoint = Endpoint::kChatCompletions;
+  r.logprobs = 2;
+  ResponseStream s(r, TestTokenizer(), "r", "m", 1, Ids("p"));
+  const std::vector<int32_t> ids = Ids(" hi");
+  s.AddTokens(WithLogprobs(ids, -0.5f));
+  auto first = nlohmann::json::parse(s.DeltaEvent(" hi").substr(6));
+  const auto& content = first["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), ids.size()) << first;
+  std::string text;
+  for (const auto& entry : content) {
+    EXPECT_EQ(entry["logprob"], -0.5);
+    ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+    EXPECT_EQ(entry["top_logprobs"][1]["logprob"], -5.0);
+    for (int b : entry["bytes"]) text += static_cast<char>(b);
+  }
+  EXPECT_EQ(text, " hi");
+  // The next chunk carries only the new token's.
+  s.AddTokens(WithLogprobs(Ids("!"), -1.0f));
+  auto second = nlohmann::json::parse(s.DeltaEvent("!").substr(6));
+  ASSERT_EQ(second["choices"][0]["logprobs"]["content"].size(), Ids("!").size());
+  // Without logprobs asked, logprobs is null.
+  ResponseStream plain(Request(), TestTokenizer(), "r", "m", 1, Ids("p"));
+  plain.AddTokens(WithLogprobs(ids, -0.5f));
+  auto none = nlohmann::json::parse(plain.DeltaEvent(" hi").substr(6));
+  EXPECT_TRUE(none["choices"][0]["logprobs"].is_null());
+}
+
+TEST(ResponseStreamTest, CompletionLogprobsHaveTokensOffsetsAndTopDictionaries) {
+  GenerationRequest r = Request();
+  r.stream = false;
+  r.logprobs = 1;
+  ResponseStream s(r, TestTokenizer(), "r", "m", 1, Ids("p"));
+  const std::vector<int32_t> ids = Ids(" ab cd");
+  s.AddTokens(WithLogprobs(ids, -0.25f));
+  s.AddTokens(Batch({}, "length"));
+  const auto body = nlohmann::json::parse(s.FullBody("length", Usage{1, 2}, 0.5));
+  const auto& lp = body["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size()) << body;
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], joined.size());
+    joined += lp["tokens"][i].get<std::string>();
+    EXPECT_EQ(lp["token_logprobs"][i], -0.25);
+    EXPECT_TRUE(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>()));
+  }
+  EXPECT_EQ(joined, " ab cd");
+}
+
+TEST(ResponseStreamTest, ToolCallsBecomeMessageToolCallsAndOneDelta) {
+  GenerationRequest r = Request();
+  r.endpoint = Endpoint::kChatCompletions;
+  r.tool_choice = ToolChoice::kAuto;
+  r.tool_call_format = ToolCallFormat::kHermes;
+  const std::string output =
+      " Checking.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+  ResponseStream streamed(r, TestTokenizer(), "r", "m", 1, Ids("p"));
+  std::string content;
+  for (int32_t id : Ids(output)) content += streamed.AddTokens(Batch({id}));
+  content += streamed.AddTokens(Batch({}, "stop"));
+  EXPECT_EQ(content, " Checking.");
+  ASSERT_EQ(streamed.tool_calls().size(), 1u);
+  const std::string tail = streamed.StreamTail("stop", Usage{1, 2}, 0.5, "t");
+  EXPECT_NE(tail.find("\"tool_calls\":[{"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("\"arguments\":\"{\\\"x\\\":1}\""), std::string::npos) << tail;
+  EXPECT_NE(tail.find("\"finish_reason\":\"tool_calls\""), std::string::npos) << tail;
+
+  r.stream = false;
+  ResponseStream whole(r, TestTokenizer(), "r", "m", 1, Ids("p"));
+  whole.AddTokens(
+      Batch(Ids("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"), "stop"));
+  const auto body = nlohmann::json::parse(whole.FullBody("stop", Usage{1, 2}, 0.5));
+  const auto& message = body["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null()) << body;
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+}
+
 }  // namespace
 }  // namespace pdserve::gateway

@@ -115,6 +115,26 @@ TEST(GrammarMatcherTest, AnyOfAndRecursionAndAnyJson) {
       Admits(R"({"type":"object","additionalProperties":{"type":"integer"}})", R"({"a":"1"})"));
 }
 
+TEST(GrammarMatcherTest, AValueBetweenFixedTexts) {
+  auto call = CompileJsonSchemaText(
+      R"({"type":"object","properties":{"name":{"const":"f"}},"required":["name"]})",
+      "<tool_call>\n", "\n</tool_call>");
+  ASSERT_TRUE(call.ok()) << call.status().message();
+  GrammarMatcher m(*call);
+  ASSERT_TRUE(m.Advance("<tool_call>\n{\"name\":\"f\"}"));
+  EXPECT_FALSE(m.IsComplete());
+  ASSERT_TRUE(m.Advance("\n</tool_call>"));
+  EXPECT_TRUE(m.IsTerminated());
+  EXPECT_FALSE(GrammarMatcher(*call).Advance("{\"name\""));  // the prefix first
+  EXPECT_FALSE(GrammarMatcher(*call).Advance("<tool_call>{"));
+  auto number = CompileJsonSchemaText(R"({"type":"integer"})", "n=");
+  ASSERT_TRUE(number.ok());
+  GrammarMatcher n(*number);
+  ASSERT_TRUE(n.Advance("n=12"));
+  EXPECT_TRUE(n.IsComplete());
+  EXPECT_FALSE(n.IsTerminated());  // more digits may come
+}
+
 TEST(GrammarMatcherTest, AFailedAdvanceLeavesTheStateAsItWas) {
   GrammarMatcher m(Compile(kPerson));
   ASSERT_TRUE(m.Advance(R"({"name":"A)"));

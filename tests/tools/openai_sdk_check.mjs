@@ -5,7 +5,7 @@
 //
 // Usage: node openai_sdk_check.mjs --base-url http://127.0.0.1:PORT/v1 --model tiny
 //          --api-key KEY [--limited-key KEY --limited-tenant NAME] [--reference-tokenizer NAME]
-//          [--structured-seeds N]
+//          [--structured-seeds N] [--tools-check 1] [--through-upstream 1]
 // --structured-seeds: also ask N seeded chats for a nested JSON schema's answer and validate
 // each with Ajv. Its strings are bounded by maxLength: random weights over the built-in tiny
 // vocabulary, whose only quote is one token of 768, take thousands of tokens now and then to
@@ -291,7 +291,58 @@ if (structuredSeeds > 0) await check(`response_format json_schema (${structuredS
   return { answers: answers.length, distinct, example: answers[0].text.slice(0, 200) };
 });
 
-await check('response_format json_object (stream)', async () => {
+// --through-upstream: every answer comes from an external upstream (a fake one that ignores
+// response formats), and a request for logprobs is not routed there: those checks are skipped.
+const engineChecks = !args['through-upstream'];
+if (engineChecks) await check('chat logprobs (stream)', async () => {
+  // Greedy: each token is its position's most likely, so top_logprobs[0] is the token itself.
+  const stream = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Say something.' }],
+    temperature: 0,
+    max_tokens: 6,
+    logprobs: true,
+    top_logprobs: 3,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  const entries = [];
+  let text = '';
+  let usage = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    entries.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    usage = chunk.usage ?? usage;
+  }
+  expect(entries.length >= usage.completion_tokens - 1 && entries.length <= usage.completion_tokens,
+    `${entries.length} logprobs for ${usage.completion_tokens} tokens`);
+  const bytes = [];
+  for (const e of entries) {
+    expect(e.logprob <= 0, `logprob ${e.logprob}`);
+    expect(e.top_logprobs.length === 3, `${e.top_logprobs.length} top logprobs`);
+    expect(e.top_logprobs[0].token === e.token && e.top_logprobs[0].logprob === e.logprob,
+      `greedy token '${e.token}' is not its top: ${JSON.stringify(e.top_logprobs)}`);
+    bytes.push(...e.bytes);
+  }
+  expect(Buffer.from(bytes).toString('utf8') === text, 'the tokens\' bytes are not the text');
+  return { tokens: entries.length, first: entries[0] };
+});
+
+if (engineChecks) await check('completions logprobs', async () => {
+  const r = await client.completions.create({
+    model, prompt: 'Once upon', max_tokens: 5, temperature: 0, logprobs: 2, ignore_eos: true,
+  });
+  const lp = r.choices[0].logprobs;
+  expect(lp.tokens.length === r.usage.completion_tokens, `${lp.tokens.length} tokens`);
+  expect(lp.tokens.join('') === r.choices[0].text, `tokens '${lp.tokens.join('')}'`);
+  lp.tokens.forEach((t, i) => {
+    expect(lp.text_offset[i] === [...lp.tokens.slice(0, i).join('')].length, 'text_offset');
+    expect(lp.top_logprobs[i][t] === lp.token_logprobs[i], 'the token is in its top');
+  });
+  return { tokens: lp.tokens, token_logprobs: lp.token_logprobs };
+});
+
+if (engineChecks) await check('response_format json_object (stream)', async () => {
   const stream = await client.chat.completions.create({
     model,
     messages: [{ role: 'user', content: 'Any JSON object.' }],
@@ -327,6 +378,79 @@ await checkApiError(
         schema: { type: 'object', properties: { zip: { type: 'string', pattern: '^[0-9]+$' } } } } },
     }),
 );
+
+// Tools (--tools-check: a model whose chat template has a tool syntax, Qwen3's say): forced
+// calls whose arguments Ajv validates against the function's parameters, and a conversation
+// that carries a call and its result back.
+const weatherTools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string', minLength: 1, maxLength: 20 },
+      unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'get_time', description: 'Local time',
+    parameters: { type: 'object', properties: { zone: { type: 'string', maxLength: 30 } },
+      required: ['zone'], additionalProperties: false } } },
+];
+function validateCall(call) {
+  const tool = weatherTools.find((t) => t.function.name === call.function.name);
+  expect(tool, `a call of an unknown function '${call.function.name}'`);
+  const args = JSON.parse(call.function.arguments);
+  const validate = new Ajv({ strict: false }).compile(tool.function.parameters);
+  expect(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`);
+  expect(typeof call.id === 'string' && call.id.length > 0 && call.type === 'function',
+    `call id/type: ${JSON.stringify(call)}`);
+  return args;
+}
+if (args['tools-check']) {
+  await check('tool_choice required', async () => {
+    const calls = [];
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const r = await client.chat.completions.create({
+        model, messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: weatherTools,
+        tool_choice: 'required', temperature: 1, seed, max_tokens: 400,
+      });
+      const c = r.choices[0];
+      expect(c.finish_reason === 'tool_calls', `finish_reason ${c.finish_reason}`);
+      expect(c.message.tool_calls?.length === 1, `tool_calls ${JSON.stringify(c.message)}`);
+      calls.push({ name: c.message.tool_calls[0].function.name,
+        args: validateCall(c.message.tool_calls[0]) });
+    }
+    return { calls };
+  });
+  await check('tool_choice named (stream)', async () => {
+    const stream = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Time in Tokyo?' }], tools: weatherTools,
+      tool_choice: { type: 'function', function: { name: 'get_time' } },
+      temperature: 1, seed: 9, max_tokens: 400, stream: true,
+    });
+    const calls = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        if (!calls[d.index]) calls[d.index] = { id: d.id, type: d.type, function: { name: '', arguments: '' } };
+        calls[d.index].function.name += d.function?.name ?? '';
+        calls[d.index].function.arguments += d.function?.arguments ?? '';
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish === 'stop', `finish_reason ${finish}`);
+    expect(calls.length === 1 && calls[0].function.name === 'get_time', JSON.stringify(calls));
+    return { args: validateCall(calls[0]) };
+  });
+  await check('tool result round trip', async () => {
+    const r = await client.chat.completions.create({
+      model,
+      messages: [
+        { role: 'user', content: 'Weather in Oslo?' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+          function: { name: 'get_weather', arguments: '{"city":"Oslo","unit":"c"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 4}' },
+      ],
+      tools: weatherTools, max_tokens: 8, temperature: 0,
+    });
+    expect(r.usage.prompt_tokens > 50, `prompt_tokens ${r.usage.prompt_tokens}`);
+    return { finish_reason: r.choices[0].finish_reason, prompt_tokens: r.usage.prompt_tokens };
+  });
+}
 
 await checkApiError(
   '400 bad field',

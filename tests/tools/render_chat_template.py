@@ -11,12 +11,12 @@ on stdout, one RESULT per CASE in order. A CASE is either
 
   {"tokenizer_config": PATH, "chat_template": TEXT (optional), "messages": [...],
    "add_generation_prompt": BOOL}
-      what apply_chat_template(messages, add_generation_prompt=...) renders for a model whose
-      tokenizer_config.json is PATH: its chat_template (a string, or the list entry named
-      "default"; "chat_template" in the case overrides it, as a chat_template.jinja file does),
-      with messages, tools=None, documents=None, add_generation_prompt and the special tokens
-      the config defines (bos_token, eos_token, unk_token, pad_token; strings or
-      {"content": ...} objects).
+      what apply_chat_template(messages, tools=..., add_generation_prompt=...) renders for a
+      model whose tokenizer_config.json is PATH: its chat_template (a string, or the list entry
+      named "default"; "chat_template" in the case overrides it, as a chat_template.jinja file
+      does), with messages, tools (the case's "tools", else None), documents=None,
+      add_generation_prompt and the special tokens the config defines (bos_token, eos_token,
+      unk_token, pad_token; strings or {"content": ...} objects).
 
 A RESULT is {"output": TEXT} or {"error": MESSAGE, "type": EXCEPTION CLASS NAME}. Run with
 /usr/bin/python3 (Debian's jinja2, not a virtual environment's).
@@ -95,7 +95,7 @@ def chat_variables(case):
         text = token_text(config.get(name))
         if text is not None:
             variables[name] = text
-    variables.update(messages=case["messages"], tools=None, documents=None,
+    variables.update(messages=case["messages"], tools=case.get("tools"), documents=None,
                      add_generation_prompt=case.get("add_generation_prompt", False))
     return template, variables
 
