@@ -19,6 +19,7 @@ using namespace std::chrono_literals;
 class RecordingActuator : public Actuator {
  public:
   Status SetBurstWorkers(Pool pool, int count) override {
+    ++started;
     std::this_thread::sleep_for(delay);
     std::lock_guard lock(mu);
     calls.emplace_back(pool, count);
@@ -39,6 +40,7 @@ class RecordingActuator : public Actuator {
   std::vector<std::string> order;                     // the latest SetDrainOrder
   std::vector<std::vector<std::string>> orders_seen;  // the order at each SetBurstWorkers
   std::atomic<int> failures{0};
+  std::atomic<int> started{0};  // calls begun (a call records itself when it ends)
   std::chrono::milliseconds delay{0};
 };
 
@@ -123,7 +125,9 @@ TEST(ActuationLoopTest, DestructionWaitsForTheCallInProgress) {
   {
     ActuationLoop loop(actuator);
     loop.Want(Pool::kDecode, 4);
-    std::this_thread::sleep_for(50ms);
+    // Destroyed while the call is in progress (waiting for it to begin, not a fixed sleep: on a
+    // loaded machine the loop's thread may take longer than any sleep to start it).
+    ASSERT_TRUE(WaitFor([&] { return actuator->started.load() == 1; }));
   }
   EXPECT_EQ(actuator->Calls().size(), 1u);
 }
