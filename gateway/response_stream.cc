@@ -103,16 +103,20 @@ nlohmann::json ResponseStream::WithNewTokenIds(nlohmann::json chunk) {
   return chunk;
 }
 
-nlohmann::json ResponseStream::TokenEntry(int32_t id, float logprob) const {
-  const std::string bytes = tokenizer_->TokenBytes(id);
+std::string ResponseStream::TokenText(int32_t id) const {
   std::string text;
-  AppendUtf8Lossy(bytes, text);
-  nlohmann::json byte_values = nlohmann::json::array();
-  for (unsigned char c : bytes) byte_values.push_back(c);
-  return {{"token", text}, {"logprob", logprob}, {"bytes", byte_values}};
+  AppendUtf8Lossy(tokenizer_->TokenBytes(id), text);
+  return text;
 }
 
-void ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to) const {
+nlohmann::json ResponseStream::TokenEntry(int32_t id, float logprob) const {
+  nlohmann::json byte_values = nlohmann::json::array();
+  for (unsigned char c : tokenizer_->TokenBytes(id)) byte_values.push_back(c);
+  return {{"token", TokenText(id)}, {"logprob", logprob}, {"bytes", byte_values}};
+}
+
+size_t ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to,
+                                   size_t offset) const {
   nlohmann::json& choice = body["choices"][0];
   if (endpoint_ == Endpoint::kChatCompletions) {
     nlohmann::json content = nlohmann::json::array();
@@ -125,21 +129,20 @@ void ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to) c
       content.push_back(std::move(entry));
     }
     choice["logprobs"] = {{"content", std::move(content)}, {"refusal", nullptr}};
-    return;
+    return offset;
   }
   nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(),
                  tops = nlohmann::json::array(), offsets = nlohmann::json::array();
-  size_t offset = from == 0 ? 0 : text_offset_;
   for (size_t i = from; i < to; ++i) {
     const TokenLogprob& t = token_logprobs_[i];
-    const std::string text = TokenEntry(t.id, t.logprob)["token"];
+    const std::string text = TokenText(t.id);
     tokens.push_back(text);
     values.push_back(t.logprob);
     offsets.push_back(offset);
     offset += CodePoints(text);
     // vLLM's: the sampled token beside the most likely ones.
     nlohmann::json top = nlohmann::json::object();
-    for (const auto& [id, logprob] : t.top) top[TokenEntry(id, logprob)["token"]] = logprob;
+    for (const auto& [id, logprob] : t.top) top[TokenText(id)] = logprob;
     top[text] = t.logprob;
     tops.push_back(std::move(top));
   }
@@ -147,15 +150,13 @@ void ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to) c
                         {"token_logprobs", std::move(values)},
                         {"top_logprobs", std::move(tops)},
                         {"text_offset", std::move(offsets)}};
+  return offset;
 }
 
 nlohmann::json ResponseStream::WithNewLogprobs(nlohmann::json chunk) {
   if (logprobs_ < 0) return chunk;
   const size_t to = token_logprobs_.size();
-  SetLogprobs(chunk, streamed_logprobs_, to);
-  for (size_t i = streamed_logprobs_; i < to; ++i) {
-    text_offset_ += CodePoints(TokenEntry(token_logprobs_[i].id, 0)["token"].get<std::string>());
-  }
+  text_offset_ = SetLogprobs(chunk, streamed_logprobs_, to, text_offset_);
   streamed_logprobs_ = to;
   return chunk;
 }
@@ -202,7 +203,7 @@ std::string ResponseStream::FullBody(const std::string& finish_reason, const Usa
     message["tool_calls"] = ToolCallsJson(/*with_index=*/false);
   }
   if (return_token_ids_) ResponseBuilder::AddTokenIds(body, token_ids_, &prompt_);
-  if (logprobs_ >= 0) SetLogprobs(body, 0, token_logprobs_.size());
+  if (logprobs_ >= 0) SetLogprobs(body, 0, token_logprobs_.size(), 0);
   return DumpJson(body);
 }
 

@@ -70,10 +70,13 @@ class ResponseStream {
 
  private:
   nlohmann::json WithNewTokenIds(nlohmann::json chunk);
-  // With logprobs: the choice's `logprobs` for the tokens [from, to) of logprobs_.
-  void SetLogprobs(nlohmann::json& body, size_t from, size_t to) const;
+  // With logprobs: the choice's `logprobs` for the tokens [from, to) of logprobs_, the first at
+  // completions' text_offset `offset`; returns the offset after the last.
+  size_t SetLogprobs(nlohmann::json& body, size_t from, size_t to, size_t offset) const;
   nlohmann::json WithNewLogprobs(nlohmann::json chunk);
-  // A token as logprobs show it: its text (lossy where it is part of a character) and bytes.
+  // A token's text as logprobs show it (lossy where it is part of a character), and chat's
+  // entry of it with its bytes.
+  std::string TokenText(int32_t id) const;
   nlohmann::json TokenEntry(int32_t id, float logprob) const;
   // The text the tool-call splitter held, parsed at the output's end: the content left.
   std::string FinishToolCalls();

@@ -1,6 +1,7 @@
 #include "gateway/tool_calls.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace pdserve::gateway {
 
@@ -161,23 +162,18 @@ std::string ToolCallSplitter::Push(std::string_view text) {
   if (calling_) return {};
   if (format_ == ToolCallFormat::kLlama3Json) {
     // A call opens the output: hold it all while it may be one.
-    if (seen_content_) {
-      std::string out = std::move(held_);
-      held_.clear();
-      return out;
+    if (!seen_content_) {
+      const std::string_view start = Trim(held_);
+      if (start.empty() || (start.size() < kPythonTag.size() && kPythonTag.starts_with(start))) {
+        return {};  // it may yet be the tag
+      }
+      if (start.front() == '{' || start.starts_with(kPythonTag)) {
+        calling_ = true;
+        return {};
+      }
+      seen_content_ = true;
     }
-    const std::string_view start = Trim(held_);
-    if (start.empty()) return {};
-    if (start.front() == '{' ||
-        start.substr(0, std::min(start.size(), kPythonTag.size())) ==
-            kPythonTag.substr(0, std::min(start.size(), kPythonTag.size()))) {
-      calling_ = true;
-      return {};
-    }
-    seen_content_ = true;
-    std::string out = std::move(held_);
-    held_.clear();
-    return out;
+    return std::exchange(held_, {});
   }
   const std::string_view marker = format_ == ToolCallFormat::kHermes ? kHermesOpen : kMistralMarker;
   const size_t at = held_.find(marker);

@@ -389,7 +389,6 @@ void PrefillWorker::RunStep() {
     f.pending = std::move(p);
     f.token = e.token;
     f.is_stop = e.is_stop_token;
-    f.ended = e.finish == model::FinishReason::kStop;  // a stop token, or a whole response format
     f.event = e;
     f.cached_tokens = e.cached_tokens;
     f.pages = engine_->TakeKeptPages(e.seq_id);
@@ -441,7 +440,7 @@ void PrefillWorker::FinishLoop() {
     b->set_kv_bytes(kv_bytes);
     b->set_cached_tokens(f.cached_tokens);
     const bool context_full = p.prompt_len + 1 >= engine_->config().max_seq_len;
-    if (f.is_stop || f.ended) {
+    if (f.event.finish == model::FinishReason::kStop) {  // a stop token, or a whole value
       b->set_finish_reason("stop");
     } else if (p.max_tokens <= 1 || context_full) {
       b->set_finish_reason("length");

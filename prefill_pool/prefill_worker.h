@@ -97,8 +97,8 @@ class PrefillWorker {
     Pending pending;
     int32_t token = -1;
     bool is_stop = false;
-    bool ended = false;          // the engine ended it: a stop token, or a whole response format
-    model::TokenEvent event;     // the first token's (its logprobs, where asked)
+    model::TokenEvent event;     // the first token's: its end (a stop token, or a whole
+                                 // response format) and its logprobs, where asked
     int cached_tokens = 0;       // prompt tokens the engine found in its prefix cache
     std::vector<int32_t> pages;  // this worker's, freed once the transfer ended
     Clock::time_point sampled;

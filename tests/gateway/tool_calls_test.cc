@@ -75,6 +75,13 @@ TEST(ToolCallsTest, TheSplitterStreamsContentAndHoldsWhatMayBeACall) {
   ToolCallSplitter prose(ToolCallFormat::kLlama3Json);
   EXPECT_EQ(prose.Push("Hello"), "Hello");
   EXPECT_EQ(prose.Push(" {x}"), " {x}");
+  ToolCallSplitter tag(ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(tag.Push("<|py"), "");  // may be <|python_tag|>
+  EXPECT_EQ(tag.Push("thon_tag|>{\"name\": \"f\", \"parameters\": {}}"), "");
+  EXPECT_EQ(tag.Finish().calls.size(), 1u);
+  ToolCallSplitter angle(ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(angle.Push("<"), "");
+  EXPECT_EQ(angle.Push("b> bold"), "<b> bold");  // not the tag: streamed at once
   ToolCallSplitter none(ToolCallFormat::kNone);
   EXPECT_EQ(none.Push("<tool_call>"), "<tool_call>");
 }
