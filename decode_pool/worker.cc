@@ -227,6 +227,12 @@ void Worker::HandleReserve(const proto::Reserve& r) {
   model::SamplingParams params = model::SamplingFromProto(r.sampling());
   std::vector<int32_t> prompt(r.prompt().begin(), r.prompt().end());
   if (Status s = params.Validate(); !s.ok()) return SendError(r.request_id(), s.message(), false);
+  if (params.n > 1) {  // its choices start from the prompt's logits, which only a Generate has
+    return SendError(r.request_id(),
+                     "a request of " + std::to_string(params.n) +
+                         " choices is prefilled by the worker that decodes it (Generate)",
+                     false);
+  }
   // The prompt's length and ids, now: a bad id found only at KvDone held its pages till then.
   if (Status s = engine_->CheckPrompt(prompt); !s.ok()) {
     return SendError(r.request_id(), s.message(), false);
@@ -357,6 +363,7 @@ void Worker::RunStep() {
     proto::Envelope m;
     proto::TokenBatch* b = m.mutable_tokens();
     b->set_request_id(it->second);
+    b->set_choice(e.choice);
     if (e.token >= 0) {
       b->add_tokens(e.token);
       model::AddLogprobs(e, b);
@@ -369,8 +376,9 @@ void Worker::RunStep() {
       b->set_prefill_seconds(Since(t->second.first_step));
       timing_.erase(t);
     }
-    if (e.finish != model::FinishReason::kNone) {
+    if (e.finish != model::FinishReason::kNone)
       b->set_finish_reason(model::FinishReasonName(e.finish));
+    if (e.ends_request) {  // its last choice ended
       seq_of_request_.erase(it->second);
       request_of_seq_.erase(it);
       timing_.erase(e.seq_id);

@@ -61,6 +61,20 @@ CompletionCall::CompletionCall(boost::asio::any_io_executor strand, CallWorkers 
       admission_.received == std::chrono::steady_clock::time_point{} ? now : admission_.received;
   arrival_wall_ = std::chrono::system_clock::now() -
                   std::chrono::duration_cast<std::chrono::system_clock::duration>(now - arrival_);
+  const int n = std::max(1, request_.n);
+  for (int i = 1; i < n; ++i) {
+    more_choices_.push_back(std::make_unique<ResponseStream>(
+        request_, tokenizer_, response_.id().substr(response_.id().find('-') + 1),
+        response_.model_id(), response_.created(), response_.prompt(), i));
+  }
+  choice_finish_.assign(static_cast<size_t>(n), "");
+  open_choices_ = n;
+}
+
+int CompletionCall::CompletionTokens() const {
+  int tokens = response_.completion_tokens();
+  for (const auto& c : more_choices_) tokens += c->completion_tokens();
+  return tokens;
 }
 
 bool CompletionCall::Start() {
@@ -73,11 +87,13 @@ bool CompletionCall::Start() {
     s->set_seed(*request_.seed);
   }
   s->set_max_tokens(max_tokens_);
+  if (request_.n > 1) s->set_n(request_.n);
   s->set_ignore_eos(request_.ignore_eos);
   s->set_json_schema(request_.json_schema);
   s->set_json_prefix(request_.json_prefix);
   s->set_json_suffix(request_.json_suffix);
   s->set_logprobs(request_.logprobs >= 0);
+  s->set_prompt_logprobs(request_.echo && request_.logprobs >= 0);
   s->set_top_logprobs(std::max(0, request_.logprobs));
   for (const auto& [token, bias] : request_.logit_bias) {
     proto::LogitBias* b = s->add_logit_bias();
@@ -138,6 +154,7 @@ bool CompletionCall::Submit() {
   proto::Sampling sampling = sampling_;
   sampling.set_max_tokens(max_tokens_ - sent);
   sampling.set_samples_drawn(sent);
+  if (resuming) sampling.set_prompt_logprobs(false);  // the first attempt's batch had them
   router::AdmissionRequest r;
   r.tenant = accounting_.accounting().tenant;
   r.weight = admission_.weight;
@@ -145,7 +162,8 @@ bool CompletionCall::Submit() {
   // Its prompt work: what no prefill worker's cache holds (it computes one token at least).
   r.prompt_tokens = std::max<int64_t>(
       1, static_cast<int64_t>(prompt->size()) - workers_.capacity->CachedPromptTokens(*prompt));
-  r.cost = static_cast<int64_t>(prompt->size()) + sampling.max_tokens();
+  r.cost = static_cast<int64_t>(prompt->size()) +
+           int64_t{std::max(1, request_.n)} * sampling.max_tokens();
   // A retry waits as long as the request first could, from now.
   r.deadline = attempts_ == 1 ? admission_.deadline
                               : std::chrono::steady_clock::now() + (admission_.deadline - arrival_);
@@ -226,7 +244,7 @@ void CompletionCall::HandleStarted(uint64_t id, double own_seconds) {
   ticket_ = 0;
   if (done_) return;  // cancelled meanwhile, which cancelled the attempt too
   // The request's queue time ends when the attempt that gives its first token leaves the queue.
-  if (response_.completion_tokens() == 0) dispatched_ = std::chrono::steady_clock::now();
+  if (CompletionTokens() == 0) dispatched_ = std::chrono::steady_clock::now();
   if (started_) return;
   started_ = true;
   metrics_->running().Increment();
@@ -316,8 +334,7 @@ void CompletionCall::Cancel() {
   if (started_) {
     metrics_->running().Decrement();
     metrics_->RecordFinished("abort", Seconds(std::chrono::steady_clock::now() - arrival_),
-                             static_cast<int>(response_.prompt().size()),
-                             response_.completion_tokens());
+                             static_cast<int>(response_.prompt().size()), CompletionTokens());
   }
   if (ticket_ != 0 && admission_.queue->Withdraw(ticket_)) {
     ticket_ = 0;  // the current attempt never left the queue: nothing runs to stop
@@ -341,10 +358,10 @@ void CompletionCall::EndAttempt(ledger::AttemptStatus status) {
   MaybeWriteRow(attempt_id_);
 }
 
-void CompletionCall::StreamPiece(const std::string& piece,
+void CompletionCall::StreamPiece(ResponseStream& choice, const std::string& piece,
                                  std::chrono::steady_clock::time_point read_at) {
   if (!request_.stream || piece.empty()) return;
-  output_.write_stream(response_.DeltaEvent(piece));
+  output_.write_stream(choice.DeltaEvent(piece));
   if (streamed_text_) return;
   streamed_text_ = true;
   if (attempt_id_ != first_attempt_id_) return;
@@ -357,13 +374,20 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
   if (id != attempt_id_) return;  // a retried attempt's late tokens
   HandleStarted(id);
   if (done_) return;
+  const int index = batch.choice();
+  if (index < 0 || index >= static_cast<int>(choice_finish_.size())) {
+    spdlog::warn("{}: a worker sent tokens of choice {}, which this request does not have",
+                 response_.id(), index);
+    return;
+  }
+  if (!choice_finish_[static_cast<size_t>(index)].empty()) return;  // stopped here: ignored
   const int n = batch.tokens_size();
   const auto now = std::chrono::steady_clock::now();
   if (batch.cached_tokens() > 0) {  // set on the attempt's first-token batch
     attempts_by_id_[id].cached_prompt_tokens = batch.cached_tokens();
   }
   if (n > 0) {
-    if (response_.completion_tokens() == 0) {
+    if (CompletionTokens() == 0) {
       first_output_attempt_ = id;
       worker_queue_seconds_ = batch.queue_seconds();
       prefill_seconds_ = batch.prefill_seconds();
@@ -374,8 +398,15 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
     }
     last_token_ = now;
   }
-  const std::string piece = response_.AddTokens(batch);
-  StreamPiece(piece, read_at);
+  ResponseStream& choice = Choice(index);
+  const std::string piece = choice.AddTokens(batch);
+  StreamPiece(choice, piece, read_at);
+  if (!more_choices_.empty()) {
+    if (choice.stopped()) return EndChoice(index, "stop", /*by_gateway=*/true);
+    if (batch.finish_reason().empty()) return;
+    return EndChoice(index, batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason(),
+                     false);
+  }
   if (response_.stopped()) {
     workers_.attempts->Cancel(attempt_id_);
     return Complete("stop");
@@ -383,6 +414,15 @@ void CompletionCall::AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
   if (!batch.finish_reason().empty()) {
     Complete(batch.finish_reason() == "cancelled" ? "stop" : batch.finish_reason());
   }
+}
+
+void CompletionCall::EndChoice(int index, const std::string& finish_reason, bool by_gateway) {
+  choice_finish_[static_cast<size_t>(index)] = finish_reason;
+  choice_stopped_by_gateway_ = choice_stopped_by_gateway_ || by_gateway;
+  if (request_.stream) output_.write_stream(Choice(index).ChoiceTail(finish_reason));
+  if (--open_choices_ > 0) return;
+  if (choice_stopped_by_gateway_) workers_.attempts->Cancel(attempt_id_);
+  Complete(choice_finish_[0]);
 }
 
 void CompletionCall::NoteFirstOutput(std::chrono::steady_clock::time_point now) {
@@ -442,6 +482,14 @@ void CompletionCall::AttemptFailed(uint64_t id, const AttemptFault& fault) {
     }
     return Fail(fault.client_error.value_or(ApiError::Internal(fault.message)));
   }
+  if (!more_choices_.empty() && CompletionTokens() > 0) {
+    ApiError e = ApiError::Internal(
+        "request failed: the worker running this request's choices was lost after they began (" +
+        fault.message + "); a request of several choices does not resume elsewhere");
+    e.http_status = 502;
+    e.code = "worker_failed";
+    return Fail(e);
+  }
   // Every token was sent, its end lost with its worker: nothing is left to resume.
   const int sent = response_.completion_tokens();
   if (sent >= max_tokens_) return Complete("length");
@@ -477,8 +525,7 @@ void CompletionCall::Complete(const std::string& finish_reason) {
   done_ = true;
   metrics_->running().Decrement();
   metrics_->RecordFinished(finish_reason, Seconds(std::chrono::steady_clock::now() - arrival_),
-                           static_cast<int>(response_.prompt().size()),
-                           response_.completion_tokens());
+                           static_cast<int>(response_.prompt().size()), CompletionTokens());
   finish_reason_ = finish_reason;
   EndAttempt(ledger::AttemptStatus::kOk);
   if (attempts_by_id_[attempt_id_].written) return SendCompletion();
@@ -506,14 +553,23 @@ void CompletionCall::SendCompletion() {
                  kCostWait.count());
   }
   const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(response_.prompt().size())),
-                    response_.completion_tokens(), static_cast<int>(UsageCachedTokens())};
+                    CompletionTokens(), static_cast<int>(UsageCachedTokens())};
   if (request_.stream) {
-    output_.finish(200, response_.StreamTail(finish_reason_, usage, cost, ServerTiming()), {},
-                   false);
+    // Several choices: each one's finishing chunk went out when it ended.
+    output_.finish(200,
+                   more_choices_.empty()
+                       ? response_.StreamTail(finish_reason_, usage, cost, ServerTiming())
+                       : response_.StreamEnd(usage, cost, ServerTiming()),
+                   {}, false);
   } else {
     HttpHeaders headers{{"server-timing", ServerTiming()}};
     if (cost) headers.emplace_back("x-pdserve-cost-usd", ResponseStream::CostText(*cost));
-    output_.finish(200, response_.FullBody(finish_reason_, usage, cost), std::move(headers), false);
+    nlohmann::json body = response_.FullJson(finish_reason_, usage, cost);
+    for (size_t i = 0; i < more_choices_.size(); ++i) {
+      body["choices"].push_back(
+          more_choices_[i]->FullJson(choice_finish_[i + 1], usage, cost)["choices"][0]);
+    }
+    output_.finish(200, DumpJson(body), std::move(headers), false);
   }
 }
 
@@ -537,7 +593,7 @@ void CompletionCall::MaybeWriteRow(uint64_t attempt_id) {
 ledger::AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a) const {
   const bool final_attempt = attempt_id == attempt_id_;
   const CallAccounting& accounting = accounting_.accounting();
-  const int completion_tokens = response_.completion_tokens();
+  const int completion_tokens = CompletionTokens();  // every choice's
   ledger::AttemptRow row;
   row.request_id = response_.id();
   row.attempt = a.number;
@@ -545,7 +601,7 @@ ledger::AttemptRow CompletionCall::BaseRow(uint64_t attempt_id, const Attempt& a
   row.model = request_.model;
   row.endpoint = request_.endpoint == Endpoint::kChatCompletions ? "chat" : "completions";
   row.status = *a.status;
-  row.finish_reason = final_attempt ? finish_reason_ : "";
+  row.finish_reason = final_attempt ? response_.FinalFinishReason(finish_reason_) : "";
   row.arrival_unix = UnixSeconds(arrival_wall_);
   row.end_unix = UnixSeconds(a.end);
   row.prompt_tokens = static_cast<int64_t>(response_.prompt().size());

@@ -19,6 +19,12 @@
 // cached prompt tokens of the attempt whose first output started the response (its worker's
 // first-token TokenBatch.cached_tokens, or an external API's usage), never above prompt_tokens.
 //
+// A request of several choices (OpenAI's n) runs on one worker that prefills its prompt once
+// (Sampling.n); each choice has its ResponseStream, a stream sends each choice's chunks as they
+// come and its finishing chunk when it ends, and the request ends with its last choice. Its
+// usage and ledger row count the prompt once and every choice's tokens. It retries while no
+// token has come, but does not resume: a worker lost after its first token fails it (502).
+//
 // Threads: the admission queue calls TryStart under its lock on any thread; everything else runs
 // on the strand the call was made with (listener calls arrive there).
 #pragma once
@@ -164,7 +170,14 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void EndUnstarted(const ApiError& error, int retry_after_s, const std::string& decision = "");
   // Ends a started call with an error (its stream's error event, or the error body).
   void Fail(const ApiError& error);
-  void StreamPiece(const std::string& piece, std::chrono::steady_clock::time_point read_at);
+  void StreamPiece(ResponseStream& choice, const std::string& piece,
+                   std::chrono::steady_clock::time_point read_at);
+  // Choice `index` (0: response_) and every choice's tokens.
+  ResponseStream& Choice(int index) { return index == 0 ? response_ : *more_choices_[index - 1]; }
+  int CompletionTokens() const;
+  // A request of several choices: choice `index` ended (`by_gateway`: a stop string, while its
+  // worker may go on); the request completes with the last.
+  void EndChoice(int index, const std::string& finish_reason, bool by_gateway);
   void Complete(const std::string& finish_reason);
   // Sends the completed response (its cost known, or given up waiting for it).
   void SendCompletion();
@@ -186,6 +199,11 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   GenerationRequest request_;
   const int max_tokens_;
   ResponseStream response_;
+  // Choices 1 to n - 1, their finish reasons (every choice's; "" while it runs), how many run.
+  std::vector<std::unique_ptr<ResponseStream>> more_choices_;
+  std::vector<std::string> choice_finish_;
+  int open_choices_ = 1;
+  bool choice_stopped_by_gateway_ = false;  // its worker still runs it
   CallOutput output_;
   std::shared_ptr<GatewayMetrics> metrics_;
   CallAdmission admission_;

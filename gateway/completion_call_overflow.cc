@@ -54,6 +54,8 @@ std::string CompletionCall::WhyNotRelayable() const {
     return "it may call tools, and an upstream's tool calls are not relayed yet";
   }
   if (request_.logprobs >= 0) return "it asks for logprobs, which an upstream's are not relayed";
+  if (request_.n > 1) return "it asks for several choices, and an upstream's are not relayed";
+  if (request_.echo) return "it asks for echo, which an upstream's text would repeat";
   return {};
 }
 

@@ -350,6 +350,19 @@ void ReadLogprobs(Reader& r, GenerationRequest& req) {
   if (top) req.logprobs = static_cast<int>(*top);
 }
 
+// Completions' echo: the prompt before the completion (its logprobs too, with logprobs). Chat
+// has none.
+void ReadEcho(Reader& r, GenerationRequest& req) {
+  const json* v = r.Find("echo");
+  if (!v || v->is_null()) return;
+  if (!v->is_boolean()) return r.Fail("'echo' must be a boolean", "echo");
+  if (!v->get<bool>()) return;
+  if (req.endpoint == Endpoint::kChatCompletions) {
+    return r.Fail("'echo' is for /v1/completions; chat completions do not echo", "echo");
+  }
+  req.echo = true;
+}
+
 // response_format: text (nothing), json_object (any JSON object) or json_schema, whose schema is
 // taken from `body` parsed again keeping its keys' order (properties come out in it) and
 // compiled here, so that a schema the engine could not enforce is a 400 naming its keyword.
@@ -410,7 +423,6 @@ void RefuseUnsupported(Reader& r) {
     if (v.is_array() || v.is_object()) return !v.empty();
     return false;
   };
-  if (const json* v = r.Find("echo"); v && truthy(*v)) refuse("echo", "the prompt is not echoed");
   if (const json* v = r.Find("best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1)) {
     refuse("best_of", "one completion per request");
   }
@@ -473,7 +485,7 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
   if (max_completion) max_tokens = max_completion;
   if (max_tokens) req.max_tokens = static_cast<int>(*max_tokens);
   r.Integer("n", 1, 128, &n);
-  if (n && *n != 1) r.Fail("'n' must be 1: pdserve returns one choice per request", "n");
+  if (n) req.n = static_cast<int>(*n);
   r.Number("temperature", 0.0f, 2.0f, &req.temperature);
   r.Number("top_p", 0.0f, 1.0f, &req.top_p);
   if (req.top_p == 0.0f) r.Fail("'top_p' must be greater than 0", "top_p");
@@ -506,6 +518,7 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
   }
   RefuseUnsupported(r);
   ReadLogprobs(r, req);
+  ReadEcho(r, req);
   ReadLogitBias(r, options, req);
   ReadResponseFormat(r, body, req);
   ReadTools(r, body, options, req);

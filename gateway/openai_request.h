@@ -62,6 +62,12 @@ struct GenerationRequest {
   // The most likely tokens to report beside each token's log-probability (chat: top_logprobs
   // with logprobs true; completions: logprobs); -1: no log-probabilities.
   int logprobs = -1;
+  // OpenAI's n: choices of the one prompt, each with its index (its own seed + index where a
+  // seed is set). They run on one worker that prefills the prompt once (Sampling.n).
+  int n = 1;
+  // Completions' echo: each choice's text starts with the prompt's (as sent; ids decoded), and
+  // with logprobs its entries with the prompt's tokens' (the first's null).
+  bool echo = false;
   // OpenAI's logit_bias: token ids and the bias (-100..100) added to their logits.
   std::vector<std::pair<int32_t, float>> logit_bias;
   // Chat's tools (functions): as sent, compact JSON in order (the chat template's `tools`), and

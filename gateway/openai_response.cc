@@ -16,11 +16,12 @@ json Usage::ToJson() const {
 }
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string request_id, std::string model,
-                                 int64_t created)
+                                 int64_t created, int index)
     : endpoint_(endpoint),
       id_((endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + request_id),
       model_(std::move(model)),
-      created_(created) {}
+      created_(created),
+      index_(index) {}
 
 static json WithExtra(json usage, const json& extra) {
   if (extra.is_object()) usage.update(extra);
@@ -29,7 +30,7 @@ static json WithExtra(json usage, const json& extra) {
 
 json ResponseBuilder::Full(const std::string& text, const std::string& finish_reason,
                            const Usage& usage, const json& extra_usage) const {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
   if (endpoint_ == Endpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -54,7 +55,7 @@ json ResponseBuilder::ChunkHead() const {
 
 json ResponseBuilder::Delta(const std::string& text) {
   json chunk = ChunkHead();
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
   if (endpoint_ == Endpoint::kChatCompletions) {
     choice["delta"] = {{"content", text}};
     if (!sent_role_) choice["delta"]["role"] = "assistant";
@@ -68,7 +69,7 @@ json ResponseBuilder::Delta(const std::string& text) {
 
 json ResponseBuilder::Finish(const std::string& finish_reason) const {
   json chunk = ChunkHead();
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
+  json choice = {{"index", index_}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
   if (endpoint_ == Endpoint::kChatCompletions) {
     choice["delta"] = json::object();
   } else {

@@ -26,10 +26,14 @@ struct Usage {
 
 class ResponseBuilder {
  public:
-  // id: "cmpl-..." or "chatcmpl-..." is prefixed from request_id; created: Unix seconds.
-  ResponseBuilder(Endpoint endpoint, std::string request_id, std::string model, int64_t created);
+  // id: "cmpl-..." or "chatcmpl-..." is prefixed from request_id; created: Unix seconds; index:
+  // the choice its bodies and chunks are of (OpenAI's n).
+  ResponseBuilder(Endpoint endpoint, std::string request_id, std::string model, int64_t created,
+                  int index = 0);
 
   const std::string& id() const { return id_; }
+  const std::string& model() const { return model_; }
+  int64_t created() const { return created_; }
 
   // The non-streaming body.
   nlohmann::json Full(const std::string& text, const std::string& finish_reason, const Usage& usage,
@@ -52,6 +56,7 @@ class ResponseBuilder {
   std::string id_;
   std::string model_;
   int64_t created_;
+  int index_;
   bool sent_role_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "gateway/prompt_builder.h"
 
+#include <algorithm>
+
 namespace pdserve::gateway {
 
 std::variant<BuiltPrompt, PromptRefusal> PromptBuilder::Build(const GenerationRequest& req) const {
@@ -51,6 +53,7 @@ std::variant<BuiltPrompt, PromptRefusal> PromptBuilder::Build(const GenerationRe
   }
   BuiltPrompt built;
   built.max_tokens = req.max_tokens.value_or(room);
+  built.choices = std::max(1, req.n);
   built.prompt = std::move(prompt).value();
   return built;
 }
@@ -58,7 +61,8 @@ std::variant<BuiltPrompt, PromptRefusal> PromptBuilder::Build(const GenerationRe
 std::optional<PromptRefusal> PromptBuilder::Charge(const std::string& tenant,
                                                    BuiltPrompt& built) const {
   if (!quota_ || tenant.empty()) return std::nullopt;
-  const int64_t tokens = static_cast<int64_t>(built.prompt.size()) + built.max_tokens;
+  const int64_t tokens =
+      static_cast<int64_t>(built.prompt.size()) + int64_t{built.choices} * built.max_tokens;
   const QuotaDecision quota = quota_->Admit(tenant, tokens);
   if (!quota.admitted) {
     metrics_->RecordRejected("rate_limit");

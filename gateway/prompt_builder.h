@@ -25,6 +25,7 @@ namespace pdserve::gateway {
 struct BuiltPrompt {
   std::vector<int32_t> prompt;
   int max_tokens = 0;        // the request's, else the context's room after the prompt
+  int choices = 1;           // OpenAI's n: the quota counts max_tokens for each
   int64_t quota_tokens = 0;  // what the tenant's quota was charged (0: nothing)
 };
 

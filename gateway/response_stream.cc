@@ -20,22 +20,57 @@ size_t CodePoints(const std::string& text) {
 ResponseStream::ResponseStream(const GenerationRequest& request,
                                std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                                std::string request_id, std::string model_id, int64_t created,
-                               std::vector<int32_t> prompt)
+                               std::vector<int32_t> prompt, int choice)
     : stream_(request.stream),
       include_usage_(request.include_usage),
       return_token_ids_(request.return_token_ids),
       endpoint_(request.endpoint),
       logprobs_(request.logprobs),
+      choice_(choice),
+      echo_(request.echo),
       tokenizer_(tokenizer),
-      builder_(request.endpoint, std::move(request_id), std::move(model_id), created),
+      builder_(request.endpoint, std::move(request_id), std::move(model_id), created, choice),
       prompt_(std::move(prompt)),
       detok_(std::move(tokenizer)),
       stops_(request.stop),
       splitter_(request.tool_call_format),
       named_tool_choice_(request.tool_choice == ToolChoice::kNamed),
-      parallel_tool_calls_(request.parallel_tool_calls) {}
+      parallel_tool_calls_(request.parallel_tool_calls) {
+  if (echo_) {
+    echo_text_ = request.prompt_token_ids
+                     ? tokenizer_->Decode(*request.prompt_token_ids, /*skip_special=*/true)
+                     : request.prompt;
+  }
+}
+
+std::string ResponseStream::Echo(const proto::TokenBatch& batch) {
+  echoed_ = true;
+  if (logprobs_ >= 0 && !prompt_.empty()) {
+    // The prompt's first token has no context, so no logprob; the rest come with the batch.
+    token_logprobs_.push_back({prompt_[0], 0, {}, false});
+    for (size_t k = 1; k < prompt_.size(); ++k) {
+      TokenLogprob entry{prompt_[k], 0, {}, false};
+      const int i = static_cast<int>(k) - 1;
+      if (i < batch.prompt_logprobs_size()) {
+        entry.logprob = batch.prompt_logprobs(i);
+        entry.has_value = true;
+        if (i < batch.prompt_top_logprobs_size()) {
+          const proto::TopLogprobs& top = batch.prompt_top_logprobs(i);
+          for (int t = 0; t < top.ids_size() && t < top.logprobs_size(); ++t) {
+            entry.top.emplace_back(top.ids(t), top.logprobs(t));
+          }
+        }
+      }
+      token_logprobs_.push_back(std::move(entry));
+    }
+    prompt_entries_ = token_logprobs_.size();
+  }
+  completion_offset_ = CodePoints(echo_text_);
+  return echo_text_;
+}
 
 std::string ResponseStream::AddTokens(const proto::TokenBatch& batch) {
+  const std::string echo = echo_ && !echoed_ ? Echo(batch) : "";
   std::string piece;
   const int n = batch.tokens_size();
   for (int i = 0; i < n; ++i) {
@@ -63,7 +98,7 @@ std::string ResponseStream::AddTokens(const proto::TokenBatch& batch) {
   piece = splitter_.Push(piece);
   if (ended) piece += FinishToolCalls();
   text_ += piece;
-  return piece;
+  return echo + piece;
 }
 
 std::string ResponseStream::FinishToolCalls() {
@@ -76,9 +111,11 @@ std::string ResponseStream::FinishToolCalls() {
 nlohmann::json ResponseStream::ToolCallsJson(bool with_index) const {
   nlohmann::json calls = nlohmann::json::array();
   for (size_t i = 0; i < tool_calls_.size(); ++i) {
+    // Unique within the response: a later choice's ids name it.
+    const std::string choice = choice_ > 0 ? std::to_string(choice_) + "_" : "";
     nlohmann::json call = {
-        {"id",
-         "call_" + builder_.id().substr(builder_.id().find('-') + 1) + "_" + std::to_string(i)},
+        {"id", "call_" + builder_.id().substr(builder_.id().find('-') + 1) + "_" + choice +
+                   std::to_string(i)},
         {"type", "function"},
         {"function", {{"name", tool_calls_[i].name}, {"arguments", tool_calls_[i].arguments}}}};
     if (with_index) call["index"] = i;
@@ -136,10 +173,16 @@ size_t ResponseStream::SetLogprobs(nlohmann::json& body, size_t from, size_t to,
   for (size_t i = from; i < to; ++i) {
     const TokenLogprob& t = token_logprobs_[i];
     const std::string text = TokenText(t.id);
+    if (i == prompt_entries_ && echo_) offset = completion_offset_;  // the completion's first
     tokens.push_back(text);
-    values.push_back(t.logprob);
     offsets.push_back(offset);
     offset += CodePoints(text);
+    if (!t.has_value) {  // a prompt's first token
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    values.push_back(t.logprob);
     // vLLM's: the sampled token beside the most likely ones.
     nlohmann::json top = nlohmann::json::object();
     for (const auto& [id, logprob] : t.top) top[TokenText(id)] = logprob;
@@ -174,8 +217,10 @@ std::string ResponseStream::CostText(double cost_usd) {
 std::string ResponseStream::StreamTail(const std::string& finish_reason, const Usage& usage,
                                        std::optional<double> cost_usd,
                                        const std::string& server_timing) {
-  const nlohmann::json extra =
-      cost_usd ? nlohmann::json{{"cost_usd", *cost_usd}} : nlohmann::json(nullptr);
+  return ChoiceTail(finish_reason) + StreamEnd(usage, cost_usd, server_timing);
+}
+
+std::string ResponseStream::ChoiceTail(const std::string& finish_reason) {
   std::string tail;
   if (!tool_calls_.empty()) {
     nlohmann::json chunk = builder_.Delta("");
@@ -184,8 +229,15 @@ std::string ResponseStream::StreamTail(const std::string& finish_reason, const U
     delta["tool_calls"] = ToolCallsJson(/*with_index=*/true);
     tail += SseEvent(chunk);
   }
-  tail +=
-      SseEvent(WithNewLogprobs(WithNewTokenIds(builder_.Finish(FinalFinishReason(finish_reason)))));
+  return tail + SseEvent(WithNewLogprobs(
+                    WithNewTokenIds(builder_.Finish(FinalFinishReason(finish_reason)))));
+}
+
+std::string ResponseStream::StreamEnd(const Usage& usage, std::optional<double> cost_usd,
+                                      const std::string& server_timing) const {
+  const nlohmann::json extra =
+      cost_usd ? nlohmann::json{{"cost_usd", *cost_usd}} : nlohmann::json(nullptr);
+  std::string tail;
   if (include_usage_) tail += SseEvent(builder_.UsageChunk(usage, extra));
   tail += SseComment("server-timing: " + server_timing);
   if (cost_usd) tail += SseComment("x-pdserve-cost-usd: " + CostText(*cost_usd));
@@ -194,9 +246,15 @@ std::string ResponseStream::StreamTail(const std::string& finish_reason, const U
 
 std::string ResponseStream::FullBody(const std::string& finish_reason, const Usage& usage,
                                      std::optional<double> cost_usd) const {
+  return DumpJson(FullJson(finish_reason, usage, cost_usd));
+}
+
+nlohmann::json ResponseStream::FullJson(const std::string& finish_reason, const Usage& usage,
+                                        std::optional<double> cost_usd) const {
   const nlohmann::json extra =
       cost_usd ? nlohmann::json{{"cost_usd", *cost_usd}} : nlohmann::json(nullptr);
-  nlohmann::json body = builder_.Full(text_, FinalFinishReason(finish_reason), usage, extra);
+  nlohmann::json body =
+      builder_.Full(echo_text_ + text_, FinalFinishReason(finish_reason), usage, extra);
   if (!tool_calls_.empty() && body["choices"][0].contains("message")) {
     nlohmann::json& message = body["choices"][0]["message"];
     if (text_.empty()) message["content"] = nullptr;
@@ -204,7 +262,7 @@ std::string ResponseStream::FullBody(const std::string& finish_reason, const Usa
   }
   if (return_token_ids_) ResponseBuilder::AddTokenIds(body, token_ids_, &prompt_);
   if (logprobs_ >= 0) SetLogprobs(body, 0, token_logprobs_.size(), 0);
-  return DumpJson(body);
+  return body;
 }
 
 std::string ResponseStream::StreamError(const ApiError& error) {

@@ -9,7 +9,11 @@
 // from where a call may begin is held back (gateway/tool_calls.h) and, at the end, parsed into
 // message.tool_calls (streamed as one tool-call delta), with finish_reason "tool_calls". It counts
 // the completion's tokens and keeps their ids, which a resumed attempt prefills again. One per
-// request; owned by its call's strand (not locked).
+// choice of a request (OpenAI's n: its bodies and chunks carry the choice's index). With echo
+// (completions), the text starts with the prompt's (the first chunk of a stream carries it) and
+// the logprobs with the prompt tokens' from the first batch (the first token's null; text_offset
+// counts the prompt's tokens' texts, then the completion's from the echoed text's end). Owned by
+// its call's strand (not locked).
 #pragma once
 
 #include <cstdint>
@@ -33,9 +37,12 @@ class ResponseStream {
   // `prompt`: the request's prompt ids (vLLM's prompt_token_ids); `created`: Unix seconds.
   ResponseStream(const GenerationRequest& request,
                  std::shared_ptr<const tokenizer::Tokenizer> tokenizer, std::string request_id,
-                 std::string model_id, int64_t created, std::vector<int32_t> prompt);
+                 std::string model_id, int64_t created, std::vector<int32_t> prompt,
+                 int choice = 0);
 
   const std::string& id() const { return builder_.id(); }
+  const std::string& model_id() const { return builder_.model(); }
+  int64_t created() const { return builder_.created(); }
   // Adds a worker's batch: counts its tokens and returns the text they complete (a batch with a
   // finish reason flushes what is held back). Once a stop string is seen, stopped() is true and
   // the text ends before it.
@@ -55,14 +62,25 @@ class ResponseStream {
   std::string DeltaEvent(const std::string& piece);
   // The calls the output made (known once it ended).
   const std::vector<ToolCall>& tool_calls() const { return tool_calls_; }
+  // The finish reason the client reads: "tool_calls" where the output called a tool of its own
+  // choice and `finish_reason` is "stop"; else `finish_reason`.
+  std::string FinalFinishReason(const std::string& finish_reason) const;
   // A stream's last bytes: the tool calls' delta, the finishing chunk, the usage chunk
   // (include_usage), the timing and cost comments, [DONE]. `cost_usd` unset: the cost was not known
   // in time.
   std::string StreamTail(const std::string& finish_reason, const Usage& usage,
                          std::optional<double> cost_usd, const std::string& server_timing);
-  // The non-streaming body.
+  // StreamTail's parts: the choice's end (the tool calls' delta, the finishing chunk), and the
+  // stream's (the usage chunk, the comments, [DONE]).
+  std::string ChoiceTail(const std::string& finish_reason);
+  std::string StreamEnd(const Usage& usage, std::optional<double> cost_usd,
+                        const std::string& server_timing) const;
+  // The non-streaming body, and as JSON (a request of several choices appends the others'
+  // `choices[0]` to the first's).
   std::string FullBody(const std::string& finish_reason, const Usage& usage,
                        std::optional<double> cost_usd) const;
+  nlohmann::json FullJson(const std::string& finish_reason, const Usage& usage,
+                          std::optional<double> cost_usd) const;
   // An error after the stream began: the error event and [DONE].
   static std::string StreamError(const ApiError& error);
   // The cost as the x-pdserve-cost-usd header and comment carry it.
@@ -81,17 +99,23 @@ class ResponseStream {
   // The text the tool-call splitter held, parsed at the output's end: the content left.
   std::string FinishToolCalls();
   nlohmann::json ToolCallsJson(bool with_index) const;
-  std::string FinalFinishReason(const std::string& finish_reason) const;
 
   struct TokenLogprob {
     int32_t id = 0;
     float logprob = 0;
     std::vector<std::pair<int32_t, float>> top;
+    bool has_value = true;  // false: a prompt's first token (null)
   };
+  // With echo, on the first batch: the prompt's text and its tokens' logprobs.
+  std::string Echo(const proto::TokenBatch& batch);
 
   const bool stream_, include_usage_, return_token_ids_;
   const Endpoint endpoint_;
   const int logprobs_;  // the request's top count; -1: none
+  const int choice_;
+  const bool echo_;
+  bool echoed_ = false;
+  std::string echo_text_;  // the prompt's text, with echo
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   ResponseBuilder builder_;
   std::vector<int32_t> prompt_;
@@ -105,6 +129,9 @@ class ResponseStream {
   std::vector<TokenLogprob> token_logprobs_;  // each token with text, where asked
   size_t streamed_logprobs_ = 0;
   size_t text_offset_ = 0;  // completions' text_offset of the next token streamed
+  // With echo: the token_logprobs_ entries of the prompt, and where the completion's offsets start.
+  size_t prompt_entries_ = 0;
+  size_t completion_offset_ = 0;
   ToolCallSplitter splitter_;
   const bool named_tool_choice_;
   const bool parallel_tool_calls_;

@@ -14,7 +14,9 @@ int ForwardBatch::num_tokens() const {
 int ForwardBatch::num_logit_rows() const {
   if (all_logits) return num_tokens();
   int n = 0;
-  for (const auto& c : chunks) n += c.want_logits ? 1 : 0;
+  for (const auto& c : chunks) {
+    n += c.all_logits ? static_cast<int>(c.tokens.size()) : (c.want_logits ? 1 : 0);
+  }
   return n;
 }
 

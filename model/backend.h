@@ -27,6 +27,7 @@ struct SequenceChunk {
   std::span<const int32_t> pages;  // block table; must cover start_pos + tokens.size() tokens
   bool want_logits = true;         // logits of the chunk's last token
   bool decode = false;             // one generated token being decoded (not prompt work)
+  bool all_logits = false;         // logits of each of its tokens (a prompt's logprobs)
 };
 
 struct ForwardBatch {
@@ -40,6 +41,12 @@ struct ForwardBatch {
 
   int num_tokens() const;
   int num_logit_rows() const;
+  // Whether token i of `chunk` (one of this batch's) has a row of logits; rows come in batch
+  // order.
+  bool HasLogitRow(const SequenceChunk& chunk, int i) const {
+    return all_logits || chunk.all_logits ||
+           (chunk.want_logits && i == static_cast<int>(chunk.tokens.size()) - 1);
+  }
   // The step's work as the performance profile's step-time model counts it.
   StepShape Shape() const;
 };

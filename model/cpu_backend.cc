@@ -299,7 +299,7 @@ Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits
   for (const auto& chunk : batch.chunks) {
     const int n = static_cast<int>(chunk.tokens.size());
     for (int i = 0; i < n; ++i) {
-      if (batch.all_logits || (chunk.want_logits && i == n - 1)) logit_rows.push_back(row + i);
+      if (batch.HasLogitRow(chunk, i)) logit_rows.push_back(row + i);
     }
     row += n;
   }

@@ -137,36 +137,55 @@ Result<uint64_t> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& 
                              bool keep_pages) {
   PDSERVE_RETURN_IF_ERROR(CheckSampling(params));
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
-  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
-                                                 .tokens = std::move(prompt),
-                                                 .params = params,
-                                                 .sampler = Sampler(params),
-                                                 .keep_pages = keep_pages});
-  seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
-  // A resumed stream's prompt ends with the tokens it generated before.
-  const size_t drawn = std::min(seq->tokens.size(), static_cast<size_t>(params.samples_drawn));
-  PDSERVE_ASSIGN_OR_RETURN(seq->constraint,
-                           ConstraintFor(params, std::span(seq->tokens).last(drawn)));
-  const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
-  if (pages > pool_.num_pages()) {
-    return ResourceExhausted("request needs " + std::to_string(pages) + " KV pages; the pool has " +
-                             std::to_string(pool_.num_pages()));
+  if (keep_pages && params.n > 1) {
+    return InvalidArgument("a prompt whose pages are kept for a transfer has one choice, not " +
+                           std::to_string(params.n));
   }
-  const uint64_t id = seq->id;
-  waiting_.push_back(std::move(seq));
-  return id;
+  const uint64_t group = next_id_;
+  std::vector<std::unique_ptr<Sequence>> choices;
+  for (int i = 0; i < params.n; ++i) {
+    SamplingParams p = params;
+    if (p.seed && i > 0) p.seed = *p.seed + static_cast<uint64_t>(i);
+    auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+                                                   .group = group,
+                                                   .choice = i,
+                                                   .tokens = prompt,
+                                                   .params = p,
+                                                   .sampler = Sampler(p),
+                                                   .keep_pages = keep_pages});
+    seq->prompt_len = seq->prefill_len = static_cast<int>(seq->tokens.size());
+    // A resumed stream's prompt ends with the tokens it generated before.
+    const size_t drawn = std::min(seq->tokens.size(), static_cast<size_t>(p.samples_drawn));
+    PDSERVE_ASSIGN_OR_RETURN(seq->constraint, ConstraintFor(p, std::span(seq->tokens).last(drawn)));
+    const int pages = PagesForTokens(ReservedTokens(*seq), options_.page_size);
+    if (pages > pool_.num_pages()) {
+      return ResourceExhausted("request needs " + std::to_string(pages) +
+                               " KV pages; the pool has " + std::to_string(pool_.num_pages()));
+    }
+    choices.push_back(std::move(seq));
+  }
+  for (size_t i = 1; i < choices.size(); ++i)
+    choices[0]->followers.push_back(std::move(choices[i]));
+  open_choices_[group] = params.n;
+  waiting_.push_back(std::move(choices[0]));
+  return group;
 }
 
 Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first_token,
                                       std::vector<int32_t> pages, const SamplingParams& params) {
   PDSERVE_RETURN_IF_ERROR(CheckSampling(params));
   PDSERVE_RETURN_IF_ERROR(CheckPrompt(prompt));
+  if (params.n != 1) {
+    return InvalidArgument("a prefilled sequence has one choice, not " + std::to_string(params.n));
+  }
   if (first_token < 0 || first_token >= config().vocab_size) {
     return InvalidArgument("first token id " + std::to_string(first_token) +
                            " is outside the vocabulary");
   }
   const int prompt_len = static_cast<int>(prompt.size());
-  auto seq = std::make_unique<Sequence>(Sequence{.id = next_id_++,
+  const uint64_t group = next_id_++;
+  auto seq = std::make_unique<Sequence>(Sequence{.id = group,
+                                                 .group = group,
                                                  .tokens = std::move(prompt),
                                                  .prompt_len = prompt_len,
                                                  .prefill_len = prompt_len,
@@ -201,9 +220,9 @@ Result<uint64_t> Engine::AddPrefilled(std::vector<int32_t> prompt, int32_t first
     if (is_stop) generated.pop_back();
     PDSERVE_ASSIGN_OR_RETURN(seq->constraint, ConstraintFor(params, generated));
   }
-  const uint64_t id = seq->id;
+  open_choices_[group] = 1;
   waiting_.push_back(std::move(seq));
-  return id;
+  return group;
 }
 
 std::vector<int32_t> Engine::TakeKeptPages(uint64_t seq_id) {
@@ -243,18 +262,26 @@ void Engine::CacheComputedBlocks(Sequence& s) {
 }
 
 void Engine::Cancel(uint64_t seq_id) {
-  if (auto it = running_.find(seq_id); it != running_.end()) {
-    pool_.Free(it->second->pages);
-    running_.erase(it);
-    cancelled_.push_back(seq_id);
-    return;
+  auto cancel = [&](Sequence& s) {
+    pool_.Free(s.pages);  // a prefilled sequence came with its pages
+    cancelled_.emplace_back(s.group, s.choice);
+    for (const auto& f : s.followers) cancelled_.emplace_back(f->group, f->choice);
+  };
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (it->second->group != seq_id) {
+      ++it;
+      continue;
+    }
+    cancel(*it->second);
+    it = running_.erase(it);
   }
-  auto it = std::find_if(waiting_.begin(), waiting_.end(),
-                         [&](const auto& s) { return s->id == seq_id; });
-  if (it != waiting_.end()) {
-    pool_.Free((*it)->pages);  // a prefilled sequence came with its pages
-    waiting_.erase(it);
-    cancelled_.push_back(seq_id);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->group != seq_id) {
+      ++it;
+      continue;
+    }
+    cancel(**it);
+    it = waiting_.erase(it);
   }
 }
 
@@ -265,9 +292,13 @@ void Engine::PreemptNewest(std::vector<TokenEvent>* events) {
   pool_.Free(s->pages);  // its cached full blocks stay, for its readmission to find
   s->pages.clear();
   s->cached_blocks = 0;
+  if (s->generated == 0) {  // its prompt is computed again, its logprobs with it
+    s->prompt_logprobs.clear();
+    s->prompt_top_logprobs.clear();
+  }
   ++num_preemptions_;
-  if (options_.preemption == EngineOptions::Preemption::kHandBack) {
-    events->push_back({s->id, -1, FinishReason::kPreempted, false});
+  if (options_.preemption == EngineOptions::Preemption::kHandBack && s->params.n == 1) {
+    Emit({s->group, -1, FinishReason::kPreempted, false}, events);
     return;
   }
   // Every token so far is run again as prompt work; the last chunk's logits give the token a
@@ -296,7 +327,9 @@ void Engine::Admit() {
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_running) {
     Sequence& s = *waiting_.front();
     if (s.computed == 0) {  // not prefilled elsewhere: pages for its prompt work now
-      if (options_.prefix_cache) AcquireCachedPrefix(s);
+      // A prompt's logprobs need its every row: none of it comes from the cache.
+      const bool every_row = s.params.prompt_logprobs && s.generated == 0;
+      if (options_.prefix_cache && !every_row) AcquireCachedPrefix(s);
       const int want = InitialKvTokens(s.prefill_len, s.params.max_tokens - s.generated);
       const int pages = PagesForTokens(want, options_.page_size) - static_cast<int>(s.pages.size());
       if ((!running_.empty() && pages > FreePagesForNewSequences()) ||
@@ -328,14 +361,89 @@ FinishReason Engine::CheckFinish(const Sequence& s, int32_t token, bool* is_stop
   return FinishReason::kNone;
 }
 
+TokenEvent& Engine::Emit(TokenEvent event, std::vector<TokenEvent>* events) {
+  if (event.finish != FinishReason::kNone) {
+    auto it = open_choices_.find(event.seq_id);
+    if (it != open_choices_.end() && --it->second == 0) {
+      open_choices_.erase(it);
+      event.ends_request = true;
+    }
+  }
+  events->push_back(std::move(event));
+  return events->back();
+}
+
+TokenEvent& Engine::AcceptToken(Sequence& s, int32_t token, std::vector<TokenEvent>* events) {
+  s.tokens.push_back(token);
+  ++s.generated;
+  bool is_stop = false;
+  FinishReason finish = CheckFinish(s, token, &is_stop);
+  if (s.constraint && !is_stop) {
+    // A token the mask let through only where the grammar was stuck is refused here: the
+    // text stays as it was, and the next mask is the same.
+    (void)s.constraint->Accept(token);
+    if (finish == FinishReason::kNone && s.constraint->terminated()) finish = FinishReason::kStop;
+  }
+  TokenEvent e{s.group, token, finish, is_stop, s.generated == 1 ? s.cached_tokens : 0};
+  e.choice = s.choice;
+  if (s.generated == 1) {
+    e.prompt_logprobs = std::move(s.prompt_logprobs);
+    e.prompt_top_logprobs = std::move(s.prompt_top_logprobs);
+  }
+  return Emit(std::move(e), events);
+}
+
+TokenEvent& Engine::SampleRow(Sequence& s, std::span<float> logits,
+                              std::vector<TokenEvent>* events) {
+  // The model's distribution, before the mask changes the row (an allowed token keeps its
+  // logit, so the sampled one's is read after).
+  std::optional<RowLogprobs> logprobs;
+  if (s.params.logprobs >= 0) logprobs.emplace(logits, s.params.logprobs);
+  std::vector<std::pair<int32_t, float>> unbiased;  // the biased tokens' own logits
+  for (const auto& [id, bias] : s.params.logit_bias) {
+    unbiased.emplace_back(id, logits[static_cast<size_t>(id)]);
+    logits[static_cast<size_t>(id)] += bias;
+  }
+  if (s.constraint) s.constraint->Mask(logits, EndIds(s));
+  const int32_t token = s.sampler.Sample(logits);
+  float raw_logit = logits[static_cast<size_t>(token)];
+  for (const auto& [id, logit] : unbiased) raw_logit = id == token ? logit : raw_logit;
+  TokenEvent& e = AcceptToken(s, token, events);
+  if (logprobs) {
+    e.has_logprob = true;
+    e.logprob = logprobs->Of(raw_logit);
+    e.top_logprobs = logprobs->top();
+  }
+  return e;
+}
+
+void Engine::SampleFollowers(Sequence& leader, std::span<const float> row,
+                             std::vector<TokenEvent>* events,
+                             std::vector<std::unique_ptr<Sequence>>* spawned) {
+  for (auto& f : leader.followers) {
+    follower_row_.assign(row.begin(), row.end());
+    f->cached_tokens = leader.cached_tokens;
+    if (SampleRow(*f, follower_row_, events).finish != FinishReason::kNone) continue;
+    // Its KV: the prompt's full pages from the cache, then the rest of the prompt and its first
+    // token computed as prompt work, whose last logits give its second token.
+    f->computed = 0;
+    f->prefill_len = static_cast<int>(f->tokens.size());
+    spawned->push_back(std::move(f));
+  }
+  leader.followers.clear();
+}
+
 Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   const auto start = std::chrono::steady_clock::now();
   if (stats) {
     *stats = StepStats();
     stats->start = start;
   }
-  const size_t first_event = events->size();  // what the caller had is not this step's
-  for (uint64_t id : cancelled_) events->push_back({id, -1, FinishReason::kCancelled, false});
+  for (const auto& [group, choice] : cancelled_) {
+    TokenEvent e{group, -1, FinishReason::kCancelled, false};
+    e.choice = choice;
+    Emit(std::move(e), events);
+  }
   cancelled_.clear();
   GrowOrPreempt(events);
   Admit();
@@ -355,10 +463,13 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
   }
   for (auto& [id, s] : running_) {
     if (s->computed >= s->prefill_len || budget == 0) continue;
-    const int n = std::min(budget, s->prefill_len - s->computed);
+    const bool every_row = s->params.prompt_logprobs && s->generated == 0;
+    int n = std::min(budget, s->prefill_len - s->computed);
+    if (every_row) n = std::min(n, SamplingParams::kMaxPromptLogprobRows);
     const bool last = s->computed + n == s->prefill_len;
     batch.chunks.push_back(
         {std::span(s->tokens).subspan(s->computed, n), s->computed, s->pages, last});
+    batch.chunks.back().all_logits = every_row;
     in_batch.push_back(s.get());
     budget -= n;
     prompt_tokens += n;
@@ -371,7 +482,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       const Sequence& s = *in_batch[i];
       const int end = s.computed + static_cast<int>(batch.chunks[i].tokens.size());
       if (s.generated == 0 && end == s.prompt_len) {
-        prompts_done.push_back({s.id, s.pages, s.prompt_len});
+        prompts_done.push_back({s.group, s.pages, s.prompt_len});
       }
     }
     if (!prompts_done.empty()) {
@@ -384,7 +495,7 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
       backend_->greedy_on_device() &&
       std::all_of(in_batch.begin(), in_batch.end(), [](const Sequence* s) {
         return s->params.greedy() && !s->constraint && s->params.logprobs < 0 &&
-               s->params.logit_bias.empty();
+               s->params.logit_bias.empty() && s->followers.empty();
       });
   if (greedy_on_device) {
     PDSERVE_RETURN_IF_ERROR(backend_->ForwardGreedy(batch, &greedy_tokens_));
@@ -394,54 +505,53 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
 
   const int vocab = config().vocab_size;
   int row = 0;
+  std::vector<uint64_t> ended;                     // sequences whose last event this step was
+  std::vector<std::unique_ptr<Sequence>> spawned;  // choices that start after this step
   for (size_t i = 0; i < in_batch.size(); ++i) {
     Sequence& s = *in_batch[i];
-    s.computed += static_cast<int>(batch.chunks[i].tokens.size());
-    if (!batch.chunks[i].want_logits) continue;
+    const SequenceChunk& chunk = batch.chunks[i];
+    const int n = static_cast<int>(chunk.tokens.size());
+    if (chunk.all_logits) {
+      // Row j (position computed + j) gives the prompt token after it; a last chunk's last row
+      // gives the first generated token, sampled below.
+      for (int j = 0; j < n && s.computed + j + 1 < s.prompt_len; ++j) {
+        const std::span<const float> logits =
+            std::span(logits_).subspan(static_cast<size_t>(row + j) * vocab, vocab);
+        const RowLogprobs lp(logits, s.params.logprobs);
+        const int32_t next = s.tokens[static_cast<size_t>(s.computed + j + 1)];
+        s.prompt_logprobs.push_back(lp.Of(logits[static_cast<size_t>(next)]));
+        s.prompt_top_logprobs.push_back(lp.top());
+      }
+      row += chunk.want_logits ? n - 1 : n;
+    }
+    s.computed += n;
+    if (!chunk.want_logits) continue;
     if (s.constraint && s.constraint->terminated()) {
       // The text was whole before this token (a first token from a prefill worker ended it).
       ++row;
-      events->push_back({s.id, -1, FinishReason::kStop, false});
+      TokenEvent e{s.group, -1, FinishReason::kStop, false};
+      e.choice = s.choice;
+      Emit(std::move(e), events);
+      ended.push_back(s.id);
       continue;
     }
-    int32_t token = 0;
-    std::optional<RowLogprobs> logprobs;
-    float logprob = 0;
+    FinishReason finish;
     if (greedy_on_device) {
-      token = greedy_tokens_[row++];
+      finish = AcceptToken(s, greedy_tokens_[row++], events).finish;
     } else {
       const std::span<float> logits =
           std::span(logits_).subspan(static_cast<size_t>(row++) * vocab, vocab);
-      // The model's distribution, before the mask changes the row (an allowed token keeps its
-      // logit, so the sampled one's is read after).
-      if (s.params.logprobs >= 0) logprobs.emplace(logits, s.params.logprobs);
-      std::vector<std::pair<int32_t, float>> unbiased;  // the biased tokens' own logits
-      for (const auto& [id, bias] : s.params.logit_bias) {
-        unbiased.emplace_back(id, logits[static_cast<size_t>(id)]);
-        logits[static_cast<size_t>(id)] += bias;
+      if (!s.followers.empty()) {
+        leader_row_.assign(logits.begin(), logits.end());
+        for (auto& f : s.followers) {  // each choice's first event carries the prompt's
+          f->prompt_logprobs = s.prompt_logprobs;
+          f->prompt_top_logprobs = s.prompt_top_logprobs;
+        }
       }
-      if (s.constraint) s.constraint->Mask(logits, EndIds(s));
-      token = s.sampler.Sample(logits);
-      float raw_logit = logits[static_cast<size_t>(token)];
-      for (const auto& [id, logit] : unbiased) raw_logit = id == token ? logit : raw_logit;
-      if (logprobs) logprob = logprobs->Of(raw_logit);
+      finish = SampleRow(s, logits, events).finish;
+      if (!s.followers.empty()) SampleFollowers(s, leader_row_, events, &spawned);
     }
-    s.tokens.push_back(token);
-    ++s.generated;
-    bool is_stop = false;
-    FinishReason finish = CheckFinish(s, token, &is_stop);
-    if (s.constraint && !is_stop) {
-      // A token the mask let through only where the grammar was stuck is refused here: the
-      // text stays as it was, and the next mask is the same.
-      (void)s.constraint->Accept(token);
-      if (finish == FinishReason::kNone && s.constraint->terminated()) finish = FinishReason::kStop;
-    }
-    events->push_back({s.id, token, finish, is_stop, s.generated == 1 ? s.cached_tokens : 0});
-    if (logprobs) {
-      events->back().has_logprob = true;
-      events->back().logprob = logprob;
-      events->back().top_logprobs = logprobs->top();
-    }
+    if (finish != FinishReason::kNone) ended.push_back(s.id);
   }
   if (options_.prefix_cache) {
     for (Sequence* s : in_batch) CacheComputedBlocks(*s);
@@ -454,25 +564,22 @@ Status Engine::Step(std::vector<TokenEvent>* events, StepStats* stats) {
     stats->seq_tokens.clear();
     stats->seq_prompt.clear();
     for (size_t i = 0; i < in_batch.size(); ++i) {
-      stats->seq_ids.push_back(in_batch[i]->id);
+      stats->seq_ids.push_back(in_batch[i]->group);
       stats->seq_tokens.push_back(static_cast<int>(batch.chunks[i].tokens.size()));
       stats->seq_prompt.push_back(i >= static_cast<size_t>(decode_tokens));
     }
   }
-  for (size_t i = first_event; i < events->size(); ++i) {
-    const TokenEvent& e = (*events)[i];
-    if (e.finish == FinishReason::kNone || e.finish == FinishReason::kCancelled ||
-        e.finish == FinishReason::kPreempted) {
-      continue;  // running, or already gone with its pages
-    }
-    auto it = running_.find(e.seq_id);
+  for (uint64_t id : ended) {
+    auto it = running_.find(id);
     if (it->second->keep_pages) {
-      kept_pages_[e.seq_id] = std::move(it->second->pages);
+      kept_pages_[it->second->group] = std::move(it->second->pages);
     } else {
       pool_.Free(it->second->pages);
     }
     running_.erase(it);
   }
+  // After the step cached the prompt's full pages, which they start from.
+  for (auto it = spawned.rbegin(); it != spawned.rend(); ++it) waiting_.push_front(std::move(*it));
   if (stats)
     stats->seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -11,6 +11,13 @@
 // cached page until evicted. A sequence admitted with its tokens to compute (new, or preempted to
 // recompute) first acquires the cached pages of its leading full blocks, always leaving at least
 // its last token to compute (its logits give the next token), and computes only the rest.
+// Choices (SamplingParams::n > 1): the prompt runs once, as choice 0. The step that samples its
+// first token samples every other choice's first token from the same logits (each with its own
+// sampler, mask and bias); each then runs as a sequence of its own that starts first in line
+// from the prompt's cached full pages (with the prefix cache; the prompt again without) and
+// computes only the prompt's last partial page and its first token. Every event and StepStats
+// entry names the id Add returned, with the choice; a choice preempted is recomputed here, never
+// handed back, whatever EngineOptions::preemption says.
 // Owned and driven by one thread; only KvPagePool (pages()) is thread-safe.
 #pragma once
 
@@ -87,6 +94,14 @@ struct TokenEvent {
   bool has_logprob = false;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top_logprobs{};
+  // On the first token's event where SamplingParams::prompt_logprobs asked: the prompt's tokens'
+  // from its second on, and the most likely tokens' at each.
+  std::vector<float> prompt_logprobs{};
+  std::vector<std::vector<std::pair<int32_t, float>>> prompt_top_logprobs{};
+  int choice = 0;  // which of its request's SamplingParams::n choices
+  // This event ends the last of its request's choices still running (with one choice: it ends
+  // the sequence); the id is unknown to the engine from now on.
+  bool ends_request = false;
 };
 
 // How long a step took and what was in it (the ledger shares step time among requests).
@@ -116,16 +131,18 @@ class Engine {
                                               const EngineOptions& options);
   Engine(std::unique_ptr<Backend> backend, const EngineOptions& options);
 
-  // Queues a prompt. Refuses empty prompts, prompts that leave no room to generate within
-  // the context, and requests whose pages could never fit the pool. With keep_pages the pages
-  // outlive the sequence's end until TakeKeptPages (a prefill worker still sends them).
+  // Queues a prompt, with params.n choices. Refuses empty prompts, prompts that leave no room to
+  // generate within the context, and requests whose pages could never fit the pool. With
+  // keep_pages the pages outlive the sequence's end until TakeKeptPages (a prefill worker still
+  // sends them); it takes one choice only.
   Result<uint64_t> Add(std::vector<int32_t> prompt, const SamplingParams& params,
                        bool keep_pages = false);
   // What Add checks of a prompt: not empty, shorter than the context, every id in the
   // vocabulary. A decode worker checks it before it reserves pages for the prompt's KV.
   Status CheckPrompt(std::span<const int32_t> prompt) const;
   // Queues a sequence whose prompt's KV is already in `pages` (written by a KV transfer) and
-  // whose first token was sampled elsewhere: it joins the batch decoding `first_token`. The
+  // whose first token was sampled elsewhere: it joins the batch decoding `first_token` (one
+  // choice: params.n is 1). The
   // pages must cover the prompt (prompt plus max_tokens when kv_lookahead_tokens is 0); they are
   // the engine's from now on (one reference each, dropped at the end). With the prefix cache they
   // may start with pages acquired from it (pages().AcquirePrefix of the prompt's BlockKeys), and
@@ -158,7 +175,8 @@ class Engine {
   // The pool's KV events and full list (KvPagePool::TakeKvEvents, CachedBlocks).
   std::vector<KvCacheEvent> TakeKvEvents() { return pool_.TakeKvEvents(); }
   KvCacheSnapshot CachedBlocks() const { return pool_.CachedBlocks(); }
-  // Ends a sequence and frees its pages; an event with FinishReason::kCancelled follows.
+  // Ends a sequence (every choice of it) and frees its pages; an event with
+  // FinishReason::kCancelled follows for each choice still running.
   void Cancel(uint64_t seq_id);
   // Runs one batch; appends one event per sequence that produced a token or ended.
   Status Step(std::vector<TokenEvent>* events, StepStats* stats = nullptr);
@@ -185,7 +203,9 @@ class Engine {
 
  private:
   struct Sequence {
-    uint64_t id = 0;
+    uint64_t id = 0;     // unique among the engine's sequences
+    uint64_t group = 0;  // the id Add returned, shared by a request's choices
+    int choice = 0;
     std::vector<int32_t> tokens;  // prompt, then generated
     int prompt_len = 0;
     // Tokens to run as prompt work before decoding: the prompt, or after a recompute
@@ -204,9 +224,26 @@ class Engine {
     int cached_tokens = 0;  // prompt tokens found cached at first admission
     // The response format's matcher (params.json_schema), past every token generated so far.
     std::unique_ptr<grammar::TokenConstraint> constraint{};
+    // SamplingParams::prompt_logprobs: the prompt's tokens' so far (from its second).
+    std::vector<float> prompt_logprobs{};
+    std::vector<std::vector<std::pair<int32_t, float>>> prompt_top_logprobs{};
+    // Choice 0 before its first token: the other choices, which sample theirs from its logits.
+    std::vector<std::unique_ptr<Sequence>> followers{};
   };
 
   int ReservedTokens(const Sequence& s) const;
+  // Samples s's next token from its row of logits (biased and masked in place), appends its
+  // event and returns it.
+  TokenEvent& SampleRow(Sequence& s, std::span<float> logits, std::vector<TokenEvent>* events);
+  // Appends `token` to s, and its event.
+  TokenEvent& AcceptToken(Sequence& s, int32_t token, std::vector<TokenEvent>* events);
+  // Appends an event (seq_id: the group); one that ends a choice counts it out of its request's.
+  TokenEvent& Emit(TokenEvent event, std::vector<TokenEvent>* events);
+  // Choice 0 sampled its first token from `row`: the other choices sample theirs and those that
+  // go on wait first in line (after the step has cached the prompt's pages: `spawned`).
+  void SampleFollowers(Sequence& leader, std::span<const float> row,
+                       std::vector<TokenEvent>* events,
+                       std::vector<std::unique_ptr<Sequence>>* spawned);
   // Gives every decoding sequence, oldest first, a page for its next token, preempting the
   // newest sequences while the pool has none.
   void GrowOrPreempt(std::vector<TokenEvent>* events);
@@ -236,7 +273,9 @@ class Engine {
   uint64_t next_id_ = 1;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::map<uint64_t, std::unique_ptr<Sequence>> running_;
-  std::vector<uint64_t> cancelled_;
+  std::vector<std::pair<uint64_t, int>> cancelled_;  // (group, choice)
+  std::map<uint64_t, int> open_choices_;             // by group: choices not ended
+  std::vector<float> leader_row_, follower_row_;     // a leader's logits, for its followers
   int64_t num_preemptions_ = 0;
   int64_t prefix_cache_queries_ = 0, prefix_cache_hits_ = 0;
   std::map<uint64_t, std::vector<int32_t>> kept_pages_;

@@ -26,12 +26,19 @@ Status SamplingParams::Validate() const {
     return InvalidArgument("logprobs must be -1 (none) or from 0 to 20, got " +
                            std::to_string(logprobs));
   }
+  if (prompt_logprobs && logprobs < 0) {
+    return InvalidArgument("prompt_logprobs needs logprobs (the top count) from 0 to 20");
+  }
   for (const auto& [token, bias] : logit_bias) {
     if (token < 0) return InvalidArgument("logit_bias names token " + std::to_string(token));
     if (!(bias >= -100.0f && bias <= 100.0f)) {
       return InvalidArgument("logit_bias values must be between -100 and 100, got " +
                              std::to_string(bias));
     }
+  }
+  if (n < 1 || n > kMaxChoices) {
+    return InvalidArgument("n must be from 1 to " + std::to_string(kMaxChoices) + ", got " +
+                           std::to_string(n));
   }
   if (samples_drawn < 0 || samples_drawn > kMaxSamplesDrawn) {
     return InvalidArgument("samples_drawn must be in [0, " + std::to_string(kMaxSamplesDrawn) +

@@ -35,6 +35,11 @@ struct SamplingParams {
   // -1: no log-probabilities. 0..20: each sampled token's, and this many of the most likely
   // tokens' (model/logprobs.h: the model's distribution, before temperature and masks).
   int logprobs = -1;
+  // Also the prompt's tokens' (each but the first, with `logprobs` of the most likely), on the
+  // first token's event; needs logprobs >= 0. The whole prompt is computed for them (no prefix
+  // cache), at most kMaxPromptLogprobRows tokens a step.
+  bool prompt_logprobs = false;
+  static constexpr int kMaxPromptLogprobRows = 256;
   // OpenAI's logit_bias: added to these tokens' logits before sampling (after logprobs are
   // taken); each token in the vocabulary, each bias in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
@@ -42,6 +47,10 @@ struct SamplingParams {
   // stream starts past their draws, so a seeded request goes on as if never moved.
   int samples_drawn = 0;  // [0, kMaxSamplesDrawn]
   static constexpr int kMaxSamplesDrawn = 1 << 24;
+  // OpenAI's n: this many choices of one prompt, which runs once (Engine::Add). Choice i > 0
+  // samples with seed + i where a seed is set, its own random stream otherwise.
+  int n = 1;  // [1, kMaxChoices]
+  static constexpr int kMaxChoices = 128;
 
   // Says which field is out of range.
   Status Validate() const;

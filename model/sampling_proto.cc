@@ -12,6 +12,8 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
   p.ignore_eos = s.ignore_eos();
   p.stop_token_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   p.samples_drawn = s.samples_drawn();
+  p.n = s.n() == 0 ? 1 : s.n();  // unset: one choice
+  p.prompt_logprobs = s.prompt_logprobs();
   p.json_schema = s.json_schema();
   p.json_prefix = s.json_prefix();
   p.json_suffix = s.json_suffix();
@@ -21,6 +23,15 @@ SamplingParams SamplingFromProto(const proto::Sampling& s) {
 }
 
 void AddLogprobs(const TokenEvent& event, proto::TokenBatch* batch) {
+  for (size_t i = 0; i < event.prompt_logprobs.size(); ++i) {
+    batch->add_prompt_logprobs(event.prompt_logprobs[i]);
+    proto::TopLogprobs* top = batch->add_prompt_top_logprobs();
+    if (i >= event.prompt_top_logprobs.size()) continue;
+    for (const auto& [id, logprob] : event.prompt_top_logprobs[i]) {
+      top->add_ids(id);
+      top->add_logprobs(logprob);
+    }
+  }
   if (!event.has_logprob) return;
   batch->add_logprobs(event.logprob);
   proto::TopLogprobs* top = batch->add_top_logprobs();

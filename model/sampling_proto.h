@@ -14,7 +14,8 @@ namespace pdserve::model {
 
 SamplingParams SamplingFromProto(const proto::Sampling& s);
 
-// Appends a token's log-probabilities (when it has them) to the batch that carries it.
+// Appends a token's log-probabilities (when it has them), and the prompt's (on a first token's
+// event that has them), to the batch that carries it.
 void AddLogprobs(const TokenEvent& event, proto::TokenBatch* batch);
 
 // The StepReport of one step; `request_of` maps an engine sequence to its request (0: none).

@@ -62,6 +62,9 @@ struct RouteRequest {
   int kv_tokens = 0;
   std::set<uint64_t> exclude;   // workers not to use (those that failed this request before)
   std::set<std::string> zones;  // where its workers must be (its tenant's residency); empty: any
+  // It must be prefilled where it is decoded (a request of several choices, which start from
+  // its prompt's logits): a colocated worker, or a decode worker prefilling locally.
+  bool one_worker = false;
   // By worker id, the prompt's leading full KV blocks the worker is believed to hold
   // (prefix_index.h); a worker not in it holds none. A hint: a wrong count costs time, never the
   // request.

@@ -133,6 +133,7 @@ std::optional<Route> PdPairRouter::Pick(std::span<const WorkerLoad> workers,
   auto local = [&](std::string reason) {
     return Route{d->id, d->id, false, "local", std::move(reason)};
   };
+  if (request.one_worker) return local("choices");
   switch (routing_.disaggregation) {
     case Disaggregation::kAlways:
       return pair("always");
@@ -169,6 +170,7 @@ std::optional<Route> RoundRobinRouter::Pick(std::span<const WorkerLoad> workers,
     return usable.empty() ? nullptr : usable[turn % usable.size()];
   };
   if (const WorkerLoad* d = nth_usable("decode", 0)) {
+    if (request.one_worker) return Route{d->id, d->id, false, "local", "choices"};
     if (const WorkerLoad* p = nth_usable("prefill", d->layout_hash)) {
       return Route{p->id, d->id, true, "pair", "round_robin"};
     }

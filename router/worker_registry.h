@@ -160,6 +160,7 @@ class WorkerRegistry : public std::enable_shared_from_this<WorkerRegistry> {
     AttemptUsage cost;
     std::vector<int32_t> prompt;  // until Prefill is sent
     proto::Sampling sampling;
+    int open_choices = 1;  // choices (Sampling.n) whose last batch has not come
   };
   // What to do once the mutex is released.
   struct Actions {

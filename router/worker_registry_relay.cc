@@ -16,9 +16,11 @@ namespace pdserve::router {
 namespace {
 // The KV an attempt reserves on its decode worker, in tokens: its prompt and every token it may
 // generate (the worker caps this at its context).
+// The prompt, and max_tokens for each choice.
 int KvTokens(size_t prompt_tokens, const proto::Sampling& sampling) {
   return static_cast<int>(std::min<int64_t>(
-      INT32_MAX, static_cast<int64_t>(prompt_tokens) + std::max(0, sampling.max_tokens())));
+      INT32_MAX, static_cast<int64_t>(prompt_tokens) +
+                     int64_t{std::max(1, sampling.n())} * std::max(0, sampling.max_tokens())));
 }
 }  // namespace
 
@@ -81,7 +83,8 @@ void WorkerRegistry::HandleTokensLocked(Worker& w, const proto::TokenBatch& batc
   if (it == attempts_.end() || !it->second.open.count(w.id)) return;  // stale
   const uint64_t id = it->first;
   InFlight& f = it->second;
-  const bool ended = !batch.finish_reason().empty();
+  // The attempt ends with its last choice's last batch.
+  const bool ended = !batch.finish_reason().empty() && --f.open_choices <= 0;
   // A colocated worker's first tokens: its pages are taken, and its prompt is done.
   if (w.id == f.cost.decode_worker) {
     loads_.KvAnswered(id);
@@ -240,6 +243,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     request.kv_tokens = KvTokens(prompt.size(), sampling);
     request.exclude = exclude;
     request.zones = zones;
+    request.one_worker = sampling.n() > 1;
     const auto keys_of = PromptKeysLocked(prompt, request);
     const std::vector<router::WorkerLoad> loads = loads_.Snapshot();
     const std::optional<router::Route> route = options_.router->Pick(loads, request);
@@ -264,6 +268,7 @@ Result<Attempt> WorkerRegistry::Dispatch(uint64_t attempt_id, const std::vector<
     RecordRoutedLocked(*route, keys_of);
     InFlight f;
     f.sink = std::move(sink);
+    f.open_choices = std::max(1, sampling.n());
     proto::Envelope m;
     if (route->disaggregated) {
       f.phase = Phase::kReserving;

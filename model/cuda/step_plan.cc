@@ -81,7 +81,7 @@ Status BuildStepPlan(const ForwardBatch& batch, const ModelConfig& config,
       plan->tokens.push_back(c.tokens[i]);
       plan->positions.push_back(c.start_pos + i);
       plan->row_table.push_back(table);
-      if (batch.all_logits || (c.want_logits && i == n - 1)) plan->logit_rows.push_back(row0 + i);
+      if (batch.HasLogitRow(c, i)) plan->logit_rows.push_back(row0 + i);
     }
     for (int t = 0; t < n; t += tiling.tokens_per_tile) {
       tiles.push_back({row0 + t, std::min(tiling.tokens_per_tile, n - t), c.start_pos + t, table});

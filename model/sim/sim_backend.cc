@@ -139,10 +139,8 @@ class SimBackend final : public Backend {
     };
     for (const SequenceChunk& c : batch.chunks) {
       const int n = static_cast<int>(c.tokens.size());
-      if (batch.all_logits) {
-        for (int i = 0; i < n; ++i) next->push_back(token_after(c.tokens[i], c.start_pos + i));
-      } else if (c.want_logits) {
-        next->push_back(token_after(c.tokens[n - 1], c.start_pos + n - 1));
+      for (int i = 0; i < n; ++i) {
+        if (batch.HasLogitRow(c, i)) next->push_back(token_after(c.tokens[i], c.start_pos + i));
       }
     }
     return Status::Ok();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/e2e/process.h"
+#include "tests/e2e/sdk_check.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -119,53 +120,14 @@ TEST_F(AuthenticatedGatewayTest, TokenQuotaCountsPromptAndMaxTokens) {
       << too_large.body;
 }
 
-// Runs tests/tools/openai_sdk_check.mjs against the gateway on `http_port` serving `model`, with
-// `extra_args`, and expects every check it makes, and each of `required`, to pass.
-void ExpectSdkChecksPass(int http_port, const std::string& model, const std::string& extra_args,
-                         const std::vector<std::string>& required) {
-  const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
-  ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
-      << "node is not installed: run scripts/setup --test";
-  ASSERT_TRUE(std::filesystem::exists(tools + "/node_modules/openai/package.json"))
-      << "the openai npm package is missing in tests/tools: run scripts/setup --test";
-  const std::string command =
-      "timeout 240 node " + tools +
-      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_port) +
-      "/v1 --model " + model + " --api-key sk-good " + extra_args + " 2>&1";
-  FILE* p = ::popen(command.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  const int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-
-  auto report = nlohmann::json::parse(
-      out.substr(out.rfind("\n{") == std::string::npos ? 0 : out.rfind("\n{") + 1), nullptr, false);
-  ASSERT_FALSE(report.is_discarded()) << "exit " << exit_code << ", no JSON report:\n" << out;
-  std::printf("openai SDK %s\n", report.value("sdk_version", "?").c_str());
-  std::set<std::string> names;
-  for (const auto& r : report["results"]) {
-    names.insert(r["name"].get<std::string>());
-    EXPECT_TRUE(r["ok"].get<bool>()) << r["name"] << ": " << r.value("error", "");
-    if (r["ok"].get<bool>() && r.contains("detail") && r["detail"].contains("class")) {
-      std::printf("  %s -> %s: %s\n", r["name"].get<std::string>().c_str(),
-                  r["detail"]["class"].get<std::string>().c_str(),
-                  r["detail"]["message"].get<std::string>().c_str());
-    }
-  }
-  for (const std::string& name : required)
-    EXPECT_TRUE(names.count(name)) << name << " was not checked";
-  EXPECT_EQ(exit_code, 0) << out;
-}
-
 TEST_F(AuthenticatedGatewayTest, OpenAiSdkSeesOurResponsesAndErrors) {
-  ExpectSdkChecksPass(
+  testing::ExpectSdkChecksPass(
       http_, "tiny", "--limited-key sk-limited --limited-tenant tiny-tenant --structured-seeds 100",
       {"completions", "completions stream", "chat.completions", "chat.completions stream",
        "400 bad field", "404 unknown model", "401 bad key", "429 over quota",
        "response_format json_schema (100 seeds)", "response_format json_object (stream)",
-       "400 schema keyword", "chat logprobs (stream)", "completions logprobs"});
+       "400 schema keyword", "chat logprobs (stream)", "completions logprobs", "n choices",
+       "completions echo with logprobs"});
 }
 
 // The tiny preset with random weights and a real model's tokenizer and chat template (the
@@ -190,7 +152,7 @@ void ExpectSdkChecksPassWithTokenizerOf(const std::string& name, const std::stri
   auto worker = testing::StartColocatedWorker(model, gateway.control_port, dir / "worker.log");
   ASSERT_TRUE(testing::WaitForWorkerLoad(gateway.http_port, 1, std::chrono::seconds(60), "sk-good"))
       << "the worker did not register";
-  ExpectSdkChecksPass(gateway.http_port, name + "-tokenizer", extra_args, required);
+  testing::ExpectSdkChecksPass(gateway.http_port, name + "-tokenizer", extra_args, required);
 }
 
 // Gemma 3's tokenizer (SentencePiece-style BPE, byte fallback) and chat template: the SDK's

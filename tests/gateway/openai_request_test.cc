@@ -21,8 +21,10 @@ ApiError Bad(std::string_view body, Endpoint e = Endpoint::kCompletions) {
 TEST(OpenAiRequestTest, ParsesACompletionWithEveryField) {
   auto r = Ok(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,"top_p":0.5,"seed":3,
                  "stop":["a","b"],"stream":true,"stream_options":{"include_usage":true},
-                 "ignore_eos":true,"top_k":5,"user":"alice","n":1,
+                 "ignore_eos":true,"top_k":5,"user":"alice","n":3,
                  "return_token_ids":true})");
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(Ok(R"({"model":"m","prompt":"hi"})").n, 1);
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt, "hi");
   EXPECT_EQ(r.max_tokens, 7);
@@ -72,7 +74,8 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
       {R"({"model":"m","prompt":"x","max_tokens":[[7]]})", "max_tokens", "got an array of 1"},
       {R"({"model":"m","prompt":"x","temperature":3})", "temperature", "between"},
       {R"({"model":"m","prompt":"x","top_p":0})", "top_p", "greater than 0"},
-      {R"({"model":"m","prompt":"x","n":2})", "n", "'n' must be 1"},
+      {R"({"model":"m","prompt":"x","n":0})", "n", "between 1 and 128"},
+      {R"({"model":"m","prompt":"x","n":129})", "n", "between 1 and 128"},
       {R"({"model":"m","prompt":"x","stop":[1]})", "stop", "array of strings"},
       {R"({"model":"m","prompt":"x","stop":["a","b","c","d","e"]})", "stop", "more than 4"},
       {R"({"model":"m","prompt":"x","stream":"yes"})", "stream", "must be a boolean"},
@@ -107,7 +110,7 @@ TEST(OpenAiRequestTest, EachBadFieldIsNamed) {
 // than silently ignored; their "off" values pass.
 TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
   const char* base = R"("model":"m","prompt":"hi")";
-  for (const std::string field : {R"("echo":true)", R"("best_of":3)", R"("suffix":"end")",
+  for (const std::string field : {R"("best_of":3)", R"("suffix":"end")",
                                   R"("functions":[{"name":"f"}])", R"("function_call":"auto")"}) {
     const ApiError e = Bad("{" + std::string(base) + "," + field + "}");
     const std::string name = field.substr(1, field.find('"', 1) - 1);
@@ -121,6 +124,17 @@ TEST(OpenAiRequestTest, UnsupportedFieldsThatChangeTheAnswerAreRefusedByName) {
         R"("tool_choice":"none")", R"("response_format":{"type":"text"})"}) {
     Ok("{" + std::string(base) + "," + field + "}");
   }
+}
+
+TEST(OpenAiRequestTest, EchoIsForCompletions) {
+  EXPECT_TRUE(Ok(R"({"model":"m","prompt":"hi","echo":true,"logprobs":2})").echo);
+  EXPECT_FALSE(Ok(R"({"model":"m","prompt":"hi","echo":false})").echo);
+  EXPECT_EQ(Bad(R"({"model":"m","prompt":"hi","echo":"yes"})").param, "echo");
+  const ApiError chat = Bad(R"({"model":"m","messages":[{"role":"user","content":"hi"}],)"
+                            R"("echo":true})",
+                            Endpoint::kChatCompletions);
+  EXPECT_EQ(chat.param, "echo");
+  EXPECT_NE(chat.message.find("chat completions do not echo"), std::string::npos) << chat.message;
 }
 
 TEST(OpenAiRequestTest, LogprobsAsEachEndpointSpellsThem) {

@@ -1,5 +1,6 @@
 // Tests for gateway/response_stream.h: token batches into text with stop strings and held-back
-// characters, token ids streamed once, the stream's tail and the whole body.
+// characters, token ids streamed once, the stream's tail and the whole body, a later choice's
+// index, and echo with the prompt's logprobs.
 #include "gateway/response_stream.h"
 
 #include <gtest/gtest.h>
@@ -157,6 +158,59 @@ TEST(ResponseStreamTest, CompletionLogprobsHaveTokensOffsetsAndTopDictionaries) 
     EXPECT_TRUE(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>()));
   }
   EXPECT_EQ(joined, " ab cd");
+}
+
+TEST(ResponseStreamTest, EchoPutsThePromptAndItsLogprobsFirst) {
+  GenerationRequest r = Request();
+  r.stream = false;
+  r.echo = true;
+  r.logprobs = 1;
+  r.prompt = "hi there";
+  const std::vector<int32_t> prompt = Ids("hi there");
+  ResponseStream s(r, TestTokenizer(), "r", "m", 1, prompt);
+  proto::TokenBatch first = WithLogprobs(Ids(" ok"), -0.5f);
+  for (size_t k = 1; k < prompt.size(); ++k) {
+    first.add_prompt_logprobs(-1.0f * static_cast<float>(k));
+    proto::TopLogprobs* top = first.add_prompt_top_logprobs();
+    top->add_ids(prompt[k]);
+    top->add_logprobs(-0.1f);
+  }
+  EXPECT_EQ(s.AddTokens(first), "hi there ok");
+  s.AddTokens(Batch({}, "length"));
+  EXPECT_EQ(s.text(), " ok") << "the echo is not the completion's text";
+  const auto body = nlohmann::json::parse(s.FullBody("length", Usage{1, 2}, 0.5));
+  EXPECT_EQ(body["choices"][0]["text"], "hi there ok");
+  const auto& lp = body["choices"][0]["logprobs"];
+  const size_t p = prompt.size();
+  ASSERT_EQ(lp["tokens"].size(), p + Ids(" ok").size()) << body;
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.0);
+  EXPECT_EQ(lp["token_logprobs"][p - 1], -1.0 * static_cast<double>(p - 1));
+  EXPECT_EQ(lp["token_logprobs"][p], -0.5);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_EQ(lp["text_offset"][p], 8) << "the completion starts after the echoed text";
+
+  // Streamed: the first chunk carries the prompt's text.
+  r.stream = true;
+  r.logprobs = -1;
+  ResponseStream streamed(r, TestTokenizer(), "r", "m", 1, prompt);
+  EXPECT_EQ(streamed.AddTokens(Batch(Ids(" ok"))), "hi there ok");
+  EXPECT_EQ(streamed.AddTokens(Batch(Ids("!"))), "!");
+}
+
+TEST(ResponseStreamTest, ALaterChoiceCarriesItsIndex) {
+  ResponseStream s(Request(), TestTokenizer(), "r", "m", 1, Ids("p"), 2);
+  const std::string piece = s.AddTokens(Batch(Ids("ab")));
+  const std::string event = s.DeltaEvent(piece);
+  const auto chunk = nlohmann::json::parse(event.substr(6));
+  EXPECT_EQ(chunk["choices"][0]["index"], 2) << event;
+  const std::string tail = s.ChoiceTail("length");
+  EXPECT_NE(tail.find(R"("index":2)"), std::string::npos) << tail;
+  EXPECT_EQ(tail.find("[DONE]"), std::string::npos) << "a choice's end is not the stream's";
+  EXPECT_NE(s.StreamEnd(Usage{1, 2}, 0.5, "x").find("[DONE]"), std::string::npos);
+  const auto body = s.FullJson("length", Usage{1, 2}, std::nullopt);
+  EXPECT_EQ(body["choices"][0]["index"], 2);
 }
 
 TEST(ResponseStreamTest, ToolCallsBecomeMessageToolCallsAndOneDelta) {

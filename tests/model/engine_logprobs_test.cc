@@ -1,5 +1,6 @@
 // The engine's logprobs on the tiny preset against a double-precision forward written apart
-// from the engine (tests/model/reference_llama.h).
+// from the engine (tests/model/reference_llama.h): generated tokens', and a prompt's (computed
+// whole in chunks of SamplingParams::kMaxPromptLogprobRows, never taken from the prefix cache).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,6 +125,52 @@ TEST_F(EngineLogprobsTest, LogitBiasChoosesTheTokenAndLogprobsStayTheModels) {
   EXPECT_FALSE((*e)->Add(prompt, p).ok());  // outside the vocabulary
   p.logit_bias = {{1, 101.0f}};
   EXPECT_FALSE((*e)->Add(prompt, p).ok());
+}
+
+TEST_F(EngineLogprobsTest, PromptLogprobsMatchTheReferenceAcrossChunksAndIgnoreTheCache) {
+  // Longer than a step's rows of them: the prompt runs in two chunks.
+  const int length = SamplingParams::kMaxPromptLogprobRows + 40;
+  ASSERT_LT(length + 4, config_.max_seq_len);
+  const auto prompt = testing::RandomTokens(length, config_.vocab_size, 31);
+  const auto logits = testing::RefForward(ref_, prompt);
+  auto e = LoadEngine();
+  ASSERT_TRUE(e.ok());
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 2;
+  p.logprobs = 3;
+  // The same prompt twice: the second finds it cached, and computes it whole all the same.
+  for (int run = 0; run < 2; ++run) {
+    p.prompt_logprobs = true;
+    ASSERT_TRUE((*e)->Add(prompt, p).ok());
+    std::vector<TokenEvent> all, events;
+    int steps = 0;
+    while ((*e)->HasWork()) {
+      events.clear();
+      ASSERT_TRUE((*e)->Step(&events).ok());
+      all.insert(all.end(), events.begin(), events.end());
+      ++steps;
+    }
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_GE(steps, 3) << "two prompt chunks and a decode step";
+    EXPECT_EQ(all[0].cached_tokens, 0) << "run " << run;
+    const TokenEvent& first = all[0];
+    ASSERT_EQ(first.prompt_logprobs.size(), prompt.size() - 1);
+    ASSERT_EQ(first.prompt_top_logprobs.size(), prompt.size() - 1);
+    EXPECT_TRUE(all[1].prompt_logprobs.empty());
+    for (size_t k = 1; k < prompt.size(); ++k) {
+      const std::vector<double> want = LogSoftmax(logits[k - 1]);
+      EXPECT_NEAR(first.prompt_logprobs[k - 1], want[static_cast<size_t>(prompt[k])], 1e-4)
+          << "prompt token " << k;
+      const auto& top = first.prompt_top_logprobs[k - 1];
+      ASSERT_EQ(top.size(), 3u);
+      EXPECT_EQ(top[0].first, std::max_element(want.begin(), want.end()) - want.begin());
+      EXPECT_NEAR(top[0].second, *std::max_element(want.begin(), want.end()), 1e-4);
+    }
+  }
+  p.prompt_logprobs = true;
+  p.logprobs = -1;
+  EXPECT_FALSE((*e)->Add(prompt, p).ok()) << "prompt logprobs without a top count";
 }
 
 }  // namespace

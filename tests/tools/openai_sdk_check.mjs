@@ -342,6 +342,73 @@ if (engineChecks) await check('completions logprobs', async () => {
   return { tokens: lp.tokens, token_logprobs: lp.token_logprobs };
 });
 
+if (engineChecks) await check('completions echo with logprobs', async () => {
+  const base = { model, prompt: 'Once upon', max_tokens: 4, temperature: 0, logprobs: 2, ignore_eos: true };
+  const plain = await client.completions.create(base);
+  const r = await client.completions.create({ ...base, echo: true });
+  const lp = r.choices[0].logprobs;
+  const promptTokens = r.usage.prompt_tokens;
+  expect(r.choices[0].text === 'Once upon' + plain.choices[0].text,
+    `echoed text '${r.choices[0].text}'`);
+  expect(lp.tokens.length === promptTokens + r.usage.completion_tokens,
+    `${lp.tokens.length} entries for ${promptTokens} + ${r.usage.completion_tokens} tokens`);
+  expect(lp.token_logprobs[0] === null && lp.top_logprobs[0] === null, 'the first entry is not null');
+  for (let i = 1; i < promptTokens; ++i) {
+    expect(lp.token_logprobs[i] <= 0, `prompt token ${i}: ${lp.token_logprobs[i]}`);
+    expect(Object.keys(lp.top_logprobs[i]).length >= 1, `prompt token ${i}'s top`);
+  }
+  // The completion's entries are those the request without echo had.
+  const tail = lp.token_logprobs.slice(promptTokens);
+  plain.choices[0].logprobs.token_logprobs.forEach((v, i) => {
+    expect(Math.abs(v - tail[i]) < 1e-4, `completion token ${i}: ${tail[i]} vs ${v}`);
+  });
+  return { tokens: lp.tokens, token_logprobs: lp.token_logprobs };
+});
+
+// OpenAI's n: greedy choices alike, seeded ones not (each has its own seed + index), a stream
+// with every choice's chunks and one finishing chunk each. The detail names the responses, for
+// the caller to find their ledger rows.
+if (engineChecks) await check('n choices', async () => {
+  const base = { model, messages: [{ role: 'user', content: 'Name a colour.' }], max_tokens: 8 };
+  const greedy = await client.chat.completions.create({ ...base, n: 4, temperature: 0 });
+  expect(greedy.choices.length === 4, `${greedy.choices.length} greedy choices`);
+  greedy.choices.forEach((c, i) => {
+    expect(c.index === i, `choice ${i} has index ${c.index}`);
+    expect(c.message.content === greedy.choices[0].message.content,
+      `greedy choice ${i}: '${c.message.content}' vs '${greedy.choices[0].message.content}'`);
+  });
+  const seeded = await client.chat.completions.create({
+    ...base, n: 4, temperature: 1, seed: 21, ignore_eos: true,
+  });
+  expect(seeded.choices.length === 4, `${seeded.choices.length} seeded choices`);
+  const distinct = new Set(seeded.choices.map((c) => c.message.content)).size;
+  expect(distinct > 1, `seeded choices all alike: '${seeded.choices[0].message.content}'`);
+  expect(seeded.usage.completion_tokens === 4 * 8, `usage ${JSON.stringify(seeded.usage)}`);
+  const stream = await client.chat.completions.create({
+    ...base, n: 3, temperature: 1, seed: 4, ignore_eos: true, stream: true,
+    stream_options: { include_usage: true },
+  });
+  const texts = ['', '', ''];
+  const finishes = [0, 0, 0];
+  let usage = null;
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      texts[c.index] += c.delta?.content ?? '';
+      if (c.finish_reason) finishes[c.index] += 1;
+    }
+    usage = chunk.usage ?? usage;
+  }
+  expect(finishes.every((f) => f === 1), `finishing chunks per choice: ${finishes}`);
+  expect(usage.completion_tokens === 3 * 8, `stream usage ${JSON.stringify(usage)}`);
+  return {
+    greedy_id: greedy.id,
+    seeded_id: seeded.id,
+    prompt_tokens: seeded.usage.prompt_tokens,
+    greedy: greedy.choices[0].message.content,
+    seeded: seeded.choices.map((c) => c.message.content),
+  };
+});
+
 if (engineChecks) await check('response_format json_object (stream)', async () => {
   const stream = await client.chat.completions.create({
     model,
