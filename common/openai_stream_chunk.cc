@@ -41,7 +41,7 @@ std::string ErrorText(const json& error) {
 }
 
 // `holder`: "delta" in a stream, "message" in a whole response.
-Result<OpenAiChunk> ReadChunk(std::string_view text, const char* holder) {
+Result<OpenAiChunk> ReadChunk(std::string_view text, const char* holder, bool keep_choices) {
   if (JsonNestingDepth(text) > kMaxNesting) {
     return InvalidArgument(
         fmt::format("the JSON nests arrays and objects more than {} deep", kMaxNesting));
@@ -59,6 +59,7 @@ Result<OpenAiChunk> ReadChunk(std::string_view text, const char* holder) {
   }
   if (auto it = doc.find("choices"); it != doc.end() && it->is_array() && !it->empty()) {
     chunk.has_choice = true;
+    if (keep_choices) chunk.choices = DumpJson(*it);
     const json& choice = (*it)[0];
     if (choice.is_object()) {
       AppendString(choice, "text", chunk.text);
@@ -81,7 +82,7 @@ Result<OpenAiChunk> ReadChunk(std::string_view text, const char* holder) {
 
 }  // namespace
 
-Result<OpenAiChunk> ParseOpenAiStreamData(std::string_view data) {
+Result<OpenAiChunk> ParseOpenAiStreamData(std::string_view data, bool keep_choices) {
   std::string_view trimmed = data;
   while (!trimmed.empty() && (trimmed.back() == ' ' || trimmed.back() == '\n')) {
     trimmed.remove_suffix(1);
@@ -91,11 +92,11 @@ Result<OpenAiChunk> ParseOpenAiStreamData(std::string_view data) {
     chunk.done = true;
     return chunk;
   }
-  return ReadChunk(trimmed, "delta");
+  return ReadChunk(trimmed, "delta", keep_choices);
 }
 
-Result<OpenAiChunk> ParseOpenAiResponse(std::string_view body) {
-  return ReadChunk(body, "message");
+Result<OpenAiChunk> ParseOpenAiResponse(std::string_view body, bool keep_choices) {
+  return ReadChunk(body, "message", keep_choices);
 }
 
 std::string OpenAiErrorMessage(std::string_view body, size_t max_len) {

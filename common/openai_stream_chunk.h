@@ -31,16 +31,19 @@ struct OpenAiChunk {
   // usage.prompt_tokens_details.cached_tokens: prompt tokens the server took from its prefix
   // cache; a negative count is none.
   std::optional<int64_t> cached_prompt_tokens;
+  // With keep_choices: the `choices` array as sent (compact JSON; keys may be reordered) when it
+  // has any, for a relay to pass on.
+  std::string choices;
   // An `error` member's message (its `message` field, or itself when a string, else its JSON):
   // the stream failed. The other fields are then empty.
   std::optional<std::string> error;
 };
 
 // One `data:` payload of a stream. InvalidArgument when it is neither [DONE] nor a JSON object.
-Result<OpenAiChunk> ParseOpenAiStreamData(std::string_view data);
+Result<OpenAiChunk> ParseOpenAiStreamData(std::string_view data, bool keep_choices = false);
 
 // A whole (non-streamed) response body. InvalidArgument when it is not a JSON object.
-Result<OpenAiChunk> ParseOpenAiResponse(std::string_view body);
+Result<OpenAiChunk> ParseOpenAiResponse(std::string_view body, bool keep_choices = false);
 
 // The message of an OpenAI error body ({"error":{"message":...}}, {"error":"..."} or
 // {"message":...}), else the body itself without trailing line ends; at most `max_len` bytes.

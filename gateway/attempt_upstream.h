@@ -75,6 +75,13 @@ class AttemptListener {
                              std::chrono::steady_clock::time_point read_at) = 0;
   // External: text as the upstream sent it.
   virtual void AttemptText(uint64_t id, const std::string& text) = 0;
+  // External, for a request whose answer is relayed as the upstream wrote it
+  // (RelaysUpstreamChoices): each streamed chunk's `choices` array, or the whole response's
+  // (compact JSON), before that chunk's text.
+  virtual void AttemptChoices(uint64_t id, const std::string& choices) {
+    (void)id;
+    (void)choices;
+  }
   // External: the answer is complete; the tokens it is paid for (the upstream's usage, else our
   // count).
   virtual void AttemptFinished(uint64_t id, const std::string& finish_reason, int64_t prompt_tokens,

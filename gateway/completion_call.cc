@@ -449,7 +449,26 @@ void CompletionCall::AttemptText(uint64_t id, const std::string& text) {
   }
   last_token_ = now;
   response_.AddText(text);
-  if (request_.stream) output_.write_stream(response_.DeltaEvent(text));
+  if (request_.stream && !relayed_choices_) output_.write_stream(response_.DeltaEvent(text));
+}
+
+void CompletionCall::AttemptChoices(uint64_t id, const std::string& choices) {
+  if (id != attempt_id_ || done_) return;
+  HandleStarted(id);
+  if (done_) return;
+  nlohmann::json parsed = nlohmann::json::parse(choices, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return;  // ExternalCall passes arrays only
+  relayed_choices_ = true;
+  if (!external_text_) {  // the response has begun: no other attempt may serve it now
+    external_text_ = true;
+    first_output_attempt_ = id;
+    NoteFirstOutput(std::chrono::steady_clock::now());
+  }
+  if (request_.stream) {
+    output_.write_stream(response_.RelayedEvent(std::move(parsed)));
+  } else {
+    upstream_choices_ = std::move(parsed);
+  }
 }
 
 void CompletionCall::AttemptFinished(uint64_t id, const std::string& finish_reason,
@@ -555,9 +574,10 @@ void CompletionCall::SendCompletion() {
   const Usage usage{static_cast<int>(usage_prompt_tokens_.value_or(response_.prompt().size())),
                     CompletionTokens(), static_cast<int>(UsageCachedTokens())};
   if (request_.stream) {
-    // Several choices: each one's finishing chunk went out when it ended.
+    // Several choices: each one's finishing chunk went out when it ended; relayed: the
+    // upstream's did.
     output_.finish(200,
-                   more_choices_.empty()
+                   more_choices_.empty() && !relayed_choices_
                        ? response_.StreamTail(finish_reason_, usage, cost, ServerTiming())
                        : response_.StreamEnd(usage, cost, ServerTiming()),
                    {}, false);
@@ -565,9 +585,13 @@ void CompletionCall::SendCompletion() {
     HttpHeaders headers{{"server-timing", ServerTiming()}};
     if (cost) headers.emplace_back("x-pdserve-cost-usd", ResponseStream::CostText(*cost));
     nlohmann::json body = response_.FullJson(finish_reason_, usage, cost);
-    for (size_t i = 0; i < more_choices_.size(); ++i) {
-      body["choices"].push_back(
-          more_choices_[i]->FullJson(choice_finish_[i + 1], usage, cost)["choices"][0]);
+    if (relayed_choices_) {
+      body["choices"] = upstream_choices_;
+    } else {
+      for (size_t i = 0; i < more_choices_.size(); ++i) {
+        body["choices"].push_back(
+            more_choices_[i]->FullJson(choice_finish_[i + 1], usage, cost)["choices"][0]);
+      }
     }
     output_.finish(200, DumpJson(body), std::move(headers), false);
   }

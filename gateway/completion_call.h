@@ -25,6 +25,11 @@
 // usage and ledger row count the prompt once and every choice's tokens. It retries while no
 // token has come, but does not resume: a worker lost after its first token fails it (502).
 //
+// An external upstream's answer to a request with tools, logprobs, several choices or echo is
+// relayed as the upstream wrote its `choices` (each streamed chunk's, or the whole response's,
+// under this response's id and model), with this gateway's usage and cost; other answers are
+// re-rendered from the upstream's text.
+//
 // Threads: the admission queue calls TryStart under its lock on any thread; everything else runs
 // on the strand the call was made with (listener calls arrive there).
 #pragma once
@@ -115,6 +120,7 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   void AttemptTokens(uint64_t id, const proto::TokenBatch& batch,
                      std::chrono::steady_clock::time_point read_at) override;
   void AttemptText(uint64_t id, const std::string& text) override;
+  void AttemptChoices(uint64_t id, const std::string& choices) override;
   void AttemptFinished(uint64_t id, const std::string& finish_reason, int64_t prompt_tokens,
                        int64_t completion_tokens) override;
   void AttemptFailed(uint64_t id, const AttemptFault& fault) override;
@@ -149,9 +155,6 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // objective less its prompt's time on a worker; nullopt: never.
   std::optional<std::chrono::steady_clock::time_point> OverflowTime() const;
   // Its prompt's time on one prefill worker at their mean measured rate (0: none measured).
-  // Why an external upstream could not answer this request as the client asked (empty: it
-  // can): its answer is relayed as text.
-  std::string WhyNotRelayable() const;
   double OwnPromptSeconds() const;
   void OverflowFromQueue();
   void StartExternal(int upstream, const std::string& reason);
@@ -231,6 +234,10 @@ class CompletionCall : public AttemptListener, public std::enable_shared_from_th
   // Refused for its objective, it waits for a burst worker due in time, until its overflow time.
   bool waiting_for_burst_ = false;
   bool external_text_ = false;  // an external attempt's text reached the client
+  // An upstream's choices were relayed as it wrote them (RelaysUpstreamChoices): a stream's
+  // chunks went out as they came, and a whole response's choices are these.
+  bool relayed_choices_ = false;
+  nlohmann::json upstream_choices_;
   // Admission's decision for the request and what it predicted at its first Submit: every row's
   // admission and predicted_* columns (ledger/ledger.h).
   std::string admission_decision_;

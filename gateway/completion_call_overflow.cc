@@ -18,10 +18,6 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
     f.why_not_external =
         "its tenant is pinned to zones its workers run in, and no upstream has a zone";
   }
-  // An upstream's answer is relayed as text: its tool calls and logprobs would be lost.
-  if (f.why_not_external.empty() && !WhyNotRelayable().empty()) {
-    f.why_not_external = WhyNotRelayable();
-  }
   f.upstreams_configured = overflow_.upstreams != nullptr;
   const int64_t prompt = static_cast<int64_t>(response_.prompt().size());
   if (f.upstreams_configured) {
@@ -38,7 +34,7 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   // Both priced at the request's whole allowance: its prompt and max_tokens (the self-hosted
   // rates are what prompts cost lately, their cached parts included).
   if (const auto& rates = accounting_.accounting().rates) {
-    f.self_hosted_usd = rates->PredictUsd(prompt, max_tokens_);
+    f.self_hosted_usd = rates->PredictUsd(prompt, int64_t{std::max(1, request_.n)} * max_tokens_);
   }
   if (overflow_.next_burst) {
     const auto due = overflow_.next_burst();
@@ -49,16 +45,6 @@ RouteFacts CompletionCall::Facts(RouteMoment moment) const {
   return f;
 }
 
-std::string CompletionCall::WhyNotRelayable() const {
-  if (request_.tool_choice != ToolChoice::kNone) {
-    return "it may call tools, and an upstream's tool calls are not relayed yet";
-  }
-  if (request_.logprobs >= 0) return "it asks for logprobs, which an upstream's are not relayed";
-  if (request_.n > 1) return "it asks for several choices, and an upstream's are not relayed";
-  if (request_.echo) return "it asks for echo, which an upstream's text would repeat";
-  return {};
-}
-
 double CompletionCall::OwnPromptSeconds() const {
   const router::PrefillCapacity c = workers_.capacity->Prefill();
   const double per_worker = c.workers > 0 ? c.tokens_per_second / c.workers : 0;
@@ -67,8 +53,7 @@ double CompletionCall::OwnPromptSeconds() const {
 
 std::optional<std::chrono::steady_clock::time_point> CompletionCall::OverflowTime() const {
   if (overflow_.rule == router::OverflowRule::kNever || admission_.ttft_slo.count() <= 0 ||
-      !overflow_.upstreams || !admission_.zones.empty() || !overflow_.why_not_external.empty() ||
-      !WhyNotRelayable().empty()) {
+      !overflow_.upstreams || !admission_.zones.empty() || !overflow_.why_not_external.empty()) {
     return std::nullopt;
   }
   return arrival_ + admission_.ttft_slo -

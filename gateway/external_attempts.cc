@@ -32,6 +32,14 @@ bool ExternalAttempts::Start(const AttemptSpec& spec, std::shared_ptr<AttemptLis
     it->second.text += text;
     it->second.listener->AttemptText(id, text);
   };
+  if (RelaysUpstreamChoices(request_)) {
+    callbacks.on_choices = [self, id](const std::string& choices) {
+      auto it = self->running_.find(id);
+      if (it == self->running_.end()) return;
+      it->second.relayed = true;
+      it->second.listener->AttemptChoices(id, choices);
+    };
+  }
   callbacks.on_end = [self, id](const ExternalEnd& end) { self->HandleEnd(id, end); };
   const char* target =
       request_.endpoint == Endpoint::kChatCompletions ? "/v1/chat/completions" : "/v1/completions";
@@ -73,7 +81,7 @@ void ExternalAttempts::HandleEnd(uint64_t id, const ExternalEnd& end) {
     spdlog::warn("{}: {}", request_.request_id, end.error.message);
     AttemptFault fault;
     fault.message = end.error.message;
-    fault.retryable = end.retryable && r.text.empty();
+    fault.retryable = end.retryable && r.text.empty() && !r.relayed;
     fault.client_error = end.error;
     r.listener->AttemptFailed(id, fault);
   }

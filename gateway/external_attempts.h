@@ -53,6 +53,7 @@ class ExternalAttempts : public AttemptUpstream,
     int upstream = -1;
     int64_t prompt_tokens = 0;  // ours
     std::string text;           // what it sent so far
+    bool relayed = false;       // choices of it went to the listener (RelaysUpstreamChoices)
   };
   void HandleEnd(uint64_t id, const ExternalEnd& end);
   // The tokens the attempt is paid for (see the header comment).

@@ -106,7 +106,7 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
     }
     Status s = sse.Feed(bytes, [this](SseEvent& event) {
       if (done) return;
-      auto c = ParseOpenAiStreamData(event.data);
+      auto c = ParseOpenAiStreamData(event.data, static_cast<bool>(callbacks.on_choices));
       if (!c.ok()) return Fail("its answer cannot be read: " + c.status().message(), true);
       if (c->done) {
         saw_done = true;
@@ -124,6 +124,7 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
     if (c.completion_tokens) end.completion_tokens = c.completion_tokens;
     if (c.cached_prompt_tokens) end.cached_prompt_tokens = c.cached_prompt_tokens;
     if (!c.finish_reason.empty()) end.finish_reason = c.finish_reason;
+    if (!c.choices.empty() && callbacks.on_choices) callbacks.on_choices(c.choices);
     if (!c.text.empty() && callbacks.on_text) callbacks.on_text(c.text);
   }
 
@@ -133,7 +134,7 @@ struct ExternalCall::Impl : std::enable_shared_from_this<ExternalCall::Impl> {
       return End(false, std::move(e), RetryableUpstreamStatus(status));
     }
     if (!stream) {
-      auto c = ParseOpenAiResponse(whole);
+      auto c = ParseOpenAiResponse(whole, static_cast<bool>(callbacks.on_choices));
       if (!c.ok()) return Fail("its answer cannot be read: " + c.status().message(), true);
       Take(*c);
       if (done) return;

@@ -43,6 +43,9 @@ struct ExternalEnd {
 
 struct ExternalCallbacks {
   std::function<void(const std::string& text)> on_text;  // text as it arrives (may be empty)
+  // Set: each chunk's `choices` array (the whole response's), as the upstream wrote it (compact
+  // JSON), before its text.
+  std::function<void(const std::string& choices)> on_choices;
   std::function<void(const ExternalEnd& end)> on_end;
 };
 

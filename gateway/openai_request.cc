@@ -533,4 +533,9 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
   return req;
 }
 
+bool RelaysUpstreamChoices(const GenerationRequest& request) {
+  return request.tool_choice != ToolChoice::kNone || request.logprobs >= 0 || request.n > 1 ||
+         request.echo;
+}
+
 }  // namespace pdserve::gateway

@@ -99,4 +99,9 @@ std::variant<GenerationRequest, ApiError> ParseGenerationRequest(std::string_vie
                                                                  Endpoint endpoint,
                                                                  const ParseOptions& options = {});
 
+// Whether an external upstream's answer to `request` is relayed as the upstream wrote its
+// choices (tool calls, logprobs, several choices, echo: what pdserve's own rendering of the
+// upstream's text would lose or repeat) rather than re-rendered from its text.
+bool RelaysUpstreamChoices(const GenerationRequest& request);
+
 }  // namespace pdserve::gateway

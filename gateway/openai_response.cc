@@ -86,6 +86,12 @@ void ResponseBuilder::AddTokenIds(json& body, const std::vector<int32_t>& token_
   if (prompt_token_ids) choice["prompt_token_ids"] = *prompt_token_ids;
 }
 
+json ResponseBuilder::ChunkWith(json choices) const {
+  json chunk = ChunkHead();
+  chunk["choices"] = std::move(choices);
+  return chunk;
+}
+
 json ResponseBuilder::UsageChunk(const Usage& usage, const json& extra_usage) const {
   json chunk = ChunkHead();
   chunk["choices"] = json::array();

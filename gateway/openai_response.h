@@ -46,6 +46,8 @@ class ResponseBuilder {
   // `token_ids`, and `prompt_token_ids` when given (vLLM's fields, on the choice).
   static void AddTokenIds(nlohmann::json& body, const std::vector<int32_t>& token_ids,
                           const std::vector<int32_t>* prompt_token_ids = nullptr);
+  // A streaming chunk carrying `choices` as given (an upstream's, relayed).
+  nlohmann::json ChunkWith(nlohmann::json choices) const;
   // The usage chunk: empty choices, the usage object.
   nlohmann::json UsageChunk(const Usage& usage, const nlohmann::json& extra_usage = nullptr) const;
 

@@ -50,6 +50,10 @@ class ResponseStream {
   bool stopped() const { return stops_.stopped(); }
   // Adds an API's text as it came.
   void AddText(const std::string& text) { text_ += text; }
+  // An API's streamed `choices` as the SSE event of a chunk of this response (relayed).
+  std::string RelayedEvent(nlohmann::json choices) const {
+    return SseEvent(builder_.ChunkWith(std::move(choices)));
+  }
   // An API's usage replaces the count (its tokens are not ours to count).
   void set_completion_tokens(int tokens) { completion_tokens_ = tokens; }
 

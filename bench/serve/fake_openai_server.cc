@@ -1,6 +1,7 @@
 // The fake server's only translation unit (Beast is heavy to compile).
 #include "bench/serve/fake_openai_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -173,6 +174,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (state_->options.prefix_cache && !words.empty()) {
       cached_tokens_ = LookUpAndCache(*state_, std::move(words), tokens_);
     }
+    ReadRichFields(body);
     bool stream = body.value("stream", false);
     include_usage_ = false;
     if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
@@ -192,7 +194,105 @@ class Session : public std::enable_shared_from_this<Session> {
     StartStream();
   }
 
+  // n, logprobs and tools: answered with n choices, each token's logprob (-0.5), and a call of
+  // the first tool with arguments "{}" (unless tool_choice is "none").
+  void ReadRichFields(const json& body) {
+    choices_ = 1;
+    if (auto it = body.find("n"); it != body.end() && it->is_number_integer()) {
+      choices_ = std::clamp<int64_t>(it->get<int64_t>(), 1, 128);
+    }
+    logprobs_ = false;
+    if (auto it = body.find("logprobs"); it != body.end()) {
+      logprobs_ = (it->is_boolean() && it->get<bool>()) || it->is_number_integer();
+    }
+    tool_.clear();
+    auto tools = body.find("tools");
+    const bool none = body.value("tool_choice", json("auto")) == json("none");
+    if (tools != body.end() && tools->is_array() && !tools->empty() && !none) {
+      const json& f = (*tools)[0].value("function", json::object());
+      if (f.is_object() && f.contains("name") && f["name"].is_string()) tool_ = f["name"];
+    }
+  }
+
+  bool Rich() const { return choices_ > 1 || logprobs_ || !tool_.empty(); }
+
+  // Token i's logprobs entry (or the whole answer's, i < 0).
+  json Logprobs(int64_t i) const {
+    const int64_t from = i < 0 ? 0 : i, to = i < 0 ? tokens_ : i + 1;
+    if (chat_) {
+      json content = json::array();
+      for (int64_t k = from; k < to; ++k) {
+        content.push_back({{"token", " hello"},
+                           {"logprob", -0.5},
+                           {"bytes", {32, 104, 101, 108, 108, 111}},
+                           {"top_logprobs", json::array()}});
+      }
+      return {{"content", content}, {"refusal", nullptr}};
+    }
+    json tokens = json::array(), values = json::array(), tops = json::array(),
+         offsets = json::array();
+    for (int64_t k = from; k < to; ++k) {
+      tokens.push_back(" hello");
+      values.push_back(-0.5);
+      tops.push_back({{" hello", -0.5}});
+      offsets.push_back(6 * k);
+    }
+    return {{"tokens", tokens},
+            {"token_logprobs", values},
+            {"top_logprobs", tops},
+            {"text_offset", offsets}};
+  }
+
+  // The choices of token i's chunk, or of the whole answer (i < 0).
+  json RichChoices(int64_t i) const {
+    const bool last = i < 0 || i + 1 == tokens_;
+    json out = json::array();
+    for (int64_t c = 0; c < choices_; ++c) {
+      json choice = {{"index", c}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+      if (!tool_.empty() && chat_) {
+        // The call's head first, its arguments in the second chunk (the first when it is the
+        // only one).
+        const std::string id = fmt::format("call_fake_{}", c);
+        const std::string arguments = i < 0 || i == 1 || (i == 0 && tokens_ == 1) ? "{}" : "";
+        json call = {{"index", 0}, {"function", {{"arguments", arguments}}}};
+        if (i <= 0) {
+          call["id"] = id;
+          call["type"] = "function";
+          call["function"]["name"] = tool_;
+        }
+        if (i < 0) call.erase("index");
+        json message = {{"tool_calls", json::array({call})}};
+        if (i <= 0) message["role"] = "assistant";
+        if (i < 0) message["content"] = nullptr;
+        choice[i < 0 ? "message" : "delta"] = message;
+        if (last) choice["finish_reason"] = "tool_calls";
+      } else {
+        std::string text;
+        for (int64_t k = i < 0 ? 0 : i; k < (i < 0 ? tokens_ : i + 1); ++k) text += " hello";
+        if (chat_) {
+          choice[i < 0 ? "message" : "delta"] = {{"role", "assistant"}, {"content", text}};
+        } else {
+          choice["text"] = text;
+        }
+        if (logprobs_) choice["logprobs"] = Logprobs(i);
+        if (last) choice["finish_reason"] = "length";
+      }
+      out.push_back(std::move(choice));
+    }
+    return out;
+  }
+
   std::string TokenChunk(int64_t i) const {
+    if (Rich()) {
+      return "data: " +
+             json{{"id", fmt::format("{}-{}", chat_ ? "chatcmpl" : "cmpl", id_)},
+                  {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                  {"created", 0},
+                  {"model", "fake"},
+                  {"choices", RichChoices(i)}}
+                 .dump() +
+             "\n\n";
+    }
     const char* finish = i + 1 == tokens_ ? "\"length\"" : "null";
     if (chat_) {
       return fmt::format(
@@ -210,8 +310,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   json Usage() const {
     json usage = {{"prompt_tokens", prompt_tokens_},
-                  {"completion_tokens", tokens_},
-                  {"total_tokens", prompt_tokens_ + tokens_}};
+                  {"completion_tokens", choices_ * tokens_},
+                  {"total_tokens", prompt_tokens_ + choices_ * tokens_}};
     if (cached_tokens_ >= 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
     return usage;
   }
@@ -254,10 +354,13 @@ class Session : public std::enable_shared_from_this<Session> {
       res->set(http::field::content_type, "application/json");
       std::string text;
       for (int64_t i = 0; i < tokens_; ++i) text += " hello";
+      const json choices = Rich()
+                               ? RichChoices(-1)
+                               : json{{{"index", 0}, {"text", text}, {"finish_reason", "length"}}};
       res->body() = json{
           {"id", fmt::format("cmpl-{}", id_)},
-          {"object", "text_completion"},
-          {"choices", {{{"index", 0}, {"text", text}, {"finish_reason", "length"}}}},
+          {"object", chat_ ? "chat.completion" : "text_completion"},
+          {"choices", choices},
           {"usage",
            Usage()}}.dump();
     }
@@ -358,6 +461,11 @@ class Session : public std::enable_shared_from_this<Session> {
   int64_t cached_tokens_ = -1;  // -1: not reported
   bool chat_ = false;
   bool include_usage_ = false;
+  // What a richer answer holds (RichChoices): choices, logprobs asked (chat's boolean, or
+  // completions' count), the first tool's name where a call is allowed.
+  int64_t choices_ = 1;
+  bool logprobs_ = false;
+  std::string tool_;
   bool keep_alive_ = true;
   bool tls_ = false;
 };

@@ -7,8 +7,9 @@
 // over words (one word, one token): a request's usage carries prompt_tokens_details.cached_tokens,
 // the leading whole 16-word blocks of its prompt (the message contents in order, for chat) that an
 // earlier request's prompt and answer held, never its last word; a request's blocks, answer but
-// its last word included, are cached when it arrives. Listens on loopback by default; port 0
-// lets the OS pick.
+// its last word included, are cached when it arrives. A request with n, logprobs or tools gets
+// n choices, each token's logprob (-0.5) and a call of its first tool (arguments "{}"), streamed
+// as OpenAI streams them. Listens on loopback by default; port 0 lets the OS pick.
 // Thread-safety: Start/Stop/port/counters may be called from any thread; the server runs on its
 // own threads.
 #pragma once

@@ -4,10 +4,30 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace pdserve {
 namespace {
+
+// A relay keeps the choices as sent (tool calls, logprobs, several choices); a reader that does
+// not ask pays nothing for them.
+TEST(OpenAiStreamChunk, KeepsTheChoicesWhenAsked) {
+  const char* data =
+      R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}},)"
+      R"({"index":1,"delta":{"content":"x"},"logprobs":{"content":[]}}]})";
+  auto kept = ParseOpenAiStreamData(data, /*keep_choices=*/true);
+  ASSERT_TRUE(kept.ok());
+  const auto choices = nlohmann::json::parse(kept->choices);
+  ASSERT_EQ(choices.size(), 2u);
+  EXPECT_EQ(choices[0]["delta"]["tool_calls"][0]["function"]["arguments"], "{}");
+  EXPECT_EQ(choices[1]["index"], 1);
+  EXPECT_TRUE(ParseOpenAiStreamData(data)->choices.empty());
+  auto whole = ParseOpenAiResponse(R"({"choices":[{"index":0,"message":{"content":"a"}}]})", true);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(nlohmann::json::parse(whole->choices)[0]["message"]["content"], "a");
+  EXPECT_TRUE(ParseOpenAiStreamData(R"({"choices":[]})", true)->choices.empty());
+}
 
 TEST(OpenAiStreamChunk, ReadsCompletionChatUsageDoneAndErrors) {
   auto c = ParseOpenAiStreamData(R"({"choices":[{"index":0,"text":" hi","finish_reason":null}]})");

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "bench/serve/fake_openai_server.h"
@@ -420,8 +421,16 @@ TEST_F(ExternalOverflowTest, TheOpenAiSdkWorksThroughTheOverflowPath) {
     EXPECT_TRUE(r["ok"].get<bool>()) << r["name"] << ": " << r.value("error", "");
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  // completions and chat, each streamed and not; the refusals never leave the gateway.
-  EXPECT_EQ(fake_->requests_received() - before, 4) << out;
+  // completions and chat, each streamed and not; tool calls (whole and streamed), logprobs with
+  // several choices (chat whole, completions streamed), relayed as the upstream wrote them; the
+  // refusals never leave the gateway.
+  EXPECT_EQ(fake_->requests_received() - before, 8) << out;
+  std::set<std::string> relayed;
+  for (const Json& r : report["results"]) {
+    if (r["ok"].get<bool>()) relayed.insert(r["name"].get<std::string>());
+  }
+  EXPECT_TRUE(relayed.count("upstream tool calls relayed")) << out;
+  EXPECT_TRUE(relayed.count("upstream logprobs and choices relayed")) << out;
 }
 
 // Ten times what the simulated workers can serve (prompt steps of 20 ms a token: about 3

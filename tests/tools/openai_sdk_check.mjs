@@ -292,8 +292,51 @@ if (structuredSeeds > 0) await check(`response_format json_schema (${structuredS
 });
 
 // --through-upstream: every answer comes from an external upstream (a fake one that ignores
-// response formats), and a request for logprobs is not routed there: those checks are skipped.
+// response formats and answers n, logprobs and tools with fixed values: bench/serve's
+// FakeOpenAiServer), so the engine's checks are skipped and the relay's are made.
 const engineChecks = !args['through-upstream'];
+if (args['through-upstream']) {
+  const tools = [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }];
+  await check('upstream tool calls relayed', async () => {
+    const base = { model, messages: [{ role: 'user', content: 'Look it up.' }], max_tokens: 3, tools };
+    const whole = await client.chat.completions.create({ ...base, tool_choice: 'required' });
+    const call = whole.choices[0].message.tool_calls?.[0];
+    expect(call?.function.name === 'lookup' && call.function.arguments === '{}',
+      `call: ${JSON.stringify(whole.choices[0].message)}`);
+    expect(whole.choices[0].finish_reason === 'tool_calls', `finish ${whole.choices[0].finish_reason}`);
+    const stream = await client.chat.completions.create({ ...base, stream: true });
+    let name = '', argumentsText = '', finish = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        name += c.function?.name ?? '';
+        argumentsText += c.function?.arguments ?? '';
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(name === 'lookup' && argumentsText === '{}' && finish === 'tool_calls',
+      `streamed call ${name}(${argumentsText}), finish ${finish}`);
+    return { id: call.id, streamed: { name, arguments: argumentsText } };
+  });
+  await check('upstream logprobs and choices relayed', async () => {
+    const chat = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'Hi.' }], max_tokens: 4, logprobs: true, n: 2,
+    });
+    expect(chat.choices.length === 2, `${chat.choices.length} choices`);
+    for (const c of chat.choices) {
+      expect(c.logprobs?.content?.length === 4 && c.logprobs.content[0].logprob === -0.5,
+        `choice ${c.index} logprobs ${JSON.stringify(c.logprobs)}`);
+    }
+    const stream = await client.completions.create({
+      model, prompt: 'Hi', max_tokens: 3, logprobs: 1, n: 3, stream: true,
+    });
+    const tokens = [0, 0, 0];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) tokens[c.index] += c.logprobs?.tokens?.length ?? 0;
+    }
+    expect(tokens.every((t) => t === 3), `streamed logprob tokens per choice: ${tokens}`);
+    return { choices: chat.choices.length, streamed: tokens };
+  });
+}
 if (engineChecks) await check('chat logprobs (stream)', async () => {
   // Greedy: each token is its position's most likely, so top_logprobs[0] is the token itself.
   const stream = await client.chat.completions.create({
