@@ -32,7 +32,7 @@ bool ExternalAttempts::Start(const AttemptSpec& spec, std::shared_ptr<AttemptLis
     it->second.text += text;
     it->second.listener->AttemptText(id, text);
   };
-  if (RelaysUpstreamChoices(request_)) {
+  if (request_.relay_choices) {
     callbacks.on_choices = [self, id](const std::string& choices) {
       auto it = self->running_.find(id);
       if (it == self->running_.end()) return;

@@ -27,6 +27,8 @@ struct ExternalRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   bool stream = false;
   std::string request_id;  // for logs
+  // Its answer goes to the listener as the upstream's choices too (RelaysUpstreamChoices).
+  bool relay_choices = false;
 };
 
 class ExternalAttempts : public AttemptUpstream,

@@ -226,7 +226,8 @@ void HttpSession::HandleCompletion(const Request& request, Endpoint endpoint) {
   const router::OverflowRule overflow = admission.overflow;
   const std::string request_id = NewRequestId();
   std::string why_not_external = WhyNotExternal(req);
-  ExternalRequest external{request.body(), req.model, endpoint, stream, request_id};
+  ExternalRequest external{request.body(), req.model,  endpoint,
+                           stream,         request_id, RelaysUpstreamChoices(req)};
   call_ = std::make_shared<CompletionCall>(
       stream_.get_executor(), CallWorkers{shared_->workers, shared_->workers}, shared_->tokenizer,
       std::move(req), std::move(built.prompt), built.max_tokens, request_id, shared_->model_id,

@@ -41,9 +41,9 @@ class EngineChoicesTest : public ::testing::Test {
     ASSERT_TRUE(made.ok()) << made.ToString();
   }
 
-  std::unique_ptr<Engine> MakeEngine(int num_pages = 512, bool prefix_cache = true,
-                                     EngineOptions::Preemption preemption =
-                                         EngineOptions::Preemption::kRecompute) {
+  std::unique_ptr<Engine> MakeEngine(
+      int num_pages = 512, bool prefix_cache = true,
+      EngineOptions::Preemption preemption = EngineOptions::Preemption::kRecompute) {
     EngineOptions o;
     o.page_size = kPage;
     o.num_pages = num_pages;
