@@ -23,6 +23,7 @@
 
 #include "bench/serve/fake_openai_server.h"
 #include "tests/e2e/process.h"
+#include "tests/e2e/sdk_check.h"
 #include "tests/loopback_certificate.h"
 #include "tests/model/random_model.h"
 
@@ -402,34 +403,11 @@ void ExpectSdkChecksThroughTheUpstream(int http_port, const bench::FakeOpenAiSer
                                        const std::string& model, const std::string& extra_args,
                                        const std::vector<std::string>& required,
                                        int upstream_requests) {
-  const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
-  ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
-      << "node is not installed: run scripts/setup --test";
-  ASSERT_TRUE(std::filesystem::exists(tools + "/node_modules/openai/package.json"))
-      << "the openai npm package is missing in tests/tools: run scripts/setup --test";
   const int64_t before = fake.requests_received();
-  const std::string command =
-      "timeout 120 node " + tools +
-      "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_port) +
-      "/v1 --model " + model + " --api-key sk-sdk --through-upstream 1 " + extra_args + " 2>&1";
-  FILE* p = ::popen(command.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  const auto at = out.rfind("\n{");
-  const Json report = Json::parse(out.substr(at == std::string::npos ? 0 : at + 1), nullptr, false);
-  ASSERT_TRUE(report.is_object()) << out;
-  std::set<std::string> passed;
-  for (const Json& r : report["results"]) {
-    EXPECT_TRUE(r["ok"].get<bool>()) << r["name"] << ": " << r.value("error", "");
-    if (r["ok"].get<bool>()) passed.insert(r["name"].get<std::string>());
-  }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  for (const std::string& name : required) EXPECT_TRUE(passed.count(name)) << name << "\n" << out;
+  testing::ExpectSdkChecksPass(http_port, model, "--through-upstream 1 " + extra_args, required,
+                               nullptr, "sk-sdk");
   // The refusals never leave the gateway.
-  EXPECT_EQ(fake.requests_received() - before, upstream_requests) << out;
+  EXPECT_EQ(fake.requests_received() - before, upstream_requests);
 }
 
 // Completions and chat, each streamed and not, and logprobs with several choices (chat whole,

@@ -17,11 +17,13 @@ namespace pdserve::testing {
 
 // Runs tests/tools/openai_sdk_check.mjs against the gateway on `http_port` serving `model`, with
 // `extra_args`, and expects every check it makes, and each of `required`, to pass; its report
-// ({ok, sdk_version, results: [{name, ok, detail}]}) into `report_out` when given.
+// ({ok, sdk_version, results: [{name, ok, detail}]}) into `report_out` when given. The SDK
+// authenticates with `api_key`.
 inline void ExpectSdkChecksPass(int http_port, const std::string& model,
                                 const std::string& extra_args,
                                 const std::vector<std::string>& required,
-                                nlohmann::json* report_out = nullptr) {
+                                nlohmann::json* report_out = nullptr,
+                                const std::string& api_key = "sk-good") {
   const std::string tools = std::string(PDSERVE_SOURCE_DIR) + "/tests/tools";
   ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0)
       << "node is not installed: run scripts/setup --test";
@@ -30,7 +32,7 @@ inline void ExpectSdkChecksPass(int http_port, const std::string& model,
   const std::string command =
       "timeout 240 node " + tools +
       "/openai_sdk_check.mjs --base-url http://127.0.0.1:" + std::to_string(http_port) +
-      "/v1 --model " + model + " --api-key sk-good " + extra_args + " 2>&1";
+      "/v1 --model " + model + " --api-key " + api_key + " " + extra_args + " 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
