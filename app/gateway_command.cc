@@ -173,7 +173,13 @@ void AddGatewayCommand(CLI::App& app) {
                "Serve without API keys (the default when --api-keys is not given)");
   gw->add_option("--io-threads", g->io_threads, "Network threads")->check(CLI::Range(1, 64));
   gw->add_option("--ledger", g->ledger_path,
-                 "Record every request attempt's cost in this SQLite file");
+                 "Record every request attempt's cost in this SQLite file, or in the PostgreSQL "
+                 "database of this URI (postgresql://user:password@host:port/db), which several "
+                 "gateways may share");
+  gw->add_option("--ledger-buffer-rows", g->ledger_buffer_rows,
+                 "Rows the ledger buffers before the gateway's calls wait for its writes (what "
+                 "kill -9 of the gateway can lose at most)")
+      ->check(CLI::Range(1, 10000000));
   gw->add_flag("--ledger-store-text", g->ledger_store_text,
                "Also keep prompt and completion text in the ledger");
   gw->add_option("--egress-usd-per-gb", g->egress_usd_per_gb,

@@ -193,7 +193,9 @@ void AddLedgerCommands(CLI::App& app) {
   auto ex = std::make_shared<ExportOptions>();
   CLI::App* export_cmd =
       group->add_subcommand("export", "Write ledger rows as CSV or JSON (filtered)");
-  export_cmd->add_option("--ledger", ex->ledger, "the ledger file (SQLite)")->required();
+  export_cmd
+      ->add_option("--ledger", ex->ledger, "the ledger: an SQLite file or a postgresql:// URI")
+      ->required();
   export_cmd->add_option("--format", ex->format, "csv or json")
       ->check(CLI::IsMember({"csv", "json"}));
   export_cmd->add_option("--out", ex->out, "write here instead of stdout");
@@ -203,7 +205,9 @@ void AddLedgerCommands(CLI::App& app) {
   auto forget_ledger = std::make_shared<std::string>();
   auto forget_tenant = std::make_shared<std::string>();
   CLI::App* forget = group->add_subcommand("forget", "Delete every row of a tenant");
-  forget->add_option("--ledger", *forget_ledger, "the ledger file (SQLite)")->required();
+  forget
+      ->add_option("--ledger", *forget_ledger, "the ledger: an SQLite file or a postgresql:// URI")
+      ->required();
   forget->add_option("--tenant", *forget_tenant, "the tenant whose rows go")->required();
   forget->callback([forget_ledger, forget_tenant] {
     // Never Open: it would make a missing file, an empty one or an empty database a ledger.

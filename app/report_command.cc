@@ -60,7 +60,9 @@ void AddReportCommand(CLI::App& app) {
   auto f = std::make_shared<ReportFlags>();
   CLI::App* cmd = app.add_subcommand(
       "report", "Cost report from a ledger: reserved vs burst vs external APIs per 1M tokens");
-  cmd->add_option("--ledger", f->ledger, "the ledger file the gateway wrote (SQLite)")->required();
+  cmd->add_option("--ledger", f->ledger,
+                  "the ledger the gateway wrote: an SQLite file or a postgresql:// URI")
+      ->required();
   cmd->add_option("--prices", f->prices,
                   "price sheet in LiteLLM's model_prices_and_context_window.json format, to "
                   "compare with external APIs (prices/litellm-sample.json is a dated sample); "

@@ -333,7 +333,8 @@ void AddUpCommand(CLI::App& app) {
                  "Whether a decode worker may prefill a prompt itself: always (a prefill worker "
                  "every time), conditional (per request, when sooner) or never")
       ->check(CLI::IsMember({"conditional", "always", "never"}));
-  up->add_option("--ledger", u->ledger, "Cost ledger (SQLite); empty: none");
+  up->add_option("--ledger", u->ledger,
+                 "Cost ledger (an SQLite file or a postgresql:// URI); empty: none");
   up->add_flag("--no-auth", u->no_auth, "Serve without API keys (always so for up)");
   up->add_option("--price-per-gpu-hour", u->price_per_gpu_hour,
                  "USD per GPU-hour of every reserved worker, for the ledger (a sample price by "

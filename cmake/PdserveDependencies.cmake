@@ -11,6 +11,7 @@ find_package(ICU REQUIRED COMPONENTS uc)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)  # Intel ISA-L: CRC32C of KV chunks
+pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)  # the PostgreSQL ledger (ledger/postgres_ledger.h)
 find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(prometheus-cpp REQUIRED)

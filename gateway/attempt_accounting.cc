@@ -20,20 +20,13 @@ double AttemptAccounting::Record(ledger::AttemptRow row, const AttemptUse& use,
     accounting_.rates->Record(prefilled ? row.prompt_tokens : 0, row.cost.prefill_compute_usd,
                               decoded ? row.completion_tokens : 0, row.cost.decode_compute_usd);
   }
-  if (accounting_.ledger) {
-    if (Status s = accounting_.ledger->Append(row); !s.ok()) {
-      spdlog::error("ledger: could not record {} attempt {}: {}", row.request_id, row.attempt,
-                    s.ToString());
-    }
-  }
-  return row.cost.total();
+  const double cost = row.cost.total();
+  if (accounting_.ledger) accounting_.ledger->Append(std::move(row));  // it logs what fails
+  return cost;
 }
 
 void AttemptAccounting::RecordUnrun(const ledger::AttemptRow& row) {
-  if (!accounting_.ledger) return;
-  if (Status s = accounting_.ledger->Append(row); !s.ok()) {
-    spdlog::error("ledger: could not record {} (never ran): {}", row.request_id, s.ToString());
-  }
+  if (accounting_.ledger) accounting_.ledger->Append(row);
 }
 
 }  // namespace pdserve::gateway

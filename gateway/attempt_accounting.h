@@ -12,6 +12,7 @@
 #include "gateway/attempt_upstream.h"
 #include "gateway/gateway_metrics.h"
 #include "ledger/ledger.h"
+#include "ledger/ledger_writer.h"
 #include "router/external_upstream.h"
 #include "router/self_hosted_rates.h"
 
@@ -19,11 +20,11 @@ namespace pdserve::gateway {
 
 // Who asked and how the call is accounted.
 struct CallAccounting {
-  std::shared_ptr<ledger::Ledger> ledger;   // null: no ledger
-  bool store_text = false;                  // keep prompt and completion text in the ledger
-  double egress_usd_per_gb = 0;             // KV bytes crossing zones
-  std::string tenant;                       // from the API key; "" without authentication
-  std::map<std::string, std::string> tags;  // x-pdserve-tags
+  std::shared_ptr<ledger::LedgerWriter> ledger;  // null: no ledger
+  bool store_text = false;                       // keep prompt and completion text in the ledger
+  double egress_usd_per_gb = 0;                  // KV bytes crossing zones
+  std::string tenant;                            // from the API key; "" without authentication
+  std::map<std::string, std::string> tags;       // x-pdserve-tags
   // Completed self-hosted attempts' compute is recorded here (null: nowhere).
   std::shared_ptr<router::SelfHostedRates> rates;
 };

@@ -180,7 +180,29 @@ GatewayMetrics::GatewayMetrics()
                               .Help("Act mode's calls to its actuator (Slurm, Kubernetes, a "
                                     "command) to set a pool's burst workers, by result (ok, "
                                     "error).")
-                              .Register(*registry_)) {}
+                              .Register(*registry_)),
+      ledger_buffered_(pm::BuildGauge()
+                           .Name("pdserve_ledger_buffered_rows")
+                           .Help("Ledger rows (attempts and worker periods) accepted and not "
+                                 "yet committed: what kill -9 of the gateway would lose.")
+                           .Register(*registry_)
+                           .Add({})),
+      ledger_rows_(pm::BuildCounter()
+                       .Name("pdserve_ledger_rows_total")
+                       .Help("Ledger rows by outcome: written, duplicate (already recorded), "
+                             "refused (the store refused the row; logged whole).")
+                       .Register(*registry_)),
+      ledger_full_waits_(pm::BuildCounter()
+                             .Name("pdserve_ledger_buffer_full_waits_total")
+                             .Help("Rows that waited for room in a full ledger buffer (the "
+                                   "gateway slowed to the ledger's rate).")
+                             .Register(*registry_)
+                             .Add({})),
+      ledger_failed_batches_(pm::BuildCounter()
+                                 .Name("pdserve_ledger_failed_batches_total")
+                                 .Help("Ledger batches that failed and were kept to try again.")
+                                 .Register(*registry_)
+                                 .Add({})) {}
 
 int64_t GatewayMetrics::Started() const {
   return static_cast<int64_t>(queue_time_.Collect().histogram.sample_count);
@@ -226,7 +248,22 @@ void GatewayMetrics::RecordFinished(const std::string& finished_reason, double e
 }
 
 std::string GatewayMetrics::Scrape(const router::WorkerRegistry& workers, size_t waiting,
-                                   const router::ExternalUpstreams* upstreams) {
+                                   const router::ExternalUpstreams* upstreams,
+                                   const ledger::LedgerWriter* ledger) {
+  if (ledger) {
+    const ledger::LedgerWriterStats s = ledger->stats();
+    ledger_buffered_.Set(static_cast<double>(s.buffered + s.buffered_periods));
+    const auto catch_up = [](pm::Counter& counter, uint64_t total) {
+      if (static_cast<double>(total) > counter.Value()) {
+        counter.Increment(static_cast<double>(total) - counter.Value());
+      }
+    };
+    catch_up(ledger_rows_.Add({{"outcome", "written"}}), s.rows_written);
+    catch_up(ledger_rows_.Add({{"outcome", "duplicate"}}), s.duplicates);
+    catch_up(ledger_rows_.Add({{"outcome", "refused"}}), s.rows_refused);
+    catch_up(ledger_full_waits_, s.full_waits);
+    catch_up(ledger_failed_batches_, s.failed_batches);
+  }
   if (upstreams) {
     for (size_t i = 0; i < upstreams->configs().size(); ++i) {
       upstream_available_.Add({{"upstream", upstreams->configs()[i].name}})

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "ledger/ledger.h"
+#include "ledger/ledger_writer.h"
 
 namespace pdserve::router {
 class ExternalUpstreams;
@@ -120,9 +121,11 @@ class GatewayMetrics {
 
   // The exposition text, with the worker gauges refreshed from `workers` and the waiting gauge
   // set to `waiting` (requests in the admission queue).
-  // `upstreams` (null: none configured) sets pdserve_external_upstream_available.
+  // `upstreams` (null: none configured) sets pdserve_external_upstream_available; `ledger` (null:
+  // none) the ledger writer's pdserve_ledger_* figures (ledger/ledger_writer.h).
   std::string Scrape(const router::WorkerRegistry& workers, size_t waiting,
-                     const router::ExternalUpstreams* upstreams = nullptr);
+                     const router::ExternalUpstreams* upstreams = nullptr,
+                     const ledger::LedgerWriter* ledger = nullptr);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -154,6 +157,10 @@ class GatewayMetrics {
   prometheus::Family<prometheus::Gauge>& planner_desired_;
   prometheus::Family<prometheus::Counter>& planner_decisions_;
   prometheus::Family<prometheus::Counter>& planner_actuations_;
+  prometheus::Gauge& ledger_buffered_;
+  prometheus::Family<prometheus::Counter>& ledger_rows_;
+  prometheus::Counter& ledger_full_waits_;
+  prometheus::Counter& ledger_failed_batches_;
   std::atomic<int64_t> started_prompt_tokens_{0};
   std::atomic<int64_t> overflowed_{0};
   mutable std::mutex recent_itl_mu_;

@@ -101,8 +101,12 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   }
   registry_options.model_id = server->model_id_;
   if (!o.ledger_path.empty()) {
-    PDSERVE_ASSIGN_OR_RETURN(shared->ledger,
+    PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<ledger::Ledger> store,
                              ledger::Ledger::Open({o.ledger_path, o.ledger_store_text}));
+    ledger::LedgerWriterOptions writer;
+    writer.capacity_rows = o.ledger_buffer_rows;
+    shared->ledger = std::make_shared<ledger::LedgerWriter>(std::move(store), writer);
+    server->ledger_ = shared->ledger;
     shared->ledger_store_text = o.ledger_store_text;
     shared->egress_usd_per_gb = o.egress_usd_per_gb;
     // This run's worker periods: unique against earlier runs in the same ledger file.
@@ -112,11 +116,9 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
                            .count());
     registry_options.on_period = [ledger = shared->ledger,
                                   run_id](const router::WorkerPeriodUpdate& u) {
-      if (Status s = ledger->UpsertPeriod(ToWorkerPeriod(run_id, u)); !s.ok()) {
-        spdlog::error("ledger: could not record worker {}'s period: {}", u.worker_id, s.ToString());
-      }
+      ledger->UpsertPeriod(ToWorkerPeriod(run_id, u));
     };
-    spdlog::info("recording costs in {}", o.ledger_path);
+    spdlog::info("recording costs in {}", shared->ledger->ledger().path());
   }
   // The registry pumps the admission queue when room may have come; the queue reads the
   // registry's prompt rate. Each holds the other weakly.
@@ -231,6 +233,8 @@ void GatewayServer::Wait() {
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
+  // The rows of the calls that ended are committed before the process exits.
+  if (ledger_) ledger_->Close();
 }
 
 GatewayServer::~GatewayServer() {

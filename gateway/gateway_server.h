@@ -23,6 +23,7 @@
 #include "gateway/tenant_quota.h"
 #include "gateway/worker_attempts.h"
 #include "ledger/ledger.h"
+#include "ledger/ledger_writer.h"
 #include "router/admission_queue.h"
 #include "router/external_upstream.h"
 #include "router/routers.h"
@@ -48,8 +49,11 @@ struct GatewayOptions {
   std::string routing = "cache-aware";
   router::PairRouting pair_routing;  // cache-aware routing only
   std::string api_keys_file;         // empty: no authentication
-  std::string ledger_path;           // SQLite cost ledger; empty: none
+  // The cost ledger: an SQLite file or a PostgreSQL URI (ledger/ledger.h); empty: none. Its rows
+  // go through a buffer of ledger_buffer_rows (ledger/ledger_writer.h).
+  std::string ledger_path;
   bool ledger_store_text = false;
+  size_t ledger_buffer_rows = 10000;
   double egress_usd_per_gb = 0;  // KV bytes crossing zones; tenants' rate limits come from it too
   size_t max_body_bytes = 8 << 20;
   int io_threads = 2;
@@ -97,7 +101,7 @@ class GatewayServer {
     std::shared_ptr<TenantQuota> quota;       // null: no tenant has a rate limit
     std::shared_ptr<GatewayMetrics> metrics;
     std::shared_ptr<const PromptBuilder> prompts;  // template, tokens, context, quota
-    std::shared_ptr<ledger::Ledger> ledger;        // null: no ledger
+    std::shared_ptr<ledger::LedgerWriter> ledger;  // null: no ledger
     std::shared_ptr<router::AdmissionQueue> admission;
     std::chrono::milliseconds queue_timeout{30000}, ttft_slo{0};
     bool ledger_store_text = false;
@@ -131,6 +135,7 @@ class GatewayServer {
   std::chrono::milliseconds planner_interval_{5000};
   std::unique_ptr<boost::asio::steady_timer> planner_timer_;
   std::shared_ptr<const Shared> shared_;
+  std::shared_ptr<ledger::LedgerWriter> ledger_;  // null: none; closed (drained) by Wait
   std::string model_id_;
   uint16_t http_port_ = 0;
   std::vector<std::thread> threads_;

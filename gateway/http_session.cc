@@ -122,7 +122,7 @@ void HttpSession::Handle(Request request) {
   if (request.method() == http::verb::get && path == "/metrics") {
     return Respond(200,
                    shared_->metrics->Scrape(*shared_->registry, shared_->admission->waiting(),
-                                            shared_->upstreams.get()),
+                                            shared_->upstreams.get(), shared_->ledger.get()),
                    "text/plain; version=0.0.4");
   }
   if (request.method() == http::verb::get && path == "/ready") {

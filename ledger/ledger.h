@@ -1,32 +1,20 @@
-// Ledger: the SQLite file that records what every request attempt cost (one AttemptRow per
-// attempt) and when each worker was up (one WorkerPeriod per worker registration), so the report
-// can set request costs against capacity, idle and retry waste (docs/architecture.md, "Cost
-// model"). The gateway appends rows; `pdserve report` and `pdserve ledger` read, export and forget
-// them.
+// Ledger: the store that records what every request attempt cost (one AttemptRow per attempt)
+// and when each worker was up (one WorkerPeriod per worker registration), so the report can set
+// request costs against capacity, idle and retry waste (docs/architecture.md, "Cost model"). The
+// gateway appends rows (through LedgerWriter, ledger/ledger_writer.h, off its request path);
+// `pdserve report` and `pdserve ledger` read, export and forget them.
 //
-// The file is SQLite in WAL mode with synchronous=NORMAL: a row is committed when Append
-// returns, so it survives kill -9 of the gateway (not necessarily a power cut). Readers may open
-// the file while the gateway writes. Schema version in `PRAGMA user_version`, the file's kind in
-// `PRAGMA application_id`; a file of another kind or a newer version is refused.
+// Two stores with the same schema, the same rows and the same report: an embedded SQLite file
+// (ledger/sqlite_ledger.h, the default) and a PostgreSQL database that several gateways share
+// (ledger/postgres_ledger.h), chosen by the location: `postgresql://...` or `postgres://...` (a
+// libpq connection URI) is PostgreSQL, anything else a file path.
 //
-// Schema versions: 2 stores each row's cost by part (AttemptCost: prefill and decode compute,
-// egress, API tokens) beside its total, as the gateway priced it. A version 1 file is migrated
-// when opened for writing: the part columns are added, empty (NULL) for its old rows. Rows read
-// with no stored parts (old rows, or a version 1 file opened read-only) get them from what the
-// row recorded: compute by the cost model from its step seconds and workers, egress as its
-// egress_cost_usd, API tokens as the cost_usd of a class api row; their total() is its cost_usd.
-// 3 adds each row's cached_prompt_tokens; a version 1 or 2 file is migrated to 3 when opened
-// for writing (its old rows read 0), and read-only its rows read 0. 4 adds each row's placement
-// and placement_reason, migrated the same way (old rows read ""). 5 adds admission's decision and
-// its predicted queue wait and TTFT (old rows read "" and 0: not recorded).
-//
-// Threads: every method may be called from any thread; one mutex serialises the connection.
+// Threads: every method may be called from any thread; each store serialises its connection.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,8 +24,6 @@
 #include "ledger/attempt_cost.h"
 #include "ledger/attempt_labels.h"
 #include "ledger/cost_model.h"
-
-struct sqlite3;
 
 namespace pdserve::ledger {
 
@@ -89,7 +75,8 @@ struct WorkerPeriod {     // one worker process's registration with one gateway 
 };
 
 struct LedgerOptions {
-  std::string path;         // the SQLite file; created with its folder's permissions if missing
+  // The SQLite file (created with its folder's permissions if missing) or a PostgreSQL URI.
+  std::string path;
   bool store_text = false;  // keep prompt and completion text (--ledger-store-text); off: ""
 };
 
@@ -100,51 +87,50 @@ struct LedgerFilter {
   std::map<std::string, std::string> tags;  // every one must match
 };
 
+// What AppendBatch committed: how many rows, and which it left out as already there (the
+// same (request_id, attempt) in the store, or earlier in the batch), as "request_id#attempt".
+struct AppendOutcome {
+  int64_t written = 0;
+  std::vector<std::string> duplicates;
+};
+
 class Ledger {
  public:
-  // Opens or creates the ledger for writing: creates the schema, WAL mode. A clear error for a
-  // path that cannot be opened or a file that is not a pdserve ledger.
+  // Opens or creates the ledger for writing: creates the schema (migrating an older one). A
+  // clear error for a location that cannot be opened or a store that is not a pdserve ledger.
   static Result<std::unique_ptr<Ledger>> Open(const LedgerOptions& options);
-  // For report and export: NotFound if the file is missing; the same checks as Open.
-  static Result<std::unique_ptr<Ledger>> OpenReadOnly(const std::string& path);
+  // For report and export: NotFound if the file or schema is missing; the same checks as Open.
+  static Result<std::unique_ptr<Ledger>> OpenReadOnly(const std::string& location);
   // For changing a ledger that exists (ledger forget): like OpenReadOnly, but writable. An empty
   // file or database is refused, not made a ledger.
-  static Result<std::unique_ptr<Ledger>> OpenExisting(const std::string& path);
-  ~Ledger();
-  Ledger(const Ledger&) = delete;
-  Ledger& operator=(const Ledger&) = delete;
+  static Result<std::unique_ptr<Ledger>> OpenExisting(const std::string& location);
+  virtual ~Ledger() = default;
 
-  // Committed (durable against kill -9) when it returns. A second row with the same
-  // (request_id, attempt) is refused with AlreadyExists.
+  // `rows` in one transaction, committed (durable against kill -9 of the caller) when it
+  // returns. A row whose (request_id, attempt) is already there is left out and named in the
+  // outcome; the others are written. On an error nothing of the batch is written.
+  virtual Result<AppendOutcome> AppendBatch(const std::vector<AttemptRow>& rows) = 0;
+  // One row, as AppendBatch; a second row with the same (request_id, attempt) is refused with
+  // AlreadyExists.
   Status Append(const AttemptRow& row);
-  // Inserts or updates the period with this period_id.
-  Status UpsertPeriod(const WorkerPeriod& period);
+  // Inserts or updates each period by its period_id, in one transaction.
+  virtual Status UpsertPeriods(const std::vector<WorkerPeriod>& periods) = 0;
+  Status UpsertPeriod(const WorkerPeriod& period) { return UpsertPeriods({period}); }
   // Deletes the tenant's rows (and their tags and text); returns how many rows went.
-  Result<int64_t> ForgetTenant(const std::string& tenant);
+  virtual Result<int64_t> ForgetTenant(const std::string& tenant) = 0;
 
   // Rows in (end_unix, request_id, attempt) order.
-  Result<std::vector<AttemptRow>> Rows(const LedgerFilter& filter) const;
+  virtual Result<std::vector<AttemptRow>> Rows(const LedgerFilter& filter) const = 0;
   // Periods that overlap [from, to) (all when unset), in (start_unix, period_id) order.
-  Result<std::vector<WorkerPeriod>> Periods(std::optional<double> from_unix,
-                                            std::optional<double> to_unix) const;
+  virtual Result<std::vector<WorkerPeriod>> Periods(std::optional<double> from_unix,
+                                                    std::optional<double> to_unix) const = 0;
 
-  const std::string& path() const { return path_; }
-
- private:
-  Ledger(sqlite3* db, std::string path, bool store_text);
-  static Result<std::unique_ptr<Ledger>> OpenWith(const std::string& path, int flags,
-                                                  bool store_text);
-  Status CheckOrCreateSchema(int flags);  // the SQLITE_OPEN_* flags the file was opened with
-  // Brings an older file to kSchemaVersion in one transaction, each version's step in turn.
-  Status Migrate();
-  Status Exec(const char* sql) const;
-
-  mutable std::mutex mu_;
-  sqlite3* db_;  // guarded by mu_
-  const std::string path_;
-  const bool store_text_;
-  int schema_version_ = 0;  // the file's, once checked (a read-only file may be older)
+  // Where it is, for messages: the file's path, or the URI without its password.
+  virtual const std::string& path() const = 0;
 };
+
+// True for a PostgreSQL connection URI (postgresql:// or postgres://).
+bool IsPostgresLocation(std::string_view location);
 
 // A time on the command line: unix seconds ("1764410400", "1764410400.5") or ISO-8601 UTC
 // ("2026-11-29T10:00:00Z", fractional seconds allowed).

@@ -14,6 +14,7 @@
 
 #include "tests/e2e/process.h"
 #include "tests/e2e/sdk_check.h"
+#include "tests/e2e/serving_metrics.h"
 
 namespace pdserve {
 namespace {
@@ -129,6 +130,7 @@ TEST_F(ChoicesTest, FourChoicesShareOnePrefillAndTheLedgerCountsItOnce) {
   EXPECT_GT(texts.size(), 1u) << a.dump();
 
   // The ledger: one row for the request of four choices, the prompt counted once.
+  testing::WaitForLedgerCommitted(http_);
   const auto rows =
       nlohmann::json::parse(testing::RunPdserve("ledger export --format json --ledger " + ledger_));
   int found = 0;
@@ -187,6 +189,7 @@ TEST_F(ChoicesTest, TheOpenAiSdksChoicesThroughAPairAreOneRowEach) {
     if (r["name"] == "n choices" && r["ok"].get<bool>()) detail = r["detail"];
   }
   ASSERT_TRUE(detail.is_object()) << report.dump();
+  testing::WaitForLedgerCommitted(http_);
   const auto rows =
       nlohmann::json::parse(testing::RunPdserve("ledger export --format json --ledger " + ledger_));
   for (const char* key : {"greedy_id", "seeded_id"}) {

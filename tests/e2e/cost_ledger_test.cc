@@ -15,6 +15,7 @@
 #include <set>
 
 #include "tests/e2e/process.h"
+#include "tests/e2e/serving_metrics.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -237,6 +238,7 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   // The gateway has seen every worker go, and written their periods' ends.
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 0, std::chrono::seconds(20), "alpha-key"));
+  testing::WaitForLedgerCommitted(gateway_.http_port);
 
   // Every row seen by a client matches what it saw; every row's cost is its step seconds priced
   // at what the test gave its workers; per worker, the step seconds of its rows add up.
@@ -360,12 +362,31 @@ TEST_F(CostLedgerTest, EveryAttemptIsARowAndCostsAddUpToCapacity) {
   EXPECT_NE(asks_for_api.err.find("--prices"), std::string::npos) << asks_for_api.err;
 }
 
-TEST_F(CostLedgerTest, RowSurvivesKillNineOfTheGatewayRightAfterTheResponse) {
+TEST_F(CostLedgerTest, RowsQueuedAtATermAreCommittedBeforeTheGatewayExits) {
+  auto worker = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "w.log");
+  ASSERT_TRUE(
+      testing::WaitForWorkerLoad(gateway_.http_port, 1, std::chrono::seconds(60), "alpha-key"));
+  std::set<std::string> answered;
+  for (int i = 0; i < 5; ++i) {
+    auto r = Post("alpha-key", Body("term " + std::to_string(i), 2, false));
+    ASSERT_EQ(r.status, 200) << r.body;
+    answered.insert(nlohmann::json::parse(r.body)["id"].get<std::string>());
+  }
+  gateway_.process->Signal(SIGTERM);  // at once: its last rows may still be queued
+  EXPECT_EQ(gateway_.process->Wait(std::chrono::seconds(20)), 0);
+  for (const auto& row : Export()) answered.erase(row["request_id"].get<std::string>());
+  EXPECT_TRUE(answered.empty()) << answered.size() << " answered request(s) have no row";
+}
+
+TEST_F(CostLedgerTest, ACommittedRowSurvivesKillNineOfTheGatewayAndItsRestartAddsToIt) {
   auto worker = testing::StartColocatedWorker(model_, gateway_.control_port, dir_ / "w.log");
   ASSERT_TRUE(
       testing::WaitForWorkerLoad(gateway_.http_port, 1, std::chrono::seconds(60), "alpha-key"));
   auto r = Post("alpha-key", Body("durable", 4, false));
   ASSERT_EQ(r.status, 200) << r.body;
+  // What kill -9 can lose is the buffer (docs/architecture.md, "The ledger's writes"): once it
+  // is empty, the row is the file's.
+  testing::WaitForLedgerCommitted(gateway_.http_port);
   gateway_.process->Kill(SIGKILL);
   const std::string id = nlohmann::json::parse(r.body)["id"];
   bool found = false;

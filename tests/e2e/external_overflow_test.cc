@@ -24,6 +24,7 @@
 #include "bench/serve/fake_openai_server.h"
 #include "tests/e2e/process.h"
 #include "tests/e2e/sdk_check.h"
+#include "tests/e2e/serving_metrics.h"
 #include "tests/loopback_certificate.h"
 #include "tests/model/random_model.h"
 
@@ -155,6 +156,7 @@ class ExternalOverflowTest : public ::testing::Test {
 
   // The ledger's rows, by request id and attempt.
   std::map<std::pair<std::string, int>, Json> LedgerRows() {
+    testing::WaitForLedgerCommitted(http_);
     const std::string out = testing::RunPdserve("ledger export --format json --ledger " +
                                                 std::string(dir_ / "ledger.sqlite"));
     std::map<std::pair<std::string, int>, Json> rows;

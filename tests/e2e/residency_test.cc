@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/e2e/process.h"
+#include "tests/e2e/serving_metrics.h"
 #include "tests/model/random_model.h"
 
 namespace pdserve {
@@ -74,6 +75,7 @@ class ResidencyTest : public ::testing::Test {
   }
 
   Json LedgerRows() {
+    testing::WaitForLedgerCommitted(http_);
     return Json::parse(testing::RunPdserve("ledger export --format json --ledger " +
                                            std::string(dir_ / "ledger.sqlite")),
                        nullptr, false);

@@ -93,6 +93,19 @@ inline void ExpectPagesReturnToZero(const std::string& log_path) {
   EXPECT_EQ(used, 0) << log_path << ":\n" << ReadLog(log_path).substr(0, 3000);
 }
 
+// Waits (up to 10 s) until the gateway on `http_port` has committed every ledger row it took:
+// a request's rows are queued before its response is sent, so after the responses a test has,
+// their rows are in the ledger once this returns.
+inline void WaitForLedgerCommitted(int http_port) {
+  double buffered = -1;
+  for (int i = 0; i < 200 && buffered != 0; ++i) {
+    buffered = MetricValue(http_port, "pdserve_ledger_buffered_rows");
+    if (buffered != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(buffered, 0) << "the gateway on port " << http_port
+                         << " has not committed its ledger rows in 10 s";
+}
+
 // Waits up to `timeout` until `n` workers have registered and sent a load report.
 inline bool WaitForWorkerLoad(int http_port, size_t n, std::chrono::seconds timeout,
                               const std::string& key = "") {

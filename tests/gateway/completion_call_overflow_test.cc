@@ -37,6 +37,12 @@ router::UpstreamConfig Upstream(const std::string& name, double input, double ou
   return c;
 }
 
+// The ledger's rows once the call's writer has committed them.
+std::vector<ledger::AttemptRow> CommittedRows(const CallAccounting& accounting) {
+  EXPECT_TRUE(accounting.ledger->Flush(std::chrono::seconds(10)));
+  return accounting.ledger->ledger().Rows({}).value();
+}
+
 class OverflowTest : public ::testing::Test {
  protected:
   OverflowTest() {
@@ -96,7 +102,8 @@ class OverflowTest : public ::testing::Test {
     const std::string path = (TestDir() / (name + ".sqlite")).string();
     std::filesystem::remove(path);
     CallAccounting accounting;
-    accounting.ledger = std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
+    accounting.ledger =
+        std::make_shared<ledger::LedgerWriter>(ledger::Ledger::Open({path}).value());
     return accounting;
   }
 
@@ -294,7 +301,7 @@ TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
   const std::string path = (TestDir() / "ledger.sqlite").string();
   std::filesystem::remove(path);
   CallAccounting accounting;
-  accounting.ledger = std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
+  accounting.ledger = std::make_shared<ledger::LedgerWriter>(ledger::Ledger::Open({path}).value());
   auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(0), accounting);
   ASSERT_TRUE(call->Start());
   Run();
@@ -314,7 +321,7 @@ TEST_F(OverflowTest, AnAttemptIsPricedOnceForItsRowItsHeaderAndItsUsage) {
   workers->Close(use);
   Run();
   ASSERT_EQ(status, 200);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   const double row_cost = rows[0].cost.total();
   EXPECT_GT(row_cost, 0);
@@ -346,11 +353,11 @@ nlohmann::json StreamUsage(const std::string& sse) {
   return nullptr;
 }
 
-std::shared_ptr<ledger::Ledger> FreshLedger(const std::string& name) {
+std::shared_ptr<ledger::LedgerWriter> FreshLedger(const std::string& name) {
   std::filesystem::create_directories(TestDir());
   const std::string path = (TestDir() / name).string();
   std::filesystem::remove(path);
-  return std::shared_ptr<ledger::Ledger>(ledger::Ledger::Open({path}).value());
+  return std::make_shared<ledger::LedgerWriter>(ledger::Ledger::Open({path}).value());
 }
 
 TEST_F(OverflowTest, AWorkersCachedPromptTokensReachTheUsageAndTheRow) {
@@ -369,7 +376,7 @@ TEST_F(OverflowTest, AWorkersCachedPromptTokensReachTheUsageAndTheRow) {
   const auto usage = nlohmann::json::parse(body)["usage"];
   EXPECT_EQ(usage["prompt_tokens"], prompt);
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], prompt - 1);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].cached_prompt_tokens, prompt - 1);
 }
@@ -389,7 +396,7 @@ TEST_F(OverflowTest, AStreamsUsageChunkCarriesCachedTokensClampedToThePrompt) {
   const auto usage = StreamUsage(streamed + body);
   ASSERT_TRUE(usage.is_object()) << streamed + body;
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], prompt);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].cached_prompt_tokens, prompt);
 }
@@ -422,7 +429,7 @@ TEST_F(OverflowTest, AResumedStreamReportsTheCachedTokensOfTheAttemptThatStarted
   const auto usage = StreamUsage(streamed + body);
   ASSERT_TRUE(usage.is_object()) << streamed + body;
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 1);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].cached_prompt_tokens, 1);
   EXPECT_EQ(rows[1].cached_prompt_tokens, prompt);  // the client's prompt at most
@@ -448,7 +455,7 @@ TEST_F(OverflowTest, AnApisCachedTokensReachTheUsageAndArePricedAtItsCachedPrice
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 8);
   const double cost = 2 * 1e-6 + 8 * 1e-7 + 3 * 2e-6;
   EXPECT_DOUBLE_EQ(usage["cost_usd"].get<double>(), cost);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].cached_prompt_tokens, 8);
   EXPECT_DOUBLE_EQ(rows[0].cost.api_tokens_usd, cost);
@@ -468,7 +475,7 @@ TEST_F(OverflowTest, AnAdmittedRequestsRowHoldsItsPredictionAndTheMetricItsRatio
   workers->Close();
   Run();
   ASSERT_EQ(status, 200);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].admission, "admitted");
   EXPECT_DOUBLE_EQ(rows[0].predicted_ttft_seconds, 0.5);
@@ -484,7 +491,7 @@ TEST_F(OverflowTest, ARefusedRequestLeavesARowOfStatusRefusedWithItsPrediction) 
   auto call = Make(router::OverflowRule::kNever, std::chrono::milliseconds(1000), accounting);
   EXPECT_FALSE(call->Start());
   EXPECT_EQ(status, 429);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].status, ledger::AttemptStatus::kRefused);
   EXPECT_EQ(rows[0].admission, "refused");
@@ -504,7 +511,7 @@ TEST_F(OverflowTest, OverflowingAndWaitingForBurstAreRecordedAsSuch) {
   ExternalAnswers(2, 3);
   Run();
   ASSERT_EQ(status, 200);
-  auto rows = overflowed.ledger->Rows({}).value();
+  auto rows = CommittedRows(overflowed);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].admission, "overflowed");
   EXPECT_GT(rows[0].predicted_ttft_seconds, 100);
@@ -521,7 +528,7 @@ TEST_F(OverflowTest, OverflowingAndWaitingForBurstAreRecordedAsSuch) {
   workers->SendTokens(Ids(" x"), "stop");
   workers->Close();
   Run();
-  rows = waited.ledger->Rows({}).value();
+  rows = CommittedRows(waited);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].admission, "waited_for_burst");
 }
@@ -536,7 +543,7 @@ TEST_F(OverflowTest, ARequestThatTimesOutInTheQueueLeavesARefusedRow) {
   EXPECT_EQ(queue->Expire(), 1);
   Run();
   EXPECT_EQ(status, 503);
-  const auto rows = accounting.ledger->Rows({}).value();
+  const auto rows = CommittedRows(accounting);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].status, ledger::AttemptStatus::kRefused);
   EXPECT_EQ(rows[0].admission, "queue_timeout");

@@ -300,8 +300,10 @@ function pdserveInvocation(container) {
 
 const PROVIDED = " (nor one the operator creates)";
 
+const POD_OWNERS = new Set(["Deployment", "StatefulSet"]);
+
 function podSpecs(docs) {
-  return docs.filter((d) => d.obj.kind === "Deployment" && isObject(d.obj.spec?.template?.spec))
+  return docs.filter((d) => POD_OWNERS.has(d.obj.kind) && isObject(d.obj.spec?.template?.spec))
     .map((d) => ({ doc: d, spec: d.obj.spec.template.spec, base: "spec.template.spec" }));
 }
 
@@ -332,11 +334,11 @@ function checkNamespaces({ docs }) {
   }
 }
 
-// Selectors, service accounts, volumes, Secrets and $(VAR) of every Deployment's pods; returns
-// their pdserve containers.
+// Selectors, service accounts, volumes (a StatefulSet's claim templates among them), Secrets and
+// $(VAR) of every Deployment's and StatefulSet's pods; returns their pdserve containers.
 function checkPods({ docs, exists }) {
   const pdserve = [];
-  for (const d of docs.filter((x) => x.obj.kind === "Deployment")) {
+  for (const d of docs.filter((x) => POD_OWNERS.has(x.obj.kind))) {
     const have = d.obj.spec?.template?.metadata?.labels ?? {};
     for (const [k, v] of Object.entries(d.obj.spec?.selector?.matchLabels ?? {})) {
       if (have[k] !== v) {
@@ -349,7 +351,8 @@ function checkPods({ docs, exists }) {
     if (sa && sa !== "default" && !exists("ServiceAccount", sa)) {
       fail(doc, `${base}.serviceAccountName`, `no ServiceAccount ${sa}`);
     }
-    const volumes = new Set();
+    const volumes = new Set((doc.obj.spec.volumeClaimTemplates ?? [])
+      .map((t) => t.metadata?.name));
     for (const [i, v] of (spec.volumes ?? []).entries()) {
       volumes.add(v.name);
       const claim = v.persistentVolumeClaim?.claimName;
@@ -503,7 +506,7 @@ function checkServices({ docs }) {
     const target = podSpecs(docs).find(({ doc }) =>
       selector.every(([k, v]) => doc.obj.spec.template.metadata?.labels?.[k] === v));
     if (!target) {
-      fail(d, "spec.selector", "selects no Deployment's pods");
+      fail(d, "spec.selector", "selects no Deployment's or StatefulSet's pods");
       continue;
     }
     const ports = new Set((target.spec.containers ?? []).flatMap((c) => (c.ports ?? [])

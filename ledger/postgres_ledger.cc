@@ -1,0 +1,451 @@
+// The ledger's PostgreSQL schema, writes and queries; see postgres_ledger.h. Every value goes as
+// a parameter (none spliced into SQL), in text form: doubles in their shortest exact form, read
+// back exactly (PostgreSQL 12 and later print doubles that way).
+#include "ledger/postgres_ledger.h"
+
+#include <libpq-fe.h>
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "ledger/ledger_columns.h"
+
+namespace pdserve::ledger {
+namespace {
+
+constexpr int kSchemaVersion = 5;  // as the SQLite file's (sqlite_ledger.h)
+constexpr char kApplication[] = "pdserve-ledger";
+// Taken for the transaction that checks or creates the schema: "pdsv", as SQLite's
+// application_id.
+constexpr char kSchemaLock[] = "SELECT pg_advisory_xact_lock(1885631350)";
+// Rows a statement carries: within PostgreSQL's 65,535 parameters a statement.
+constexpr size_t kRowsPerInsert = 1000;
+constexpr size_t kTagsPerInsert = 20000;
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE pdserve_ledger(application TEXT NOT NULL, schema_version INTEGER NOT NULL);
+CREATE TABLE attempts(
+  row_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  request_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+  tenant TEXT NOT NULL, model TEXT NOT NULL, endpoint TEXT NOT NULL,
+  status TEXT NOT NULL, finish_reason TEXT NOT NULL,
+  arrival_unix DOUBLE PRECISION NOT NULL, first_token_unix DOUBLE PRECISION NOT NULL,
+  end_unix DOUBLE PRECISION NOT NULL,
+  queue_seconds DOUBLE PRECISION NOT NULL, prefill_seconds DOUBLE PRECISION NOT NULL,
+  transfer_seconds DOUBLE PRECISION NOT NULL, decode_seconds DOUBLE PRECISION NOT NULL,
+  prompt_tokens BIGINT NOT NULL, completion_tokens BIGINT NOT NULL,
+  prefill_worker_id BIGINT NOT NULL, prefill_worker_name TEXT NOT NULL,
+  prefill_worker_role TEXT NOT NULL, prefill_capacity_class TEXT NOT NULL,
+  prefill_zone TEXT NOT NULL, prefill_price_per_gpu_hour DOUBLE PRECISION NOT NULL,
+  prefill_gpu_count INTEGER NOT NULL,
+  decode_worker_id BIGINT NOT NULL, decode_worker_name TEXT NOT NULL,
+  decode_worker_role TEXT NOT NULL, decode_capacity_class TEXT NOT NULL,
+  decode_zone TEXT NOT NULL, decode_price_per_gpu_hour DOUBLE PRECISION NOT NULL,
+  decode_gpu_count INTEGER NOT NULL,
+  prefill_step_seconds DOUBLE PRECISION NOT NULL, decode_step_seconds DOUBLE PRECISION NOT NULL,
+  kv_bytes BIGINT NOT NULL, egress_cost_usd DOUBLE PRECISION NOT NULL,
+  cost_usd DOUBLE PRECISION NOT NULL,
+  "user" TEXT NOT NULL, prompt_text TEXT, completion_text TEXT,
+  prefill_compute_usd DOUBLE PRECISION, decode_compute_usd DOUBLE PRECISION,
+  api_tokens_usd DOUBLE PRECISION,
+  cached_prompt_tokens BIGINT NOT NULL DEFAULT 0,
+  placement TEXT NOT NULL DEFAULT '', placement_reason TEXT NOT NULL DEFAULT '',
+  admission TEXT NOT NULL DEFAULT '',
+  predicted_queue_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+  predicted_ttft_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+  UNIQUE(request_id, attempt));
+CREATE INDEX attempts_end ON attempts(end_unix);
+CREATE INDEX attempts_tenant_end ON attempts(tenant, end_unix);
+CREATE TABLE attempt_tags(
+  row_id BIGINT NOT NULL REFERENCES attempts(row_id) ON DELETE CASCADE,
+  key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(row_id, key));
+CREATE INDEX attempt_tags_key_value ON attempt_tags(key, value);
+CREATE TABLE worker_periods(
+  period_id TEXT PRIMARY KEY,
+  worker_id BIGINT NOT NULL, worker_name TEXT NOT NULL, worker_role TEXT NOT NULL,
+  capacity_class TEXT NOT NULL, zone TEXT NOT NULL, price_per_gpu_hour DOUBLE PRECISION NOT NULL,
+  gpu_count INTEGER NOT NULL,
+  start_unix DOUBLE PRECISION NOT NULL, end_unix DOUBLE PRECISION NOT NULL,
+  busy_seconds DOUBLE PRECISION NOT NULL);
+)sql";
+
+// A statement's parameters in text form, in the order bound ($1, $2, ...); see ledger_columns.h.
+class Params {
+ public:
+  void Bind(std::string_view v) { values_.emplace_back(std::string(v)); }
+  void Bind(int64_t v) { values_.emplace_back(std::to_string(v)); }
+  void Bind(double v) {
+    if (std::isnan(v)) {
+      values_.emplace_back("NaN");
+    } else if (std::isinf(v)) {
+      values_.emplace_back(v > 0 ? "Infinity" : "-Infinity");
+    } else {
+      char text[32];
+      auto end = std::to_chars(text, text + sizeof text, v).ptr;  // shortest exact
+      values_.emplace_back(std::string(text, end));
+    }
+  }
+  void BindNull() { values_.emplace_back(std::nullopt); }
+  size_t size() const { return values_.size(); }
+  // "$n" for the next value bound.
+  std::string Next() const {
+    std::string n = std::to_string(values_.size() + 1);
+    n.insert(n.begin(), '$');
+    return n;
+  }
+
+  std::vector<const char*> Pointers() const {
+    std::vector<const char*> p;
+    p.reserve(values_.size());
+    for (const auto& v : values_) p.push_back(v ? v->c_str() : nullptr);
+    return p;
+  }
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+using ResultPtr = std::unique_ptr<PGresult, decltype(&PQclear)>;
+
+// One row of a query's result, read by column (see ledger_columns.h's Reader).
+class ResultRow {
+ public:
+  ResultRow(const PGresult* result, int row) : result_(result), row_(row) {}
+  std::string Text(int col) const {
+    return std::string(PQgetvalue(result_, row_, col), PQgetlength(result_, row_, col));
+  }
+  int64_t Int(int col) const {
+    int64_t v = 0;
+    const char* p = PQgetvalue(result_, row_, col);
+    std::from_chars(p, p + PQgetlength(result_, row_, col), v);
+    return v;
+  }
+  double Real(int col) const {
+    double v = 0;
+    const char* p = PQgetvalue(result_, row_, col);
+    std::from_chars(p, p + PQgetlength(result_, row_, col), v);
+    return v;
+  }
+  bool IsNull(int col) const { return PQgetisnull(result_, row_, col) != 0; }
+
+ private:
+  const PGresult* result_;
+  int row_;
+};
+
+// The password of a URI's user info and of a password= parameter, as "***".
+std::string RedactPassword(std::string uri) {
+  const size_t start = uri.find("://");
+  if (start != std::string::npos) {
+    const size_t host = start + 3;
+    const size_t end = std::min(uri.find_first_of("/?", host), uri.size());
+    const size_t at = uri.rfind('@', end);
+    if (at != std::string::npos && at > host) {
+      const size_t colon = uri.find(':', host);
+      if (colon != std::string::npos && colon < at) uri.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (size_t p = uri.find("password="); p != std::string::npos; p = uri.find("password=", p + 1)) {
+    const size_t value = p + 9;
+    const size_t end = std::min(uri.find('&', value), uri.size());
+    uri.replace(value, end - value, "***");
+  }
+  return uri;
+}
+
+void IgnoreNotice(void*, const char*) {}  // the server's NOTICEs are not the gateway's log
+
+}  // namespace
+
+std::string PostgresLedger::Redacted(const std::string& uri) { return RedactPassword(uri); }
+
+PostgresLedger::PostgresLedger(std::string uri, Mode mode, bool store_text)
+    : uri_(std::move(uri)), shown_(RedactPassword(uri_)), mode_(mode), store_text_(store_text) {}
+
+PostgresLedger::~PostgresLedger() {
+  if (conn_) PQfinish(conn_);
+}
+
+Result<std::unique_ptr<Ledger>> PostgresLedger::Open(const LedgerOptions& options) {
+  return OpenWith(options.path, Mode::kCreate, options.store_text);
+}
+
+Result<std::unique_ptr<Ledger>> PostgresLedger::OpenReadOnly(const std::string& uri) {
+  return OpenWith(uri, Mode::kReadOnly, false);
+}
+
+Result<std::unique_ptr<Ledger>> PostgresLedger::OpenExisting(const std::string& uri) {
+  return OpenWith(uri, Mode::kExisting, false);
+}
+
+Result<std::unique_ptr<Ledger>> PostgresLedger::OpenWith(const std::string& uri, Mode mode,
+                                                         bool store_text) {
+  std::unique_ptr<PostgresLedger> ledger(new PostgresLedger(uri, mode, store_text));
+  std::lock_guard lock(ledger->mu_);
+  PDSERVE_RETURN_IF_ERROR(ledger->Connect());
+  return std::unique_ptr<Ledger>(std::move(ledger));
+}
+
+namespace {
+
+// Runs `sql` with `params`; an error names the ledger and what failed.
+Result<ResultPtr> Run(pg_conn* conn, const std::string& shown, const std::string& sql,
+                      const Params& params = {}) {
+  const std::vector<const char*> values = params.Pointers();
+  ResultPtr result(PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                                values.data(), nullptr, nullptr, 0),
+                   &PQclear);
+  const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
+  std::string message = PQerrorMessage(conn);
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+    message.pop_back();
+  }
+  const char* state = result ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
+  // 42P01: undefined table: the database has no ledger.
+  if (state && std::string_view(state) == "42P01") {
+    return NotFound("ledger " + shown + ": " + message);
+  }
+  return Unavailable("ledger " + shown + ": " + message);
+}
+
+}  // namespace
+
+Status PostgresLedger::Connect() const {
+  if (conn_ && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+  if (conn_) PQfinish(conn_);
+  conn_ = PQconnectdb(uri_.c_str());
+  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+    std::string message = conn_ ? PQerrorMessage(conn_) : "out of memory";
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    if (conn_) PQfinish(conn_);
+    conn_ = nullptr;
+    return Unavailable("ledger " + shown_ + ": cannot connect: " + message);
+  }
+  PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+  if (mode_ == Mode::kReadOnly) {
+    PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "SET default_transaction_read_only = on").status());
+  }
+  return CheckOrCreateSchema();
+}
+
+Status PostgresLedger::CheckOrCreateSchema() const {
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  Status s = [&]() -> Status {
+    if (mode_ == Mode::kCreate) PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, kSchemaLock).status());
+    PDSERVE_ASSIGN_OR_RETURN(ResultPtr there,
+                             Run(conn_, shown_, "SELECT to_regclass('pdserve_ledger') IS NULL"));
+    if (ResultRow(there.get(), 0).Text(0) == "t") {
+      if (mode_ != Mode::kCreate) {
+        return NotFound("ledger " + shown_ + ": no pdserve ledger in this database");
+      }
+      ResultPtr created(PQexec(conn_, kSchema), &PQclear);  // several statements: no params
+      if (!created || PQresultStatus(created.get()) != PGRES_COMMAND_OK) {
+        return Unavailable("ledger " + shown_ + ": creating the schema: " + PQerrorMessage(conn_));
+      }
+      Params p;
+      p.Bind(std::string_view(kApplication));
+      p.Bind(static_cast<int64_t>(kSchemaVersion));
+      return Run(conn_, shown_, "INSERT INTO pdserve_ledger VALUES ($1, $2)", p).status();
+    }
+    PDSERVE_ASSIGN_OR_RETURN(
+        ResultPtr header,
+        Run(conn_, shown_, "SELECT application, schema_version FROM pdserve_ledger"));
+    if (PQntuples(header.get()) != 1 ||
+        ResultRow(header.get(), 0).Text(0) != std::string_view(kApplication)) {
+      return InvalidArgument("ledger " + shown_ +
+                             ": not a pdserve ledger (its pdserve_ledger table names another "
+                             "application)");
+    }
+    const int64_t version = ResultRow(header.get(), 0).Int(1);
+    if (version != kSchemaVersion) {
+      return FailedPrecondition("ledger " + shown_ + ": schema version " + std::to_string(version) +
+                                ", this pdserve reads version " + std::to_string(kSchemaVersion) +
+                                (version > kSchemaVersion ? " (written by a newer pdserve)" : ""));
+    }
+    return Status::Ok();
+  }();
+  if (!s.ok()) {
+    (void)Run(conn_, shown_, "ROLLBACK");
+    return s;
+  }
+  return Run(conn_, shown_, "COMMIT").status();
+}
+
+Result<AppendOutcome> PostgresLedger::AppendBatch(const std::vector<AttemptRow>& rows) {
+  std::lock_guard lock(mu_);
+  PDSERVE_RETURN_IF_ERROR(Connect());
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  AppendOutcome outcome;
+  if (Status s = InsertRows(rows, &outcome); !s.ok()) {
+    (void)Run(conn_, shown_, "ROLLBACK");
+    return s;
+  }
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "COMMIT").status());
+  return outcome;
+}
+
+Status PostgresLedger::InsertRows(const std::vector<AttemptRow>& rows, AppendOutcome* outcome) {
+  const std::string head = "INSERT INTO attempts(" + columns::AllAttemptColumns() + ") VALUES ";
+  // (request_id, attempt) -> row_id of the rows inserted, for their tags.
+  std::map<std::pair<std::string, int>, int64_t> inserted;
+  for (size_t first = 0; first < rows.size(); first += kRowsPerInsert) {
+    const size_t last = std::min(rows.size(), first + kRowsPerInsert);
+    Params params;
+    std::string sql = head;
+    for (size_t i = first; i < last; ++i) {
+      sql += i == first ? "(" : ",(";
+      for (int c = 0; c < columns::kAttemptCount; ++c) {
+        if (c) sql += ',';
+        sql += '$';
+        sql += std::to_string(params.size() + c + 1);
+      }
+      sql += ')';
+      columns::BindAttempt(params, rows[i], store_text_);
+    }
+    sql += " ON CONFLICT (request_id, attempt) DO NOTHING RETURNING row_id, request_id, attempt";
+    PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
+    for (int r = 0; r < PQntuples(result.get()); ++r) {
+      const ResultRow row(result.get(), r);
+      inserted[{row.Text(1), static_cast<int>(row.Int(2))}] = row.Int(0);
+    }
+  }
+  Params tags;
+  std::string tag_sql;
+  const auto flush_tags = [&]() -> Status {
+    if (tags.size() == 0) return Status::Ok();
+    Status s =
+        Run(conn_, shown_, "INSERT INTO attempt_tags(row_id, key, value) VALUES " + tag_sql, tags)
+            .status();
+    tags = Params();
+    tag_sql.clear();
+    return s;
+  };
+  for (const AttemptRow& r : rows) {
+    auto it = inserted.find({r.request_id, r.attempt});
+    if (it == inserted.end() || it->second < 0) {  // already there, or earlier in this batch
+      outcome->duplicates.push_back(r.request_id + "#" + std::to_string(r.attempt));
+      continue;
+    }
+    ++outcome->written;
+    for (const auto& [key, value] : r.tags) {
+      tag_sql += tag_sql.empty() ? "(" : ",(";
+      tag_sql += tags.Next() + "::bigint,";
+      tags.Bind(it->second);
+      tag_sql += tags.Next() + ",";
+      tags.Bind(std::string_view(key));
+      tag_sql += tags.Next() + ")";
+      tags.Bind(std::string_view(value));
+      if (tags.size() >= 3 * kTagsPerInsert) PDSERVE_RETURN_IF_ERROR(flush_tags());
+    }
+    it->second = -1;  // its tags are written; a second row with its key is a duplicate
+  }
+  return flush_tags();
+}
+
+Status PostgresLedger::UpsertPeriods(const std::vector<WorkerPeriod>& periods) {
+  std::lock_guard lock(mu_);
+  PDSERVE_RETURN_IF_ERROR(Connect());
+  const std::string sql = std::string("INSERT INTO worker_periods(") + columns::kPeriod +
+                          ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT(period_id) "
+                          "DO UPDATE SET end_unix = excluded.end_unix, busy_seconds = "
+                          "excluded.busy_seconds";
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  for (const WorkerPeriod& p : periods) {
+    Params params;
+    params.Bind(std::string_view(p.period_id));
+    columns::BindWorker(params, p.worker);
+    params.Bind(p.start_unix);
+    params.Bind(p.end_unix);
+    params.Bind(p.busy_seconds);
+    if (Status s = Run(conn_, shown_, sql, params).status(); !s.ok()) {
+      (void)Run(conn_, shown_, "ROLLBACK");
+      return s.WithContext("period " + p.period_id);
+    }
+  }
+  return Run(conn_, shown_, "COMMIT").status();
+}
+
+Result<int64_t> PostgresLedger::ForgetTenant(const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  PDSERVE_RETURN_IF_ERROR(Connect());
+  Params params;
+  params.Bind(std::string_view(tenant));
+  // Its tags go with them (ON DELETE CASCADE), in the one statement's transaction.
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result,
+                           Run(conn_, shown_, "DELETE FROM attempts WHERE tenant = $1", params));
+  int64_t deleted = 0;
+  const char* count = PQcmdTuples(result.get());
+  std::from_chars(count, count + std::char_traits<char>::length(count), deleted);
+  return deleted;
+}
+
+Result<std::vector<AttemptRow>> PostgresLedger::Rows(const LedgerFilter& filter) const {
+  Params params;
+  std::string sql = "SELECT " + columns::AllAttemptColumns() +
+                    ", (SELECT json_object_agg(key, value) FROM attempt_tags t WHERE t.row_id = "
+                    "a.row_id) FROM attempts AS a WHERE TRUE";
+  if (filter.tenant) {
+    sql += " AND a.tenant = " + params.Next();
+    params.Bind(std::string_view(*filter.tenant));
+  }
+  if (filter.from_unix) {
+    sql += " AND a.end_unix >= " + params.Next() + "::double precision";
+    params.Bind(*filter.from_unix);
+  }
+  if (filter.to_unix) {
+    sql += " AND a.end_unix < " + params.Next() + "::double precision";
+    params.Bind(*filter.to_unix);
+  }
+  for (const auto& [key, value] : filter.tags) {
+    sql += " AND EXISTS (SELECT 1 FROM attempt_tags t WHERE t.row_id = a.row_id AND t.key = " +
+           params.Next();
+    params.Bind(std::string_view(key));
+    sql += " AND t.value = " + params.Next() + ")";
+    params.Bind(std::string_view(value));
+  }
+  // Byte order, as SQLite's, whatever the database's collation.
+  sql += " ORDER BY a.end_unix, a.request_id COLLATE \"C\", a.attempt";
+  std::lock_guard lock(mu_);
+  PDSERVE_RETURN_IF_ERROR(Connect());
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
+  std::vector<AttemptRow> rows;
+  rows.reserve(PQntuples(result.get()));
+  for (int i = 0; i < PQntuples(result.get()); ++i) {
+    auto row = columns::ReadAttempt(ResultRow(result.get(), i));
+    if (!row.ok()) return row.status().WithContext("ledger " + shown_);
+    rows.push_back(std::move(row).value());
+  }
+  return rows;
+}
+
+Result<std::vector<WorkerPeriod>> PostgresLedger::Periods(std::optional<double> from_unix,
+                                                          std::optional<double> to_unix) const {
+  Params params;
+  std::string sql = std::string("SELECT ") + columns::kPeriod + " FROM worker_periods WHERE TRUE";
+  if (from_unix) {
+    sql += " AND end_unix > " + params.Next() + "::double precision";
+    params.Bind(*from_unix);
+  }
+  if (to_unix) {
+    sql += " AND start_unix < " + params.Next() + "::double precision";
+    params.Bind(*to_unix);
+  }
+  sql += " ORDER BY start_unix, period_id COLLATE \"C\"";
+  std::lock_guard lock(mu_);
+  PDSERVE_RETURN_IF_ERROR(Connect());
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
+  std::vector<WorkerPeriod> periods;
+  for (int i = 0; i < PQntuples(result.get()); ++i) {
+    auto period = columns::ReadPeriod(ResultRow(result.get(), i));
+    if (!period.ok()) return period.status().WithContext("ledger " + shown_);
+    periods.push_back(std::move(period).value());
+  }
+  return periods;
+}
+
+}  // namespace pdserve::ledger
