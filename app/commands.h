@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "ledger/ledger.h"
+#include "worker/gateway_link.h"
 
 namespace pdserve::app {
 
@@ -36,8 +37,9 @@ void AddUpCommand(CLI::App& app);
 // Fail when it cannot be made (defined in app/serve_commands.cc).
 std::string ModelOrBuiltin(const char* command, const std::string& dir);
 // Splits --gateway host:port; Fail on anything else (app/serve_commands.cc).
-void ParseGatewayAddress(const char* command, const std::string& address, std::string* host,
-                         uint16_t* port);
+// (host:port[,host:port...]: the gateways a worker registers with; fails the command otherwise.)
+void ParseGatewayAddress(const char* command, const std::string& addresses,
+                         worker::GatewayLinkOptions* gateway);
 // "N" or "MIN:MAX" workers: how many numbers it held (0: neither form); *max = *min for "N"
 // (app/serve_commands.cc).
 int ScanWorkerRange(const std::string& text, int* min, int* max);

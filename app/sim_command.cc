@@ -127,9 +127,8 @@ void RunSim(const SimFlags& f) {
   const std::string model_dir = ModelOrBuiltin("sim", f.model_dir);
   auto profile = model::FindProfile(f.profile);
   if (!profile.ok()) Fail("sim", profile.status());
-  std::string gateway_host;
-  uint16_t gateway_port = 0;
-  ParseGatewayAddress("sim", f.gateway, &gateway_host, &gateway_port);
+  worker::GatewayLinkOptions gateway;
+  ParseGatewayAddress("sim", f.gateway, &gateway);
 
   auto faults = std::make_shared<model::SimFaults>();
   const auto start = Clock::now();
@@ -143,8 +142,9 @@ void RunSim(const SimFlags& f) {
 
   // What every worker shares; each gets its own name.
   auto fill = [&](worker::SharedWorkerOptions& o, const std::string& name) {
-    o.gateway.host = gateway_host;
-    o.gateway.port = gateway_port;
+    o.gateway.host = gateway.host;
+    o.gateway.port = gateway.port;
+    o.gateway.more_gateways = gateway.more_gateways;
     if (f.freeze_after >= 0) {
       // A frozen engine thread stops the link's keepalives soon, as a stopped process would.
       o.gateway.stall_timeout = std::chrono::milliseconds(2000);
@@ -249,7 +249,10 @@ void AddSimCommand(CLI::App& app) {
   auto f = std::make_shared<SimFlags>();
   CLI::App* cmd = app.add_subcommand(
       "sim", "Many simulated workers in one process, timed by a performance profile");
-  cmd->add_option("--gateway", f->gateway, "The gateway's control address host:port")->required();
+  cmd->add_option("--gateway", f->gateway,
+                  "The gateways' control addresses host:port[,host:port...]: each worker "
+                  "registers with each")
+      ->required();
   cmd->add_option("--profile", f->profile,
                   "Performance profile: a file, a name in profiles/, or 'zero' (no time)")
       ->required();

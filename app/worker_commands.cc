@@ -57,8 +57,13 @@ void AddWorkerCommands(CLI::App& app) {
   // Flags every worker kind shares.
   auto common_flags = [](CLI::App* cmd, auto* o, std::string* gateway_address) {
     cmd->add_option("--model", o->model_dir, "Model directory (default: built-in tiny)");
-    cmd->add_option("--gateway", *gateway_address, "The gateway's control address host:port")
+    cmd->add_option("--gateway", *gateway_address,
+                    "The gateways' control addresses host:port[,host:port...]: the worker "
+                    "registers with each and serves them all")
         ->required();
+    cmd->add_flag("--every-gateway-address", o->gateway.every_address,
+                  "Register with every address a --gateway name resolves to, each a gateway (a "
+                  "headless Service's name: one per gateway pod)");
     cmd->add_option("--capacity-class", o->identity.capacity_class, "reserved or burst")
         ->check(CLI::IsMember({"reserved", "burst"}));
     cmd->add_option("--price-per-gpu-hour", o->identity.price_per_gpu_hour, "USD per GPU-hour")
@@ -128,7 +133,7 @@ void AddWorkerCommands(CLI::App& app) {
                 "TCP KV: check payload CRCs on worker threads beside the listener's I/O thread "
                 "(where this process may run on two CPUs or more)");
   dec->callback([w, decode_gateway] {
-    ParseGatewayAddress("decode", *decode_gateway, &w->gateway.host, &w->gateway.port);
+    ParseGatewayAddress("decode", *decode_gateway, &w->gateway);
     RunWorker<decode_pool::Worker>("decode", *w);
   });
 
@@ -155,7 +160,7 @@ void AddWorkerCommands(CLI::App& app) {
                   "Tests only: pause after pushing each layer's KV")
       ->group("");  // hidden
   pre->callback([pw, prefill_gateway] {
-    ParseGatewayAddress("prefill", *prefill_gateway, &pw->gateway.host, &pw->gateway.port);
+    ParseGatewayAddress("prefill", *prefill_gateway, &pw->gateway);
     RunWorker<prefill_pool::PrefillWorker>("prefill", *pw);
   });
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <cstdio>
+#include <random>
 
 #include "common/json_text.h"
 #include "gateway/ledger_rows.h"
@@ -18,15 +19,16 @@ constexpr int kMaxExternalAttempts = 3;  // failures before the request gives up
 // How long a completed response waits for its attempt's cost (the workers' last step reports).
 constexpr auto kCostWait = std::chrono::seconds(5);
 constexpr double kEndlessSeconds = 365.0 * 24 * 3600;  // a predicted wait recorded as endless
-// Attempt ids, which workers key their state by, start from this process's start time in
-// milliseconds times 2^16: a gateway that restarts never hands out an id of the one before it
-// (which would have had to start 65,536 attempts a millisecond), so the state workers keep of
-// the old gateway's attempts (a failed transfer's entry) cannot meet a new one.
-std::atomic<uint64_t> g_next_request{
-    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count())
-    << 16};
+// Attempt ids, which workers key their state by, start at a random point below 2^62: the ids of
+// gateways that share workers (or of a gateway and the one it restarted from) meet only if two
+// such points fall within the attempts one of them makes, about 2^-32 for 2^30 attempts each;
+// so a worker's state of one gateway's attempt (a failed transfer's entry, the gateway its
+// answers go to) cannot meet another's.
+std::atomic<uint64_t> g_next_request{[] {
+  std::random_device seed;
+  const uint64_t r = (uint64_t{seed()} << 32) ^ seed();
+  return 1 + (r >> 2);
+}()};
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();

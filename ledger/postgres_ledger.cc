@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "ledger/ledger_columns.h"
@@ -21,9 +22,6 @@ constexpr char kApplication[] = "pdserve-ledger";
 // Taken for the transaction that checks or creates the schema: "pdsv", as SQLite's
 // application_id.
 constexpr char kSchemaLock[] = "SELECT pg_advisory_xact_lock(1885631350)";
-// Rows a statement carries: within PostgreSQL's 65,535 parameters a statement.
-constexpr size_t kRowsPerInsert = 1000;
-constexpr size_t kTagsPerInsert = 20000;
 
 constexpr char kSchema[] = R"sql(
 CREATE TABLE pdserve_ledger(application TEXT NOT NULL, schema_version INTEGER NOT NULL);
@@ -73,22 +71,21 @@ CREATE TABLE worker_periods(
   busy_seconds DOUBLE PRECISION NOT NULL);
 )sql";
 
+// A double as PostgreSQL reads it back exactly: its shortest exact form, or a named value.
+std::string FormatDouble(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char text[32];
+  auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  return std::string(text, end);
+}
+
 // A statement's parameters in text form, in the order bound ($1, $2, ...); see ledger_columns.h.
 class Params {
  public:
   void Bind(std::string_view v) { values_.emplace_back(std::string(v)); }
   void Bind(int64_t v) { values_.emplace_back(std::to_string(v)); }
-  void Bind(double v) {
-    if (std::isnan(v)) {
-      values_.emplace_back("NaN");
-    } else if (std::isinf(v)) {
-      values_.emplace_back(v > 0 ? "Infinity" : "-Infinity");
-    } else {
-      char text[32];
-      auto end = std::to_chars(text, text + sizeof text, v).ptr;  // shortest exact
-      values_.emplace_back(std::string(text, end));
-    }
-  }
+  void Bind(double v) { values_.emplace_back(FormatDouble(v)); }
   void BindNull() { values_.emplace_back(std::nullopt); }
   size_t size() const { return values_.size(); }
   // "$n" for the next value bound.
@@ -135,6 +132,58 @@ class ResultRow {
  private:
   const PGresult* result_;
   int row_;
+};
+
+// Rows in COPY's text format (see ledger_columns.h's Binder): tab between fields, a newline
+// after each row, \N for NULL, and backslash, tab, newline and carriage return escaped.
+class CopyText {
+ public:
+  void Bind(std::string_view v) {
+    Separate();
+    for (char c : v) {
+      switch (c) {
+        case '\\':
+          text_ += "\\\\";
+          break;
+        case '\t':
+          text_ += "\\t";
+          break;
+        case '\n':
+          text_ += "\\n";
+          break;
+        case '\r':
+          text_ += "\\r";
+          break;
+        default:
+          text_ += c;
+      }
+    }
+  }
+  void Bind(int64_t v) {
+    Separate();
+    text_ += std::to_string(v);
+  }
+  void Bind(double v) {
+    Separate();
+    text_ += FormatDouble(v);
+  }
+  void BindNull() {
+    Separate();
+    text_ += "\\N";
+  }
+  void EndRow() {
+    text_ += '\n';
+    first_ = true;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  void Separate() {
+    if (!first_) text_ += '\t';
+    first_ = false;
+  }
+  std::string text_;
+  bool first_ = true;
 };
 
 // The password of a URI's user info and of a password= parameter, as "***".
@@ -213,11 +262,39 @@ Result<ResultPtr> Run(pg_conn* conn, const std::string& shown, const std::string
   return Unavailable("ledger " + shown + ": " + message);
 }
 
+// COPY ... FROM STDIN of `text` (COPY's text format).
+Status Copy(pg_conn* conn, const std::string& shown, const std::string& sql,
+            const std::string& text) {
+  ResultPtr start(PQexec(conn, sql.c_str()), &PQclear);
+  if (!start || PQresultStatus(start.get()) != PGRES_COPY_IN) {
+    return Unavailable("ledger " + shown + ": " + sql + ": " + PQerrorMessage(conn));
+  }
+  constexpr size_t kChunk = 1 << 20;
+  for (size_t at = 0; at < text.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, text.size() - at);
+    if (PQputCopyData(conn, text.data() + at, static_cast<int>(n)) != 1) {
+      return Unavailable("ledger " + shown + ": sending a batch: " + PQerrorMessage(conn));
+    }
+  }
+  if (PQputCopyEnd(conn, nullptr) != 1) {
+    return Unavailable("ledger " + shown + ": ending a batch: " + PQerrorMessage(conn));
+  }
+  Status s;
+  while (PGresult* r = PQgetResult(conn)) {
+    ResultPtr result(r, &PQclear);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && s.ok()) {
+      s = Unavailable("ledger " + shown + ": a batch: " + PQerrorMessage(conn));
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 Status PostgresLedger::Connect() const {
   if (conn_ && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
   if (conn_) PQfinish(conn_);
+  staging_ready_ = false;  // a new session: its temporary tables are to be made
   conn_ = PQconnectdb(uri_.c_str());
   if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
     std::string message = conn_ ? PQerrorMessage(conn_) : "out of memory";
@@ -283,6 +360,7 @@ Result<AppendOutcome> PostgresLedger::AppendBatch(const std::vector<AttemptRow>&
   AppendOutcome outcome;
   if (Status s = InsertRows(rows, &outcome); !s.ok()) {
     (void)Run(conn_, shown_, "ROLLBACK");
+    staging_ready_ = false;  // made in the transaction rolled back, perhaps
     return s;
   }
   PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "COMMIT").status());
@@ -290,61 +368,71 @@ Result<AppendOutcome> PostgresLedger::AppendBatch(const std::vector<AttemptRow>&
 }
 
 Status PostgresLedger::InsertRows(const std::vector<AttemptRow>& rows, AppendOutcome* outcome) {
-  const std::string head = "INSERT INTO attempts(" + columns::AllAttemptColumns() + ") VALUES ";
-  // (request_id, attempt) -> row_id of the rows inserted, for their tags.
-  std::map<std::pair<std::string, int>, int64_t> inserted;
-  for (size_t first = 0; first < rows.size(); first += kRowsPerInsert) {
-    const size_t last = std::min(rows.size(), first + kRowsPerInsert);
-    Params params;
-    std::string sql = head;
-    for (size_t i = first; i < last; ++i) {
-      sql += i == first ? "(" : ",(";
-      for (int c = 0; c < columns::kAttemptCount; ++c) {
-        if (c) sql += ',';
-        sql += '$';
-        sql += std::to_string(params.size() + c + 1);
-      }
-      sql += ')';
-      columns::BindAttempt(params, rows[i], store_text_);
-    }
-    sql += " ON CONFLICT (request_id, attempt) DO NOTHING RETURNING row_id, request_id, attempt";
-    PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
-    for (int r = 0; r < PQntuples(result.get()); ++r) {
-      const ResultRow row(result.get(), r);
-      inserted[{row.Text(1), static_cast<int>(row.Int(2))}] = row.Int(0);
-    }
+  // The batch goes by COPY into this session's staging tables (emptied at each commit), then one
+  // statement moves what is new into attempts, and its tags, naming the rows it inserted.
+  if (!staging_ready_) {
+    PDSERVE_RETURN_IF_ERROR(
+        Run(conn_, shown_,
+            "CREATE TEMP TABLE IF NOT EXISTS pdserve_batch ON COMMIT DELETE ROWS AS SELECT " +
+                columns::AllAttemptColumns() + " FROM attempts WITH NO DATA")
+            .status());
+    PDSERVE_RETURN_IF_ERROR(
+        Run(conn_, shown_,
+            "CREATE TEMP TABLE IF NOT EXISTS pdserve_batch_tags(request_id "
+            "TEXT, attempt INTEGER, key TEXT, value TEXT) ON COMMIT DELETE ROWS")
+            .status());
+    staging_ready_ = true;
   }
-  Params tags;
-  std::string tag_sql;
-  const auto flush_tags = [&]() -> Status {
-    if (tags.size() == 0) return Status::Ok();
-    Status s =
-        Run(conn_, shown_, "INSERT INTO attempt_tags(row_id, key, value) VALUES " + tag_sql, tags)
-            .status();
-    tags = Params();
-    tag_sql.clear();
-    return s;
-  };
-  for (const AttemptRow& r : rows) {
-    auto it = inserted.find({r.request_id, r.attempt});
-    if (it == inserted.end() || it->second < 0) {  // already there, or earlier in this batch
-      outcome->duplicates.push_back(r.request_id + "#" + std::to_string(r.attempt));
-      continue;
-    }
-    ++outcome->written;
-    for (const auto& [key, value] : r.tags) {
-      tag_sql += tag_sql.empty() ? "(" : ",(";
-      tag_sql += tags.Next() + "::bigint,";
-      tags.Bind(it->second);
-      tag_sql += tags.Next() + ",";
+  // A key twice in the batch: the first is written, the others are duplicates (as SQLite).
+  std::set<std::pair<std::string_view, int>> seen;
+  std::vector<const AttemptRow*> fresh;
+  std::vector<bool> first(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    first[i] = seen.insert({rows[i].request_id, rows[i].attempt}).second;
+    if (first[i]) fresh.push_back(&rows[i]);
+  }
+  CopyText copy;
+  CopyText tags;
+  for (const AttemptRow* r : fresh) {
+    columns::BindAttempt(copy, *r, store_text_);
+    copy.EndRow();
+    for (const auto& [key, value] : r->tags) {
+      tags.Bind(std::string_view(r->request_id));
+      tags.Bind(static_cast<int64_t>(r->attempt));
       tags.Bind(std::string_view(key));
-      tag_sql += tags.Next() + ")";
       tags.Bind(std::string_view(value));
-      if (tags.size() >= 3 * kTagsPerInsert) PDSERVE_RETURN_IF_ERROR(flush_tags());
+      tags.EndRow();
     }
-    it->second = -1;  // its tags are written; a second row with its key is a duplicate
   }
-  return flush_tags();
+  PDSERVE_RETURN_IF_ERROR(
+      Copy(conn_, shown_, "COPY pdserve_batch(" + columns::AllAttemptColumns() + ") FROM STDIN",
+           copy.text()));
+  if (!tags.text().empty()) {
+    PDSERVE_RETURN_IF_ERROR(Copy(conn_, shown_, "COPY pdserve_batch_tags FROM STDIN", tags.text()));
+  }
+  PDSERVE_ASSIGN_OR_RETURN(
+      ResultPtr result,
+      Run(conn_, shown_,
+          "WITH inserted AS (INSERT INTO attempts(" + columns::AllAttemptColumns() + ") SELECT " +
+              columns::AllAttemptColumns() +
+              " FROM pdserve_batch ON CONFLICT (request_id, attempt) DO NOTHING RETURNING row_id, "
+              "request_id, attempt), tagged AS (INSERT INTO attempt_tags(row_id, key, value) "
+              "SELECT i.row_id, t.key, t.value FROM inserted i JOIN pdserve_batch_tags t ON "
+              "t.request_id = i.request_id AND t.attempt = i.attempt) SELECT request_id, attempt "
+              "FROM inserted"));
+  std::set<std::pair<std::string, int>> inserted;
+  for (int i = 0; i < PQntuples(result.get()); ++i) {
+    const ResultRow row(result.get(), i);
+    inserted.insert({row.Text(0), static_cast<int>(row.Int(1))});
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {  // in the batch's order
+    if (first[i] && inserted.count({rows[i].request_id, rows[i].attempt})) {
+      ++outcome->written;
+    } else {
+      outcome->duplicates.push_back(rows[i].request_id + "#" + std::to_string(rows[i].attempt));
+    }
+  }
+  return Status::Ok();
 }
 
 Status PostgresLedger::UpsertPeriods(const std::vector<WorkerPeriod>& periods) {

@@ -8,9 +8,9 @@
 // pdserve_ledger naming the schema version (5, as sqlite_ledger.h). Open creates them under a
 // transaction-scoped advisory lock, so gateways starting together create them once; a database
 // whose pdserve_ledger names another application or a newer version is refused. An AppendBatch is
-// one transaction of one multi-row INSERT ... ON CONFLICT DO NOTHING (a row already there is
-// left out and named) and one of its tags: committed, under the server's synchronous_commit, when
-// it returns.
+// one transaction of one INSERT ... SELECT ... ON CONFLICT DO NOTHING (a row already there is
+// left out and named) and its tags: committed, under the server's synchronous_commit, when it
+// returns. The batch reaches the server by COPY into the session's temporary staging tables.
 //
 // A connection that drops is opened again on the next call; the call that found it dropped
 // fails (Unavailable) and the caller retries (LedgerWriter does).
@@ -61,7 +61,8 @@ class PostgresLedger final : public Ledger {
   const Mode mode_;
   const bool store_text_;
   mutable std::mutex mu_;
-  mutable pg_conn* conn_ = nullptr;  // guarded by mu_; null or bad: connect before use
+  mutable pg_conn* conn_ = nullptr;     // guarded by mu_; null or bad: connect before use
+  mutable bool staging_ready_ = false;  // conn_'s session has its batch tables; guarded by mu_
 };
 
 }  // namespace pdserve::ledger
