@@ -6,6 +6,7 @@
 
 #include "gateway/http_session.h"
 #include "gateway/ledger_rows.h"
+#include "ledger/postgres_budgets.h"
 #include "ledger/price_sheet.h"
 #include "model/model_config.h"
 #include "router/routers.h"
@@ -75,11 +76,23 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   if (!o.api_keys_file.empty()) {
     PDSERVE_ASSIGN_OR_RETURN(shared->keys, ApiKeys::Load(o.api_keys_file));
     if (!shared->keys->limits().empty() || !shared->keys->default_limits().unlimited()) {
+      // With a PostgreSQL ledger the gateways sharing it share their tenants' budgets too.
+      TenantQuota::Lease lease;
+      if (ledger::IsPostgresLocation(o.ledger_path)) {
+        PDSERVE_ASSIGN_OR_RETURN(std::shared_ptr<ledger::PostgresBudgets> budgets,
+                                 ledger::PostgresBudgets::Open(o.ledger_path));
+        lease = [budgets](const std::string& tenant, const std::string& kind, double per_minute,
+                          double want) { return budgets->Take(tenant, kind, per_minute, want); };
+      }
       shared->quota =
-          std::make_shared<TenantQuota>(shared->keys->limits(), shared->keys->default_limits());
+          std::make_shared<TenantQuota>(shared->keys->limits(), shared->keys->default_limits(),
+                                        &std::chrono::steady_clock::now, std::move(lease));
       const TenantLimits& d = shared->keys->default_limits();
-      spdlog::info("rate limits for {} tenant(s); others: rpm={} tpm={} (0: none)",
-                   shared->keys->limits().size(), d.requests_per_minute, d.tokens_per_minute);
+      spdlog::info("rate limits for {} tenant(s); others: rpm={} tpm={} (0: none){}",
+                   shared->keys->limits().size(), d.requests_per_minute, d.tokens_per_minute,
+                   ledger::IsPostgresLocation(o.ledger_path)
+                       ? "; shared with the gateways on the same PostgreSQL ledger"
+                       : "");
     }
   }
   shared->prompts = std::make_shared<PromptBuilder>(shared->tokenizer, shared->max_context,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
 namespace pdserve::gateway {
 
 namespace {
@@ -37,8 +39,37 @@ std::string Refusal(const std::string& tenant, const char* what, const char* abb
 }  // namespace
 
 TenantQuota::TenantQuota(std::map<std::string, TenantLimits> limits, TenantLimits default_limits,
-                         Clock clock)
-    : limits_(std::move(limits)), default_limits_(default_limits), clock_(std::move(clock)) {}
+                         Clock clock, Lease lease)
+    : limits_(std::move(limits)),
+      default_limits_(default_limits),
+      clock_(std::move(clock)),
+      lease_(std::move(lease)) {}
+
+bool TenantQuota::LeaseLocked(const std::string& tenant, const TenantLimits& limits, int64_t tokens,
+                              Buckets& b) {
+  const auto top_up = [&](const char* kind, int64_t limit, double need, Bucket& bucket) {
+    const auto per_minute = static_cast<double>(limit);
+    if (limit <= 0 || bucket.level >= need) return true;
+    const double want = std::max(need - bucket.level, per_minute / 600.0);  // 100 ms of it
+    auto got = lease_(tenant, kind, per_minute, want);
+    if (!got.ok()) {
+      if (!lease_failing_) {
+        spdlog::warn(
+            "tenant limits: the shared budgets fail ({}); each gateway limits alone "
+            "until they answer",
+            got.status().ToString());
+      }
+      lease_failing_ = true;
+      return false;
+    }
+    if (lease_failing_) spdlog::info("tenant limits: the shared budgets answer again");
+    lease_failing_ = false;
+    bucket.level += *got;
+    return true;
+  };
+  return top_up("requests", limits.requests_per_minute, 1.0, b.requests) &&
+         top_up("tokens", limits.tokens_per_minute, static_cast<double>(tokens), b.tokens);
+}
 
 TenantLimits TenantQuota::LimitsFor(const std::string& tenant) const {
   auto it = limits_.find(tenant);
@@ -70,8 +101,14 @@ QuotaDecision TenantQuota::Admit(const std::string& tenant, int64_t tokens) {
   std::lock_guard lock(mu_);
   auto [it, fresh] = buckets_.try_emplace(tenant);
   Buckets& b = it->second;
-  if (limit_requests) Refill(rpm, now, fresh, &b.requests.level, &b.requests.updated);
-  if (limit_tokens) Refill(tpm, now, fresh, &b.tokens.level, &b.tokens.updated);
+  if (lease_ && LeaseLocked(tenant, limits, tokens, b)) {
+    b.requests.updated = b.tokens.updated = now;  // from here a failing store refills by time
+  } else {
+    // A shared bucket that is new here starts empty: its budget is the store's.
+    const bool full = fresh && !lease_;
+    if (limit_requests) Refill(rpm, now, full, &b.requests.level, &b.requests.updated);
+    if (limit_tokens) Refill(tpm, now, full, &b.tokens.level, &b.tokens.updated);
+  }
 
   const bool requests_short = limit_requests && b.requests.level < 1.0;
   const bool tokens_short = limit_tokens && b.tokens.level < static_cast<double>(tokens);

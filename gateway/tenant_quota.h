@@ -10,8 +10,14 @@
 // until the request would fit (Retry-After, whole seconds, at least 1). A request larger than a
 // whole minute's token limit can never fit: it is refused with the minute as its wait.
 //
-// Thread-safety: Admit may be called from any thread (one mutex guards the buckets). The clock is
-// injectable for tests.
+// Shared across gateways (a `lease`, as ledger/postgres_budgets.h gives): the buckets above live in
+// a store all gateways draw from, and each gateway's own buckets hold only what it leased and has
+// not spent. A bucket short of a request takes what it lacks, or 100 ms of the limit if more,
+// from the shared one; so N gateways allow the limit once, plus at most 100 ms of it each. While
+// the store fails, each gateway's buckets refill by time on their own (the limit per gateway).
+//
+// Thread-safety: Admit may be called from any thread (one mutex guards the buckets; a lease is
+// taken under it). The clock is injectable for tests.
 #pragma once
 
 #include <chrono>
@@ -20,6 +26,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "common/status.h"
 
 namespace pdserve::gateway {
 
@@ -42,10 +50,15 @@ struct QuotaDecision {
 class TenantQuota {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  // Takes up to `want` of `tenant`'s shared bucket of `kind` ("requests" or "tokens") whose limit
+  // is `per_minute`; how much it took.
+  using Lease = std::function<Result<double>(const std::string& tenant, const std::string& kind,
+                                             double per_minute, double want)>;
 
-  // `limits`: per tenant; a tenant not listed gets `default_limits`.
+  // `limits`: per tenant; a tenant not listed gets `default_limits`. `lease`: the shared
+  // buckets; null: this gateway's own.
   explicit TenantQuota(std::map<std::string, TenantLimits> limits, TenantLimits default_limits = {},
-                       Clock clock = &std::chrono::steady_clock::now);
+                       Clock clock = &std::chrono::steady_clock::now, Lease lease = nullptr);
 
   // Admits (and charges) a request of `tokens` tokens for `tenant`, or says why not.
   QuotaDecision Admit(const std::string& tenant, int64_t tokens);
@@ -64,9 +77,16 @@ class TenantQuota {
     Bucket requests, tokens;
   };
 
+  // Shared: tops `b`'s short buckets up from the shared ones for a request of `tokens`. False
+  // when the store failed. Under mu_.
+  bool LeaseLocked(const std::string& tenant, const TenantLimits& limits, int64_t tokens,
+                   Buckets& b);
+
   const std::map<std::string, TenantLimits> limits_;
   const TenantLimits default_limits_;
   const Clock clock_;
+  const Lease lease_;
+  bool lease_failing_ = false;  // guarded by mu_: logs the store's failure once a run
 
   std::mutex mu_;
   std::map<std::string, Buckets> buckets_;  // by tenant; guarded by mu_

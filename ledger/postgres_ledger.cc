@@ -13,9 +13,16 @@
 #include <utility>
 
 #include "ledger/ledger_columns.h"
+#include "ledger/postgres_support.h"
 
 namespace pdserve::ledger {
 namespace {
+
+using pg::FormatDouble;
+using pg::Params;
+using pg::ResultPtr;
+using pg::ResultRow;
+using pg::Run;
 
 constexpr int kSchemaVersion = 5;  // as the SQLite file's (sqlite_ledger.h)
 constexpr char kApplication[] = "pdserve-ledger";
@@ -71,69 +78,6 @@ CREATE TABLE worker_periods(
   busy_seconds DOUBLE PRECISION NOT NULL);
 )sql";
 
-// A double as PostgreSQL reads it back exactly: its shortest exact form, or a named value.
-std::string FormatDouble(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char text[32];
-  auto end = std::to_chars(text, text + sizeof text, v).ptr;
-  return std::string(text, end);
-}
-
-// A statement's parameters in text form, in the order bound ($1, $2, ...); see ledger_columns.h.
-class Params {
- public:
-  void Bind(std::string_view v) { values_.emplace_back(std::string(v)); }
-  void Bind(int64_t v) { values_.emplace_back(std::to_string(v)); }
-  void Bind(double v) { values_.emplace_back(FormatDouble(v)); }
-  void BindNull() { values_.emplace_back(std::nullopt); }
-  size_t size() const { return values_.size(); }
-  // "$n" for the next value bound.
-  std::string Next() const {
-    std::string n = std::to_string(values_.size() + 1);
-    n.insert(n.begin(), '$');
-    return n;
-  }
-
-  std::vector<const char*> Pointers() const {
-    std::vector<const char*> p;
-    p.reserve(values_.size());
-    for (const auto& v : values_) p.push_back(v ? v->c_str() : nullptr);
-    return p;
-  }
-
- private:
-  std::vector<std::optional<std::string>> values_;
-};
-
-using ResultPtr = std::unique_ptr<PGresult, decltype(&PQclear)>;
-
-// One row of a query's result, read by column (see ledger_columns.h's Reader).
-class ResultRow {
- public:
-  ResultRow(const PGresult* result, int row) : result_(result), row_(row) {}
-  std::string Text(int col) const {
-    return std::string(PQgetvalue(result_, row_, col), PQgetlength(result_, row_, col));
-  }
-  int64_t Int(int col) const {
-    int64_t v = 0;
-    const char* p = PQgetvalue(result_, row_, col);
-    std::from_chars(p, p + PQgetlength(result_, row_, col), v);
-    return v;
-  }
-  double Real(int col) const {
-    double v = 0;
-    const char* p = PQgetvalue(result_, row_, col);
-    std::from_chars(p, p + PQgetlength(result_, row_, col), v);
-    return v;
-  }
-  bool IsNull(int col) const { return PQgetisnull(result_, row_, col) != 0; }
-
- private:
-  const PGresult* result_;
-  int row_;
-};
-
 // Rows in COPY's text format (see ledger_columns.h's Binder): tab between fields, a newline
 // after each row, \N for NULL, and backslash, tab, newline and carriage return escaped.
 class CopyText {
@@ -186,34 +130,15 @@ class CopyText {
   bool first_ = true;
 };
 
-// The password of a URI's user info and of a password= parameter, as "***".
-std::string RedactPassword(std::string uri) {
-  const size_t start = uri.find("://");
-  if (start != std::string::npos) {
-    const size_t host = start + 3;
-    const size_t end = std::min(uri.find_first_of("/?", host), uri.size());
-    const size_t at = uri.rfind('@', end);
-    if (at != std::string::npos && at > host) {
-      const size_t colon = uri.find(':', host);
-      if (colon != std::string::npos && colon < at) uri.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  for (size_t p = uri.find("password="); p != std::string::npos; p = uri.find("password=", p + 1)) {
-    const size_t value = p + 9;
-    const size_t end = std::min(uri.find('&', value), uri.size());
-    uri.replace(value, end - value, "***");
-  }
-  return uri;
-}
-
-void IgnoreNotice(void*, const char*) {}  // the server's NOTICEs are not the gateway's log
-
 }  // namespace
 
-std::string PostgresLedger::Redacted(const std::string& uri) { return RedactPassword(uri); }
+std::string PostgresLedger::Redacted(const std::string& uri) { return pg::RedactPassword(uri); }
 
 PostgresLedger::PostgresLedger(std::string uri, Mode mode, bool store_text)
-    : uri_(std::move(uri)), shown_(RedactPassword(uri_)), mode_(mode), store_text_(store_text) {}
+    : uri_(std::move(uri)),
+      shown_(pg::RedactPassword(uri_)),
+      mode_(mode),
+      store_text_(store_text) {}
 
 PostgresLedger::~PostgresLedger() {
   if (conn_) PQfinish(conn_);
@@ -240,27 +165,6 @@ Result<std::unique_ptr<Ledger>> PostgresLedger::OpenWith(const std::string& uri,
 }
 
 namespace {
-
-// Runs `sql` with `params`; an error names the ledger and what failed.
-Result<ResultPtr> Run(pg_conn* conn, const std::string& shown, const std::string& sql,
-                      const Params& params = {}) {
-  const std::vector<const char*> values = params.Pointers();
-  ResultPtr result(PQexecParams(conn, sql.c_str(), static_cast<int>(values.size()), nullptr,
-                                values.data(), nullptr, nullptr, 0),
-                   &PQclear);
-  const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
-  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result;
-  std::string message = PQerrorMessage(conn);
-  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
-    message.pop_back();
-  }
-  const char* state = result ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
-  // 42P01: undefined table: the database has no ledger.
-  if (state && std::string_view(state) == "42P01") {
-    return NotFound("ledger " + shown + ": " + message);
-  }
-  return Unavailable("ledger " + shown + ": " + message);
-}
 
 // COPY ... FROM STDIN of `text` (COPY's text format).
 Status Copy(pg_conn* conn, const std::string& shown, const std::string& sql,
@@ -293,29 +197,22 @@ Status Copy(pg_conn* conn, const std::string& shown, const std::string& sql,
 
 Status PostgresLedger::Connect() const {
   if (conn_ && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
-  if (conn_) PQfinish(conn_);
   staging_ready_ = false;  // a new session: its temporary tables are to be made
-  conn_ = PQconnectdb(uri_.c_str());
-  if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
-    std::string message = conn_ ? PQerrorMessage(conn_) : "out of memory";
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    if (conn_) PQfinish(conn_);
-    conn_ = nullptr;
-    return Unavailable("ledger " + shown_ + ": cannot connect: " + message);
-  }
-  PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+  PDSERVE_RETURN_IF_ERROR(pg::Reconnect(uri_, "ledger " + shown_, &conn_));
   if (mode_ == Mode::kReadOnly) {
-    PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "SET default_transaction_read_only = on").status());
+    PDSERVE_RETURN_IF_ERROR(
+        Run(conn_, "ledger " + shown_, "SET default_transaction_read_only = on").status());
   }
   return CheckOrCreateSchema();
 }
 
 Status PostgresLedger::CheckOrCreateSchema() const {
-  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, "ledger " + shown_, "BEGIN").status());
   Status s = [&]() -> Status {
-    if (mode_ == Mode::kCreate) PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, kSchemaLock).status());
-    PDSERVE_ASSIGN_OR_RETURN(ResultPtr there,
-                             Run(conn_, shown_, "SELECT to_regclass('pdserve_ledger') IS NULL"));
+    if (mode_ == Mode::kCreate)
+      PDSERVE_RETURN_IF_ERROR(Run(conn_, "ledger " + shown_, kSchemaLock).status());
+    PDSERVE_ASSIGN_OR_RETURN(ResultPtr there, Run(conn_, "ledger " + shown_,
+                                                  "SELECT to_regclass('pdserve_ledger') IS NULL"));
     if (ResultRow(there.get(), 0).Text(0) == "t") {
       if (mode_ != Mode::kCreate) {
         return NotFound("ledger " + shown_ + ": no pdserve ledger in this database");
@@ -327,11 +224,12 @@ Status PostgresLedger::CheckOrCreateSchema() const {
       Params p;
       p.Bind(std::string_view(kApplication));
       p.Bind(static_cast<int64_t>(kSchemaVersion));
-      return Run(conn_, shown_, "INSERT INTO pdserve_ledger VALUES ($1, $2)", p).status();
+      return Run(conn_, "ledger " + shown_, "INSERT INTO pdserve_ledger VALUES ($1, $2)", p)
+          .status();
     }
     PDSERVE_ASSIGN_OR_RETURN(
         ResultPtr header,
-        Run(conn_, shown_, "SELECT application, schema_version FROM pdserve_ledger"));
+        Run(conn_, "ledger " + shown_, "SELECT application, schema_version FROM pdserve_ledger"));
     if (PQntuples(header.get()) != 1 ||
         ResultRow(header.get(), 0).Text(0) != std::string_view(kApplication)) {
       return InvalidArgument("ledger " + shown_ +
@@ -347,23 +245,23 @@ Status PostgresLedger::CheckOrCreateSchema() const {
     return Status::Ok();
   }();
   if (!s.ok()) {
-    (void)Run(conn_, shown_, "ROLLBACK");
+    (void)Run(conn_, "ledger " + shown_, "ROLLBACK");
     return s;
   }
-  return Run(conn_, shown_, "COMMIT").status();
+  return Run(conn_, "ledger " + shown_, "COMMIT").status();
 }
 
 Result<AppendOutcome> PostgresLedger::AppendBatch(const std::vector<AttemptRow>& rows) {
   std::lock_guard lock(mu_);
   PDSERVE_RETURN_IF_ERROR(Connect());
-  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, "ledger " + shown_, "BEGIN").status());
   AppendOutcome outcome;
   if (Status s = InsertRows(rows, &outcome); !s.ok()) {
-    (void)Run(conn_, shown_, "ROLLBACK");
+    (void)Run(conn_, "ledger " + shown_, "ROLLBACK");
     staging_ready_ = false;  // made in the transaction rolled back, perhaps
     return s;
   }
-  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "COMMIT").status());
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, "ledger " + shown_, "COMMIT").status());
   return outcome;
 }
 
@@ -372,12 +270,12 @@ Status PostgresLedger::InsertRows(const std::vector<AttemptRow>& rows, AppendOut
   // statement moves what is new into attempts, and its tags, naming the rows it inserted.
   if (!staging_ready_) {
     PDSERVE_RETURN_IF_ERROR(
-        Run(conn_, shown_,
+        Run(conn_, "ledger " + shown_,
             "CREATE TEMP TABLE IF NOT EXISTS pdserve_batch ON COMMIT DELETE ROWS AS SELECT " +
                 columns::AllAttemptColumns() + " FROM attempts WITH NO DATA")
             .status());
     PDSERVE_RETURN_IF_ERROR(
-        Run(conn_, shown_,
+        Run(conn_, "ledger " + shown_,
             "CREATE TEMP TABLE IF NOT EXISTS pdserve_batch_tags(request_id "
             "TEXT, attempt INTEGER, key TEXT, value TEXT) ON COMMIT DELETE ROWS")
             .status());
@@ -412,7 +310,7 @@ Status PostgresLedger::InsertRows(const std::vector<AttemptRow>& rows, AppendOut
   }
   PDSERVE_ASSIGN_OR_RETURN(
       ResultPtr result,
-      Run(conn_, shown_,
+      Run(conn_, "ledger " + shown_,
           "WITH inserted AS (INSERT INTO attempts(" + columns::AllAttemptColumns() + ") SELECT " +
               columns::AllAttemptColumns() +
               " FROM pdserve_batch ON CONFLICT (request_id, attempt) DO NOTHING RETURNING row_id, "
@@ -442,7 +340,7 @@ Status PostgresLedger::UpsertPeriods(const std::vector<WorkerPeriod>& periods) {
                           ") VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT(period_id) "
                           "DO UPDATE SET end_unix = excluded.end_unix, busy_seconds = "
                           "excluded.busy_seconds";
-  PDSERVE_RETURN_IF_ERROR(Run(conn_, shown_, "BEGIN").status());
+  PDSERVE_RETURN_IF_ERROR(Run(conn_, "ledger " + shown_, "BEGIN").status());
   for (const WorkerPeriod& p : periods) {
     Params params;
     params.Bind(std::string_view(p.period_id));
@@ -450,12 +348,12 @@ Status PostgresLedger::UpsertPeriods(const std::vector<WorkerPeriod>& periods) {
     params.Bind(p.start_unix);
     params.Bind(p.end_unix);
     params.Bind(p.busy_seconds);
-    if (Status s = Run(conn_, shown_, sql, params).status(); !s.ok()) {
-      (void)Run(conn_, shown_, "ROLLBACK");
+    if (Status s = Run(conn_, "ledger " + shown_, sql, params).status(); !s.ok()) {
+      (void)Run(conn_, "ledger " + shown_, "ROLLBACK");
       return s.WithContext("period " + p.period_id);
     }
   }
-  return Run(conn_, shown_, "COMMIT").status();
+  return Run(conn_, "ledger " + shown_, "COMMIT").status();
 }
 
 Result<int64_t> PostgresLedger::ForgetTenant(const std::string& tenant) {
@@ -464,8 +362,8 @@ Result<int64_t> PostgresLedger::ForgetTenant(const std::string& tenant) {
   Params params;
   params.Bind(std::string_view(tenant));
   // Its tags go with them (ON DELETE CASCADE), in the one statement's transaction.
-  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result,
-                           Run(conn_, shown_, "DELETE FROM attempts WHERE tenant = $1", params));
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, "ledger " + shown_,
+                                                 "DELETE FROM attempts WHERE tenant = $1", params));
   int64_t deleted = 0;
   const char* count = PQcmdTuples(result.get());
   std::from_chars(count, count + std::char_traits<char>::length(count), deleted);
@@ -500,7 +398,7 @@ Result<std::vector<AttemptRow>> PostgresLedger::Rows(const LedgerFilter& filter)
   sql += " ORDER BY a.end_unix, a.request_id COLLATE \"C\", a.attempt";
   std::lock_guard lock(mu_);
   PDSERVE_RETURN_IF_ERROR(Connect());
-  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, "ledger " + shown_, sql, params));
   std::vector<AttemptRow> rows;
   rows.reserve(PQntuples(result.get()));
   for (int i = 0; i < PQntuples(result.get()); ++i) {
@@ -526,7 +424,7 @@ Result<std::vector<WorkerPeriod>> PostgresLedger::Periods(std::optional<double> 
   sql += " ORDER BY start_unix, period_id COLLATE \"C\"";
   std::lock_guard lock(mu_);
   PDSERVE_RETURN_IF_ERROR(Connect());
-  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, shown_, sql, params));
+  PDSERVE_ASSIGN_OR_RETURN(ResultPtr result, Run(conn_, "ledger " + shown_, sql, params));
   std::vector<WorkerPeriod> periods;
   for (int i = 0; i < PQntuples(result.get()); ++i) {
     auto period = columns::ReadPeriod(ResultRow(result.get(), i));

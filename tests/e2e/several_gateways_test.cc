@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "ledger/ledger.h"
 #include "tests/command_run.h"
@@ -88,14 +89,22 @@ struct Nginx {
   bool started = false;
 };
 
-TEST(SeveralGatewaysTest, KillNineOfOneGatewayCostsOnlyItsStreamsAndTheLedgerKeepsTheRest) {
-  std::string why;
-  auto* postgres = testing::ThrowawayPostgres::Shared(&why);
-  ASSERT_NE(postgres, nullptr) << why;
-  const std::string uri = postgres->NewDatabase();
+// A fresh database on the binary's PostgreSQL server and the tiny model in a fresh folder.
+class SeveralGatewaysTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    auto* postgres = testing::ThrowawayPostgres::Shared(&why);
+    ASSERT_NE(postgres, nullptr) << why;
+    uri = postgres->NewDatabase();
+    model = testing::MakeTinyModel(dir.path());
+    ASSERT_FALSE(model.empty());
+  }
+  std::string uri, model;
   model::testing::TempDir dir;
-  const std::string model = testing::MakeTinyModel(dir.path());
-  ASSERT_FALSE(model.empty());
+};
+
+TEST_F(SeveralGatewaysTest, KillNineOfOneGatewayCostsOnlyItsStreamsAndTheLedgerKeepsTheRest) {
   std::filesystem::create_directories(dir / "a");
   std::filesystem::create_directories(dir / "b");
   auto a = testing::StartGateway(dir / "a", model, {"--ledger", uri});
@@ -218,6 +227,71 @@ TEST(SeveralGatewaysTest, KillNineOfOneGatewayCostsOnlyItsStreamsAndTheLedgerKee
   ASSERT_EQ(from_pg.exit_code, 0) << from_pg.out;
   ASSERT_EQ(from_file.exit_code, 0) << from_file.out;
   EXPECT_EQ(nlohmann::json::parse(from_pg.out), nlohmann::json::parse(from_file.out));
+}
+
+// A tenant limited to 60 requests a minute (1 a second), offered 5 a second at each of two
+// gateways on one PostgreSQL ledger: once the bucket's first minute is spent, the two together
+// admit at most 1.1 a second, not 2.
+TEST_F(SeveralGatewaysTest, ATenantsRateLimitHoldsAcrossGateways) {
+  std::ofstream(dir / "keys") << "key:acme-key acme rpm=60\n";
+  std::vector<testing::StartedGateway> gateways;
+  for (const char* name : {"a", "b"}) {
+    std::filesystem::create_directories(dir / name);
+    gateways.push_back(
+        testing::StartGateway(dir / name, model, {"--ledger", uri, "--api-keys", dir / "keys"}));
+    ASSERT_TRUE(gateways.back().process) << testing::ReadLog(dir / name + "/gateway.log");
+  }
+  Process sim({"sim", "--model", model, "--profile", "zero", "--colocated", "2", "--gateway",
+               "127.0.0.1:" + std::to_string(gateways[0].control_port) +
+                   ",127.0.0.1:" + std::to_string(gateways[1].control_port)},
+              dir / "sim.log");
+  for (const auto& g : gateways) {
+    ASSERT_TRUE(testing::WaitForWorkerLoad(g.http_port, 2, std::chrono::seconds(60), "acme-key"))
+        << testing::ReadLog(dir / "sim.log");
+  }
+  std::vector<std::thread> load;
+  for (size_t i = 0; i < gateways.size(); ++i) {
+    load.emplace_back([&, i] {
+      testing::RunShell(
+          "env ACME_KEY=acme-key " + std::string(testing::PdserveBinary()) +
+              " bench serve --base-url http://127.0.0.1:" + std::to_string(gateways[i].http_port) +
+              " --model tiny --tokenizer " + model +
+              " --api-key-env ACME_KEY --num-prompts 125 --request-rate 5 "
+              "--random-input-len 8 --random-output-len 4 --seed 1 --progress off "
+              "--result-json " +
+              dir / ("limit-" + std::to_string(i) + ".json") + " > " +
+              dir / ("limit-" + std::to_string(i) + ".txt"),
+          120);
+    });
+  }
+  for (auto& t : load) t.join();
+  // From 10 s on, after the first minute's 60 are spent (10 a second offered, 1 refilled).
+  int steady = 0, refused = 0;
+  double window_end = 0;
+  for (size_t i = 0; i < gateways.size(); ++i) {
+    std::ifstream in(dir / ("limit-" + std::to_string(i) + ".json"));
+    ASSERT_TRUE(in.good()) << testing::ReadLog(dir / ("limit-" + std::to_string(i) + ".txt"));
+    auto run = nlohmann::json::parse(in);
+    if (run.is_array()) run = run.back();
+    for (size_t r = 0; r < run["start_times"].size(); ++r) {
+      const double at = run["start_times"][r];
+      const int status = run["http_statuses"][r];
+      refused += status == 429;
+      if (at >= 10.0) {
+        steady += status == 200;
+        window_end = std::max(window_end, at);
+      }
+    }
+  }
+  const double window = window_end - 10.0;
+  ASSERT_GT(window, 10.0);
+  std::printf(
+      "several gateways: %d admitted in the last %.1f s at 1 req/s limited, %d refused "
+      "(429) in all\n",
+      steady, window, refused);
+  EXPECT_LE(steady, 1.1 * window + 1) << "two gateways allowed the tenant more than its limit";
+  EXPECT_GE(steady, 0.8 * window);
+  EXPECT_GT(refused, 100);
 }
 
 }  // namespace

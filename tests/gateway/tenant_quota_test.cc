@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -120,6 +121,73 @@ TEST(TenantQuotaTest, ConcurrentAdmissionsNeverExceedTheLimit) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(admitted.load(), 1000);
+}
+
+// The shared buckets as ledger/postgres_budgets.h keeps them, in memory, on the test's clock.
+struct FakeSharedBudgets {
+  FakeClock* clock;
+  bool down = false;
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> buckets;  // level, at
+  int leases = 0;
+  TenantQuota::Lease fn() {
+    return [this](const std::string& tenant, const std::string& kind, double per_minute,
+                  double want) -> Result<double> {
+      if (down) return Unavailable("fake budgets: down");
+      ++leases;
+      const double now = std::chrono::duration<double>(clock->now.time_since_epoch()).count();
+      auto [it, fresh] = buckets.try_emplace({tenant, kind}, per_minute, now);
+      auto& [level, at] = it->second;
+      if (!fresh) level = std::min(per_minute, level + (now - at) * per_minute / 60);
+      at = now;
+      const double granted = std::min(want, std::max(0.0, level));
+      level -= granted;
+      return granted;
+    };
+  }
+};
+
+TEST(TenantQuotaTest, GatewaysSharingBudgetsAllowTheLimitOnceNotOncePerGateway) {
+  FakeClock clock;
+  FakeSharedBudgets store{&clock};
+  // Two gateways, 600 requests a minute (10 a second), each offered 20 a second for 2 minutes.
+  TenantQuota a({{"acme", {600, 0}}}, {}, clock.fn(), store.fn());
+  TenantQuota b({{"acme", {600, 0}}}, {}, clock.fn(), store.fn());
+  int admitted = 0, in_second_minute = 0;
+  for (int tick = 0; tick < 2400; ++tick) {  // every 50 ms
+    for (TenantQuota* q : {&a, &b}) {
+      if (q->Admit("acme", 0).admitted) {
+        ++admitted;
+        in_second_minute += tick >= 1200;
+      }
+    }
+    clock.now += milliseconds(50);
+  }
+  // The first minute: the full bucket (600) and its refill (600); the second: the refill only
+  // (600). Each gateway on its own buckets would have admitted twice that.
+  EXPECT_LE(admitted, 1800 + 2);  // plus at most 100 ms of the limit leased by each
+  EXPECT_GE(admitted, 1790);
+  EXPECT_LE(in_second_minute, 600 + 2);
+  EXPECT_GE(in_second_minute, 590);
+}
+
+TEST(TenantQuotaTest, AGatewayLimitsAloneWhileTheSharedBudgetsFailAndSharesOnceTheyAnswer) {
+  FakeClock clock;
+  FakeSharedBudgets store{&clock};
+  TenantQuota q({{"acme", {60, 0}}}, {}, clock.fn(), store.fn());
+  store.down = true;
+  int admitted = 0;
+  for (int i = 0; i < 100; ++i) admitted += q.Admit("acme", 0).admitted;
+  EXPECT_EQ(admitted, 60);  // its own bucket: a minute's limit, then refused
+  const QuotaDecision refused = q.Admit("acme", 0);
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_EQ(refused.limit, "requests");
+  store.down = false;
+  clock.now += seconds(1);
+  admitted = 0;
+  for (int i = 0; i < 100; ++i) admitted += q.Admit("acme", 0).admitted;
+  // The shared bucket, full (nothing of it was taken while it failed), and what was left here.
+  EXPECT_GE(admitted, 60);
+  EXPECT_LE(admitted, 61);
 }
 
 }  // namespace
