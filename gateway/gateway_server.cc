@@ -7,6 +7,7 @@
 #include "gateway/http_session.h"
 #include "gateway/ledger_rows.h"
 #include "ledger/postgres_budgets.h"
+#include "ledger/postgres_leadership.h"
 #include "ledger/price_sheet.h"
 #include "model/model_config.h"
 #include "router/routers.h"
@@ -184,7 +185,14 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::Start(const GatewayOptions
   server->admission_timer_ = std::make_unique<asio::steady_timer>(server->io_);
   server->TickAdmission();
   if (o.planner) {
-    server->planner_ = std::make_unique<PlannerAdvisor>(*o.planner, server->registry_,
+    PlannerAdvisorOptions planner = *o.planner;
+    // Gateways sharing a PostgreSQL ledger: the one holding its planner lock acts, the others
+    // advise.
+    if (planner.actuator && !planner.advise && ledger::IsPostgresLocation(o.ledger_path)) {
+      auto leadership = std::make_shared<ledger::PostgresLeadership>(o.ledger_path);
+      planner.may_act = [leadership] { return leadership->Lead(); };
+    }
+    server->planner_ = std::make_unique<PlannerAdvisor>(planner, server->registry_,
                                                         shared->admission, shared->metrics, asks);
     server->planner_interval_ = o.planner->interval;
     server->planner_timer_ = std::make_unique<asio::steady_timer>(server->io_);

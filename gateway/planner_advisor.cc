@@ -75,18 +75,26 @@ PlannerAdvisor::PlannerAdvisor(PlannerAdvisorOptions options,
                {{Pool::kPrefill, options.prefill}, {Pool::kDecode, options.decode}}),
       start_timeout_(options.start_timeout),
       asks_(std::move(asks)),
-      mode_(options.actuator && !options.advise ? "act" : "advise") {
+      mode_(options.actuator && !options.advise ? "act" : "advise"),
+      actuator_(options.actuator),
+      advise_only_(options.advise),
+      may_act_(options.may_act) {
   spdlog::info("planner ({}): TTFT target {:.2f} s, ITL target {:.3f} s", mode_,
                options.planner.ttft_slo_s, options.planner.itl_slo_s);
   if (options.actuator) {
-    spdlog::info("planner ({}): burst workers through {}", mode_, options.actuator->Describe());
-    planner::ActuationLoopOptions loop;
-    loop.on_result = [metrics = metrics_](Pool pool, int, const Status& s) {
-      metrics->RecordPlannerActuation(planner::PoolName(pool), s.ok());
-    };
-    actuation_ = std::make_unique<planner::ActuationLoop>(options.actuator, std::move(loop));
+    spdlog::info("planner ({}): burst workers through {}{}", mode_, options.actuator->Describe(),
+                 may_act_ ? ", while this gateway leads" : "");
+    if (!may_act_) StartActuation();
   }
   for (Pool pool : {Pool::kPrefill, Pool::kDecode}) ExportDesired(pool);
+}
+
+void PlannerAdvisor::StartActuation() {
+  planner::ActuationLoopOptions loop;
+  loop.on_result = [metrics = metrics_](Pool pool, int, const Status& s) {
+    metrics->RecordPlannerActuation(planner::PoolName(pool), s.ok());
+  };
+  actuation_ = std::make_unique<planner::ActuationLoop>(actuator_, std::move(loop));
 }
 
 void PlannerAdvisor::ExportDesired(Pool pool) {
@@ -96,6 +104,16 @@ void PlannerAdvisor::ExportDesired(Pool pool) {
 }
 
 void PlannerAdvisor::Tick(planner::Planner::Clock::time_point now) {
+  if (actuator_ && may_act_ && !advise_only_) {
+    const bool leads = may_act_();
+    if (leads && !actuation_) {
+      spdlog::info("planner (act): this gateway leads; acting through {}", actuator_->Describe());
+      StartActuation();
+    } else if (!leads && actuation_) {
+      spdlog::warn("planner (act): this gateway no longer leads; advising only");
+      actuation_.reset();  // an apply in progress ends first; nothing more is applied
+    }
+  }
   const auto snapshot = registry_->LoadSnapshot();
   router::AdmissionRequest arriving;  // a request arriving now, its own prompt aside
   const double wait = queue_->PredictWait(arriving);

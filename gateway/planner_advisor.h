@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,6 +44,10 @@ struct PlannerAdvisorOptions {
   // Advise mode with an actuator that follows the advice (planner/local_actuator.h, as `pdserve
   // up --autoscale` runs it): its lines say "advise", not "act".
   bool advise = false;
+  // Act mode among several gateways: asked every tick whether this gateway leads (ledger/
+  // postgres_leadership.h); while it does not, it advises only, and its actuation loop is
+  // stopped (an apply in progress ends first). Null: it always acts.
+  std::function<bool()> may_act;
 };
 
 // The burst workers a pool still waits for: those the planner wants beyond those registered,
@@ -76,6 +81,7 @@ class PlannerAdvisor {
  private:
   // Sets the desired-workers gauges of `pool` to what the planner wants now.
   void ExportDesired(planner::Pool pool);
+  void StartActuation();
   std::shared_ptr<router::WorkerRegistry> registry_;
   std::shared_ptr<router::AdmissionQueue> queue_;
   std::shared_ptr<GatewayMetrics> metrics_;
@@ -84,6 +90,10 @@ class PlannerAdvisor {
   std::map<planner::Pool, planner::Planner::Clock::time_point> last_up_;
   std::shared_ptr<BurstAsks> asks_;
   const char* mode_;  // "advise" or "act", in log lines
+  // Act mode: the actuator, and whether this gateway may act (options' may_act).
+  std::shared_ptr<planner::Actuator> actuator_;
+  bool advise_only_ = false;
+  std::function<bool()> may_act_;
   // Admission's running counts at each Tick of the last kRefusalWindow: refusals for a predicted
   // wait, and requests that left the queue for their workers.
   static constexpr std::chrono::seconds kRefusalWindow{30};

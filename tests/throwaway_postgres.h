@@ -122,4 +122,17 @@ class ThrowawayPostgres {
   int port_ = 0;
 };
 
+// A fixture with a fresh database on the binary's server, in uri_ (the test fails without one).
+class PostgresFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    server_ = ThrowawayPostgres::Shared(&why);
+    ASSERT_NE(server_, nullptr) << why;
+    uri_ = server_->NewDatabase();
+  }
+  ThrowawayPostgres* server_ = nullptr;
+  std::string uri_;
+};
+
 }  // namespace pdserve::testing

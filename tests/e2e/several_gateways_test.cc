@@ -183,6 +183,7 @@ TEST_F(SeveralGatewaysTest, KillNineOfOneGatewayCostsOnlyItsStreamsAndTheLedgerK
       "several gateways: %d of %zu completed; %d sent after the kill all completed; %d "
       "failed (in flight on the killed gateway)\n",
       completed, starts.size(), after_kill, failed_before);
+  std::fflush(stdout);  // before the processes it starts next copy the buffer
 
   // The workers freed the killed gateway's requests' pages: once idle, every page is free again
   // (as the surviving gateway hears it).
@@ -212,6 +213,7 @@ TEST_F(SeveralGatewaysTest, KillNineOfOneGatewayCostsOnlyItsStreamsAndTheLedgerK
       "several gateways: %d ledger rows of completed requests for %d completed (%d lost "
       "with the killed gateway's buffer)\n",
       ok_rows, completed, completed - ok_rows);
+  std::fflush(stdout);
 
   // The same rows in SQLite give the same report.
   {
@@ -289,9 +291,52 @@ TEST_F(SeveralGatewaysTest, ATenantsRateLimitHoldsAcrossGateways) {
       "several gateways: %d admitted in the last %.1f s at 1 req/s limited, %d refused "
       "(429) in all\n",
       steady, window, refused);
+  std::fflush(stdout);
   EXPECT_LE(steady, 1.1 * window + 1) << "two gateways allowed the tenant more than its limit";
   EXPECT_GE(steady, 0.8 * window);
   EXPECT_GT(refused, 100);
+}
+
+// Two gateways acting for the planner on one PostgreSQL ledger: only the one holding the lock
+// acts (its actuator runs), the other advises; kill -9 of the leader, and the other acts within
+// two planner intervals plus the lease.
+TEST_F(SeveralGatewaysTest, OnlyTheLeaderActsAndAnotherTakesOverWhenItDies) {
+  const auto actions = [&](const std::string& name) { return testing::ReadLog(dir / name); };
+  std::vector<testing::StartedGateway> gateways;
+  for (const std::string name : {"a", "b"}) {
+    std::filesystem::create_directories(dir / name);
+    const std::string script = dir / (name + ".sh");
+    std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << dir / (name + ".actions") << "\n";
+    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    gateways.push_back(testing::StartGateway(
+        dir / name, model,
+        {"--ledger", uri, "--planner", "act", "--actuator", "command", "--actuator-command", script,
+         "--planner-prefill", "0:2", "--planner-decode", "0:2", "--planner-interval", "0.2"}));
+    ASSERT_TRUE(gateways.back().process) << testing::ReadLog(dir / name + "/gateway.log");
+    if (name == "a") {  // the first leads before the second starts
+      for (int i = 0; i < 100 && actions("a.actions").empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      ASSERT_FALSE(actions("a.actions").empty()) << testing::ReadLog(dir / "a/gateway.log");
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // ten of b's ticks
+  EXPECT_TRUE(actions("b.actions").empty()) << "both gateways acted: " << actions("b.actions");
+
+  gateways[0].process->Kill(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  while (actions("b.actions").empty() &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  ASSERT_FALSE(actions("b.actions").empty()) << testing::ReadLog(dir / "b/gateway.log");
+  std::printf("several gateways: the other gateway acted %.2f s after the leader's kill -9\n",
+              took);
+  std::fflush(stdout);
+  // Two intervals (0.4 s), the lease (10 s) and a check of the lock (1 s).
+  EXPECT_LE(took, 0.4 + 10 + 1);
 }
 
 }  // namespace

@@ -14,17 +14,7 @@
 namespace pdserve::ledger {
 namespace {
 
-class PostgresBudgetsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    server_ = testing::ThrowawayPostgres::Shared(&why);
-    ASSERT_NE(server_, nullptr) << why;
-    uri_ = server_->NewDatabase();
-  }
-  testing::ThrowawayPostgres* server_ = nullptr;
-  std::string uri_;
-};
+using PostgresBudgetsTest = testing::PostgresFixture;
 
 TEST_F(PostgresBudgetsTest, ABucketStartsFullGivesWhatItHoldsAndRefillsByTheMinute) {
   auto budgets = PostgresBudgets::Open(uri_);

@@ -92,14 +92,8 @@ std::vector<AttemptRow> VariedRows() {
   return rows;
 }
 
-class PostgresLedgerTest : public ::testing::Test {
+class PostgresLedgerTest : public testing::PostgresFixture {
  protected:
-  void SetUp() override {
-    std::string why;
-    server_ = testing::ThrowawayPostgres::Shared(&why);
-    ASSERT_NE(server_, nullptr) << why;
-    uri_ = server_->NewDatabase();
-  }
   std::unique_ptr<Ledger> OpenPg(bool store_text = false) {
     auto ledger = Ledger::Open({uri_, store_text});
     EXPECT_TRUE(ledger.ok()) << ledger.status().ToString();
@@ -107,8 +101,6 @@ class PostgresLedgerTest : public ::testing::Test {
   }
   std::string Database() const { return uri_.substr(uri_.rfind('/') + 1); }
 
-  testing::ThrowawayPostgres* server_ = nullptr;
-  std::string uri_;
   testing::TempDir dir_;
 };
 
