@@ -99,12 +99,14 @@ std::string GatewayLink::Label(size_t peer) const {
 void GatewayLink::Attach(size_t peer, boost::asio::ip::tcp::socket socket) {
   auto conn = FramedConnection::Create(std::move(socket));
   FramedConnection* raw = conn.get();  // its handlers run while it is alive
+  // Under send_mu_: the gateway's answer, however quick, finds this connection the peer's (its
+  // handler waits for the lock), and the Register goes first, before another thread's Send.
+  std::lock_guard lock(send_mu_);
   conn->Start([this, peer, raw](proto::Envelope&& m) { OnMessage(peer, raw, std::move(m)); },
               [this, peer, raw](const Status& why) { OnClose(peer, raw, why); });
   proto::Envelope m;
   *m.mutable_register_() = hello_;
-  conn->Send(m);  // first, before another thread's Send can reach the new connection
-  std::lock_guard lock(send_mu_);
+  conn->Send(m);
   Peer& p = peers_[peer];
   p.conn = std::move(conn);
   p.up = true;
