@@ -222,15 +222,12 @@ void GatewayLink::Route(const proto::Envelope& m,
   }
   if (!about_a_request || peers_.size() == 1) {
     for (size_t i = 0; i < peers_.size(); ++i) (*batches)[i].push_back(m);
-  } else {
-    auto it = owners_.find(request_id);
-    if (it == owners_.end()) return;  // its gateway was lost: the request was cancelled
-    (*batches)[it->second.peer].push_back(m);
+    return;
   }
-  if (!about_a_request) return;
-  // The request's end: forget which gateway sent it.
   auto it = owners_.find(request_id);
-  if (it == owners_.end()) return;
+  if (it == owners_.end()) return;  // its gateway was lost: the request was cancelled
+  (*batches)[it->second.peer].push_back(m);
+  // The request's end: forget which gateway sent it.
   Owner& o = it->second;
   if (m.has_error() || (m.has_tokens() && o.open < 0)) {
     owners_.erase(it);
@@ -358,6 +355,8 @@ void GatewayLink::OnMessage(size_t peer, FramedConnection* conn, proto::Envelope
           spdlog::info("registered with gateway {} as worker {}", Label(peer), reply.worker_id());
         }
       }
+    } else if (peers_.size() == 1) {
+      // One gateway: every answer goes to it, no request's sender to remember.
     } else if (message.has_generate()) {  // which gateway each request came from, for its answers
       owners_[message.generate().request_id()] = {peer,
                                                   std::max(1, message.generate().sampling().n())};
